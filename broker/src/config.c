@@ -1,0 +1,255 @@
+/*
+ * config.c - the configuration table and its parser (see config.h).
+ *
+ * Does: parse integers with strtoll and full-string checks, booleans from
+ * true/false/1/0/yes/no/on/off (case-insensitive), bounds checks, defaults.
+ * Does not: read files, or accept a value it cannot parse (boot fails instead
+ * of silently using a default).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "queen/error.h"
+
+#define OFF(f) offsetof(struct qn_config, f)
+#define KIB 1024LL
+#define MIB (1024LL * 1024LL)
+
+const struct qn_config_var qn_config_vars[] = {
+    {"QUEEN_DATABASE_URL", QN_CFG_STRING, "", 0, 0, OFF(database_url),
+     "libpq connection string or URL of the PostgreSQL database"},
+    {"QUEEN_DB_POOL_SIZE", QN_CFG_INT, "8", 1, 256, OFF(db_pool_size),
+     "database connections of the broker's pool"},
+    {"QUEEN_STMT_TIMEOUT_MS", QN_CFG_INT, "30000", 100, 3600000, OFF(stmt_timeout_ms),
+     "statement timeout of every database call"},
+    {"QUEEN_BIND_ADDR", QN_CFG_STRING, "0.0.0.0", 0, 0, OFF(bind_addr),
+     "address the listeners bind to"},
+    {"QUEEN_PORT", QN_CFG_INT, "6632", 0, 65535, OFF(port),
+     "plain HTTP/2 (h2c) gRPC port; 0 disables the plain listener"},
+    {"QUEEN_TLS_PORT", QN_CFG_INT, "6643", 0, 65535, OFF(tls_port),
+     "TLS gRPC port, used when QUEEN_TLS_CERT and QUEEN_TLS_KEY are set"},
+    {"QUEEN_TLS_CERT", QN_CFG_STRING, "", 0, 0, OFF(tls_cert),
+     "PEM certificate chain file for the TLS listener"},
+    {"QUEEN_TLS_KEY", QN_CFG_STRING, "", 0, 0, OFF(tls_key),
+     "PEM private key file for the TLS listener"},
+    {"QUEEN_TLS_CLIENT_CA", QN_CFG_STRING, "", 0, 0, OFF(tls_client_ca),
+     "PEM CA file; when set, TLS clients must present a certificate it signed"},
+    {"QUEEN_MAX_CONNECTIONS", QN_CFG_INT, "1024", 1, 1000000, OFF(max_connections),
+     "open client connections; more are refused"},
+    {"QUEEN_MAX_CONCURRENT_STREAMS", QN_CFG_INT, "256", 1, 100000, OFF(max_concurrent_streams),
+     "HTTP/2 streams (calls) a connection may have open at once"},
+    {"QUEEN_IDLE_TIMEOUT_MS", QN_CFG_INT, "300000", 1000, 86400000, OFF(idle_timeout_ms),
+     "a connection with no open call and no traffic for this long is closed"},
+    {"QUEEN_KEEPALIVE_MS", QN_CFG_INT, "30000", 100, 3600000, OFF(keepalive_ms),
+     "PING interval on connections with open streams; two unanswered PINGs close it"},
+    {"QUEEN_SHUTDOWN_TIMEOUT_MS", QN_CFG_INT, "10000", 0, 600000, OFF(shutdown_timeout_ms),
+     "on SIGTERM/SIGINT, longest wait for in-flight calls before exit"},
+    {"QUEEN_MAX_RECV_BYTES", QN_CFG_INT, "4194304", 1024, 256 * MIB, OFF(max_recv_bytes),
+     "largest gRPC request message accepted (RESOURCE_EXHAUSTED past it)"},
+    {"QUEEN_MAX_SEND_BYTES", QN_CFG_INT, "4128768", 64 * KIB, 256 * MIB, OFF(max_send_bytes),
+     "largest response message produced (pop/consume/fetch batches are cut to fit)"},
+    {"QUEEN_MAX_PAYLOAD_BYTES", QN_CFG_INT, "1048576", 1, 64 * MIB, OFF(max_payload_bytes),
+     "largest payload of one message"},
+    {"QUEEN_MAX_PUSH_ITEMS", QN_CFG_INT, "10000", 1, 1000000, OFF(max_push_items),
+     "most items in one Push, Ack or Transact request"},
+    {"QUEEN_MAX_POP_BATCH", QN_CFG_INT, "10000", 1, 1000000, OFF(max_pop_batch),
+     "most messages one Pop or Consume batch may ask for"},
+    {"QUEEN_MAX_POP_WAIT_MS", QN_CFG_INT, "60000", 0, 3600000, OFF(max_pop_wait_ms),
+     "longest wait_ms a Pop may ask for"},
+    {"QUEEN_MAX_PARKED_POPS", QN_CFG_INT, "10000", 0, 10000000, OFF(max_parked_pops),
+     "pops waiting for data at once (RESOURCE_EXHAUSTED past it)"},
+    {"QUEEN_MAX_STREAMS", QN_CFG_INT, "10000", 0, 10000000, OFF(max_streams),
+     "open Consume and Watch streams at once (RESOURCE_EXHAUSTED past it)"},
+    {"QUEEN_SEGMENT_RAW_MAX", QN_CFG_INT, "67108864", 64 * KIB, 1024 * MIB, OFF(segment_raw_max),
+     "largest decompressed segment the broker will read (a larger one is corrupt)"},
+    {"QUEEN_V2_ZSTD_LEVEL", QN_CFG_INT, "3", 1, 19, OFF(zstd_level),
+     "zstd compression level of segments"},
+    {"QUEEN_V2_BUNDLE_MAX", QN_CFG_INT, "16", 1, 256, OFF(bundle_max),
+     "most partitions one push commit carries"},
+    {"QUEEN_DEDUP_CACHE", QN_CFG_BOOL, "true", 0, 0, OFF(dedup_cache),
+     "broker cache that narrows the SQL dedup probe (never decides a verdict)"},
+    {"QUEEN_DEDUP_CACHE_MB", QN_CFG_INT, "512", 1, 1048576, OFF(dedup_cache_mb),
+     "memory budget of the dedup cache"},
+    {"QUEEN_WAKE_RECHECK_MS", QN_CFG_INT, "1000", 50, 60000, OFF(wake_recheck_ms),
+     "a parked pop re-checks the database at least this often (cross-broker fallback)"},
+    {"RETENTION_INTERVAL", QN_CFG_INT, "5000", 100, 86400000, OFF(retention_interval_ms),
+     "milliseconds between maintenance cycles"},
+    {"RETENTION_BATCH_SIZE", QN_CFG_INT, "1000", 1, 1000000, OFF(retention_batch_size),
+     "rows one maintenance step deletes at most"},
+    {"QUEEN_PARTITION_CLEANUP_ENABLED", QN_CFG_BOOL, "true", 0, 0,
+     OFF(partition_cleanup_enabled), "delete partitions empty and idle for PARTITION_CLEANUP_DAYS"},
+    {"PARTITION_CLEANUP_DAYS", QN_CFG_INT, "30", 1, 36500, OFF(partition_cleanup_days),
+     "idle days before an empty partition is deleted"},
+    {"METRICS_RETENTION_DAYS", QN_CFG_INT, "90", 1, 36500, OFF(metrics_retention_days),
+     "days of retention history kept"},
+    {"QUEEN_LOG_LEVEL", QN_CFG_STRING, "info", 0, 0, OFF(log_level),
+     "debug, info, warn or error"},
+    {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
+};
+
+static const char *env_get(const char *name, void *ud)
+{
+    (void)ud;
+    return getenv(name);
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *yes[] = {"true", "1", "yes", "on"};
+    static const char *no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return QN_OK;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return QN_OK;
+        }
+    }
+    return QN_EINVAL;
+}
+
+static int parse_int(const char *s, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return QN_EINVAL;
+    *out = v;
+    return QN_OK;
+}
+
+int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *name, void *ud),
+                        void *ud, char *err, size_t errcap)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (const struct qn_config_var *v = qn_config_vars; v->name; v++) {
+        const char *s = get(v->name, ud);
+        if (s == NULL || *s == '\0')
+            s = v->def;
+        char *field = (char *)cfg + v->offset;
+        switch (v->type) {
+        case QN_CFG_STRING: {
+            char *copy = strdup(s);
+            if (copy == NULL) {
+                snprintf(err, errcap, "out of memory");
+                return QN_ENOMEM;
+            }
+            memcpy(field, &copy, sizeof copy);
+            break;
+        }
+        case QN_CFG_BOOL: {
+            bool b;
+            if (parse_bool(s, &b) != QN_OK) {
+                snprintf(err, errcap, "%s: expected true or false, got \"%s\"", v->name, s);
+                return QN_EINVAL;
+            }
+            memcpy(field, &b, sizeof b);
+            break;
+        }
+        case QN_CFG_INT: {
+            int64_t n;
+            if (parse_int(s, &n) != QN_OK) {
+                snprintf(err, errcap, "%s: expected an integer, got \"%s\"", v->name, s);
+                return QN_EINVAL;
+            }
+            if (n < v->min || n > v->max) {
+                snprintf(err, errcap, "%s: %lld is outside %lld..%lld", v->name, (long long)n,
+                         (long long)v->min, (long long)v->max);
+                return QN_EINVAL;
+            }
+            memcpy(field, &n, sizeof n);
+            break;
+        }
+        }
+    }
+    if (strcmp(cfg->log_level, "debug") != 0 && strcmp(cfg->log_level, "info") != 0 &&
+        strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
+        snprintf(err, errcap, "QUEEN_LOG_LEVEL: expected debug, info, warn or error, got \"%s\"",
+                 cfg->log_level);
+        return QN_EINVAL;
+    }
+    if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
+        snprintf(err, errcap, "QUEEN_TLS_CERT and QUEEN_TLS_KEY must be set together");
+        return QN_EINVAL;
+    }
+    return QN_OK;
+}
+
+int qn_config_load(struct qn_config *cfg, char *err, size_t errcap)
+{
+    return qn_config_load_from(cfg, env_get, NULL, err, errcap);
+}
+
+void qn_config_free(struct qn_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (const struct qn_config_var *v = qn_config_vars; v->name; v++) {
+        if (v->type == QN_CFG_STRING) {
+            char **p = (char **)((char *)cfg + v->offset);
+            free(*p);
+            *p = NULL;
+        }
+    }
+}
+
+/* Masks "password=..." and "user:password@" in a conninfo for printing. */
+static void print_masked_url(FILE *out, const char *url)
+{
+    const char *at = strchr(url, '@');
+    const char *scheme = strstr(url, "://");
+    if (scheme != NULL && at != NULL && at > scheme) {
+        const char *colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+        if (colon != NULL) {
+            fprintf(out, "%.*s:***%s", (int)(colon - url), url, at);
+            return;
+        }
+    }
+    const char *pw = strstr(url, "password=");
+    if (pw != NULL) {
+        const char *end = pw + 9;
+        while (*end && *end != ' ')
+            end++;
+        fprintf(out, "%.*spassword=***%s", (int)(pw - url), url, end);
+        return;
+    }
+    fputs(url, out);
+}
+
+void qn_config_print(const struct qn_config *cfg, FILE *out)
+{
+    for (const struct qn_config_var *v = qn_config_vars; v->name; v++) {
+        const char *field = (const char *)cfg + v->offset;
+        fprintf(out, "%s=", v->name);
+        switch (v->type) {
+        case QN_CFG_STRING: {
+            const char *s;
+            memcpy(&s, field, sizeof s);
+            if (strcmp(v->name, "QUEEN_DATABASE_URL") == 0)
+                print_masked_url(out, s ? s : "");
+            else
+                fputs(s ? s : "", out);
+            break;
+        }
+        case QN_CFG_BOOL: {
+            bool b;
+            memcpy(&b, field, sizeof b);
+            fputs(b ? "true" : "false", out);
+            break;
+        }
+        case QN_CFG_INT: {
+            int64_t n;
+            memcpy(&n, field, sizeof n);
+            fprintf(out, "%lld", (long long)n);
+            break;
+        }
+        }
+        fputc('\n', out);
+    }
+}

@@ -1,0 +1,91 @@
+/*
+ * config.h - private to broker/: the broker's configuration, one table of
+ * environment variables (name, type, default, bounds, description).
+ *
+ * The table in config.c is the single source: qn_config_load() parses and
+ * validates the environment against it, `queen-broker --print-config` prints the
+ * effective values, and a test checks README.md's variable table against it.
+ */
+#ifndef QN_BROKER_CONFIG_H
+#define QN_BROKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct qn_config {
+    /* database */
+    char *database_url;        /* QUEEN_DATABASE_URL, libpq conninfo */
+    int64_t db_pool_size;      /* QUEEN_DB_POOL_SIZE */
+    int64_t stmt_timeout_ms;   /* QUEEN_STMT_TIMEOUT_MS */
+    /* network */
+    char *bind_addr;           /* QUEEN_BIND_ADDR */
+    int64_t port;              /* QUEEN_PORT (h2c) */
+    int64_t tls_port;          /* QUEEN_TLS_PORT */
+    char *tls_cert;            /* QUEEN_TLS_CERT (PEM file) */
+    char *tls_key;             /* QUEEN_TLS_KEY (PEM file) */
+    char *tls_client_ca;       /* QUEEN_TLS_CLIENT_CA (PEM file; verify clients when set) */
+    int64_t max_connections;   /* QUEEN_MAX_CONNECTIONS */
+    int64_t max_concurrent_streams; /* QUEEN_MAX_CONCURRENT_STREAMS (per connection) */
+    int64_t idle_timeout_ms;   /* QUEEN_IDLE_TIMEOUT_MS */
+    int64_t keepalive_ms;      /* QUEEN_KEEPALIVE_MS */
+    int64_t shutdown_timeout_ms; /* QUEEN_SHUTDOWN_TIMEOUT_MS */
+    /* limits */
+    int64_t max_recv_bytes;    /* QUEEN_MAX_RECV_BYTES (one gRPC message in) */
+    int64_t max_send_bytes;    /* QUEEN_MAX_SEND_BYTES (one gRPC message out) */
+    int64_t max_payload_bytes; /* QUEEN_MAX_PAYLOAD_BYTES */
+    int64_t max_push_items;    /* QUEEN_MAX_PUSH_ITEMS */
+    int64_t max_pop_batch;     /* QUEEN_MAX_POP_BATCH */
+    int64_t max_pop_wait_ms;   /* QUEEN_MAX_POP_WAIT_MS */
+    int64_t max_parked_pops;   /* QUEEN_MAX_PARKED_POPS */
+    int64_t max_streams;       /* QUEEN_MAX_STREAMS (open Consume/Watch streams) */
+    int64_t segment_raw_max;   /* QUEEN_SEGMENT_RAW_MAX (decompression cap) */
+    /* push path */
+    int64_t zstd_level;        /* QUEEN_V2_ZSTD_LEVEL */
+    int64_t bundle_max;        /* QUEEN_V2_BUNDLE_MAX */
+    bool dedup_cache;          /* QUEEN_DEDUP_CACHE */
+    int64_t dedup_cache_mb;    /* QUEEN_DEDUP_CACHE_MB */
+    int64_t wake_recheck_ms;   /* QUEEN_WAKE_RECHECK_MS */
+    /* maintenance */
+    int64_t retention_interval_ms;  /* RETENTION_INTERVAL */
+    int64_t retention_batch_size;   /* RETENTION_BATCH_SIZE */
+    bool partition_cleanup_enabled; /* QUEEN_PARTITION_CLEANUP_ENABLED */
+    int64_t partition_cleanup_days; /* PARTITION_CLEANUP_DAYS */
+    int64_t metrics_retention_days; /* METRICS_RETENTION_DAYS */
+    /* logging */
+    char *log_level;           /* QUEEN_LOG_LEVEL */
+};
+
+enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };
+
+struct qn_config_var {
+    const char *name;
+    enum qn_config_type type;
+    const char *def;     /* default, as text */
+    int64_t min, max;    /* bounds for QN_CFG_INT */
+    size_t offset;       /* into struct qn_config */
+    const char *help;    /* one line */
+};
+
+/* The table, terminated by an entry with name == NULL. */
+extern const struct qn_config_var qn_config_vars[];
+
+/*
+ * Fills *cfg from getenv() (a variable unset or empty takes its default).
+ * On a bad value returns QN_EINVAL and writes a message naming the variable into
+ * err. *cfg must be released with qn_config_free() in both cases.
+ */
+int qn_config_load(struct qn_config *cfg, char *err, size_t errcap);
+
+/* Same, reading variables through `get` (tests). */
+int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *name, void *ud),
+                        void *ud, char *err, size_t errcap);
+
+void qn_config_free(struct qn_config *cfg);
+
+/* Prints "NAME=value" for every variable (effective values). Secrets in the
+ * database URL's password are masked. */
+void qn_config_print(const struct qn_config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Queen needs to build, test and run, if any are
+# missing. As root it runs apt-get; otherwise it prints the exact command to run.
+# Usage: scripts/deps.sh [--check]   (--check only reports, exit 1 when missing)
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git ca-certificates
+  libprotobuf-c-dev protobuf-c-compiler   # message code generation and runtime
+  protobuf-compiler                        # descriptor sets for server reflection
+  libnghttp2-dev                           # HTTP/2 framing (server and bench client)
+  libssl-dev                               # TLS
+  libevent-dev                             # event loop, TLS buffers, timers
+  libpq-dev                                # PostgreSQL client
+  libzstd-dev zstd                         # segment compression
+  libxxhash-dev xxhash                     # xxh3_128 transaction-id hashes
+  check libsubunit-dev                     # unit and integration test framework
+  libjansson-dev                           # JSON for queenctl and admin results
+  postgresql-15 postgresql-client-15       # the database (tests start their own)
+  python3 python3-grpcio python3-protobuf protobuf-compiler-grpc   # end-to-end tests
+  python3-zstandard python3-xxhash         # independent segment cross-check
+  clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
+  nghttp2-client                           # h2load for load lines in the README
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "missing packages: ${missing[*]}" >&2
+  exit 1
+fi
+if [ "$(id -u)" -eq 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "missing packages; run:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

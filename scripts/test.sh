@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs missing Debian packages (as root), builds,
+# and runs every ctest suite. The `pg` fixture starts a throwaway PostgreSQL for
+# the integration and end-to-end suites and stops it afterwards.
+#
+# Environment: QN_BUILD_DIR (default build), QN_CMAKE_ARGS (extra cmake flags),
+# QN_TEST_JOBS (parallel suites, default 2), QN_CTEST_ARGS (extra ctest flags).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/deps.sh"
+build=${QN_BUILD_DIR:-$root/build}
+# shellcheck disable=SC2086
+cmake -S "$root" -B "$build" ${QN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"
+cd "$build"
+# shellcheck disable=SC2086
+ctest --output-on-failure -j"${QN_TEST_JOBS:-2}" ${QN_CTEST_ARGS:-}

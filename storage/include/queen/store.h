@@ -1,0 +1,530 @@
+/*
+ * queen/store.h - the storage module: PostgreSQL through libpq, asynchronous,
+ * pipelined, on the caller's libevent loop. One C function per stored procedure
+ * of sql/API.md.
+ *
+ * Model:
+ *   - A qn_store owns a pool of non-blocking connections registered with one
+ *     event_base. Nothing here blocks; nothing here is thread-safe: call it only
+ *     from the loop thread that owns the event_base.
+ *   - Every call copies its inputs (the caller may free them as soon as the call
+ *     returns) and delivers its outcome exactly once through its callback, on the
+ *     loop, never from inside the call itself. Result structures passed to a
+ *     callback are borrowed: valid only until the callback returns.
+ *   - A call may be cancelled with qn_store_cancel() until its callback has run;
+ *     after cancel the callback is never invoked. A statement already running is
+ *     cancelled in the server (PQcancel) when it is the connection's current one;
+ *     otherwise its result is discarded when it arrives.
+ *   - A deadline (monotonic ms, qn_store_now_ms() clock; 0 = none) fails the call
+ *     with QN_ETIMEOUT when it passes and cancels the statement in the server.
+ *   - Errors are translated here: connection loss or server shutdown ->
+ *     QN_EUNAVAILABLE (the pool reconnects with backoff; the call is NOT retried,
+ *     since a write may have committed); deadlock / serialization failure -> the
+ *     call is retried up to conflict_retries times, then QN_ECONFLICT; statement
+ *     timeout / cancel -> QN_ETIMEOUT; duplicate in a strict push -> QN_EDUPLICATE;
+ *     a procedure's own raised error -> QN_EDB with its message; a result we cannot
+ *     parse -> QN_EPROTOCOL_DB. No libpq code or type crosses this header.
+ */
+#ifndef QUEEN_STORE_H
+#define QUEEN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+typedef struct qn_store qn_store;
+/* A pending call. Valid from the call's return until its callback returns or
+ * qn_store_cancel() is called on it. */
+typedef struct qn_store_req qn_store_req;
+
+/* ---------------------------------------------------------------- lifecycle */
+
+struct qn_store_config {
+    const char *conninfo;      /* libpq connection string or URL (copied) */
+    int pool_size;             /* connections, >= 1 */
+    int pipeline_depth;        /* calls in flight per connection, >= 1 */
+    int stmt_timeout_ms;       /* statement_timeout of every session, > 0 */
+    int max_waiting;           /* calls queued for a connection before QN_EBUSY */
+    int conflict_retries;      /* deadlock/serialization retries, >= 0 */
+    int reconnect_min_ms;      /* first reconnect delay; doubles up to max */
+    int reconnect_max_ms;
+};
+
+/* Fills cfg with defaults: pool 8, depth 16, timeout 30000, waiting 100000,
+ * retries 3, reconnect 100..5000 ms. conninfo stays NULL. */
+void qn_store_config_defaults(struct qn_store_config *cfg);
+
+/*
+ * Makes a store and starts connecting (asynchronously). Returns QN_OK and *out, or
+ * QN_EINVAL (bad config) / QN_ENOMEM. Calls made before any connection is ready
+ * wait (bounded by max_waiting and their deadline); when every connection is down
+ * they fail with QN_EUNAVAILABLE.
+ */
+int qn_store_new(struct event_base *base, const struct qn_store_config *cfg, qn_store **out);
+
+/* Closes every connection. Pending calls get QN_ESHUTDOWN through their callbacks
+ * (before this returns). NULL is allowed. */
+void qn_store_free(qn_store *st);
+
+/* At least one connection is established and ready. */
+bool qn_store_is_up(const qn_store *st);
+
+/* cb(ud, up) runs on every change of qn_store_is_up(). One observer; NULL clears. */
+void qn_store_on_state(qn_store *st, void (*cb)(void *ud, bool up), void *ud);
+
+/* Monotonic milliseconds (the deadline clock). */
+int64_t qn_store_now_ms(void);
+
+/* Cancels a pending call (see the model above). NULL is allowed. */
+void qn_store_cancel(qn_store_req *req);
+
+/* Counters since qn_store_new(), for benches and tests. */
+struct qn_store_stats {
+    uint64_t calls;          /* calls completed (any outcome) */
+    uint64_t statements;     /* statements sent */
+    uint64_t round_trips;    /* pipeline syncs sent */
+    uint64_t retries;        /* conflict retries */
+    uint64_t reconnects;
+    uint32_t connections_up;
+    uint32_t waiting;        /* calls queued for a connection */
+};
+void qn_store_get_stats(const qn_store *st, struct qn_store_stats *out);
+
+/* Outcome of a call: code QN_OK or an error. Strings borrowed until the callback
+ * returns; never NULL (empty when unknown). */
+struct qn_store_status {
+    int code;
+    const char *sqlstate;
+    const char *message; /* for people: the procedure's message without its prefix */
+};
+
+/* Common per-call options. */
+struct qn_call_opts {
+    int64_t deadline_ms;    /* 0 = none */
+    const uint8_t *tenant;  /* 16 bytes; NULL = the default tenant */
+};
+
+/* ---------------------------------------------------------------- push */
+
+#define QN_PUSH_QUEUED 0
+#define QN_PUSH_DUPLICATE 1
+
+struct qn_push_segment {
+    const char *queue;
+    const char *partition;     /* NULL or "" = "Default" */
+    uint32_t count;            /* frames in blob, >= 1 */
+    const uint8_t *hashes;     /* count * 16 bytes, distinct */
+    int64_t verified;          /* dedup-cache watermark; -1 = cannot vouch */
+    const uint8_t *blob;       /* compressed segment */
+    size_t blob_len;
+};
+
+struct qn_push_dup {
+    uint32_t idx;              /* frame index in the segment */
+    int64_t offset;            /* offset of the original message */
+};
+
+struct qn_push_seg_result {
+    int status;                /* QN_PUSH_QUEUED or QN_PUSH_DUPLICATE */
+    uint8_t pid[16];           /* partition id */
+    int32_t window;            /* queue's dedup window, seconds */
+    int64_t base;              /* queued: first offset */
+    int64_t created_at_us;     /* queued: commit stamp */
+    size_t ndups;              /* duplicate: entries in dups, ascending idx */
+    const struct qn_push_dup *dups;
+};
+
+struct qn_push_result {
+    size_t n;                             /* == number of segments pushed */
+    const struct qn_push_seg_result *segs; /* input order */
+};
+
+typedef void (*qn_push_cb)(void *ud, const struct qn_store_status *st,
+                           const struct qn_push_result *res);
+
+/* push_v1 in one transaction (one commit for every partition of the bundle).
+ * strict: a duplicate fails the whole call with QN_EDUPLICATE. */
+int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
+                  const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req);
+
+/* segment_at_v1 */
+struct qn_segment_row {
+    int64_t base;
+    int64_t end;
+    int64_t created_at_us;
+    const uint8_t *blob;
+    size_t blob_len;
+};
+struct qn_segments_result {
+    size_t n;
+    const struct qn_segment_row *rows; /* ascending base */
+};
+typedef void (*qn_segments_cb)(void *ud, const struct qn_store_status *st,
+                               const struct qn_segments_result *res);
+int qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offsets, size_t n,
+                        const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
+                        qn_store_req **req);
+
+/* ---------------------------------------------------------------- pop */
+
+enum qn_sub_mode { QN_SUB_ALL = 0, QN_SUB_NEW = 1, QN_SUB_TIMESTAMP = 2 };
+
+struct qn_pop_args {
+    const char *queue;         /* NULL/"" = discover by namespace/task */
+    const char *partition;     /* NULL/"" = any partition */
+    const char *namespace_;
+    const char *task;
+    const char *group;         /* NULL/"" = "__QUEUE_MODE__" */
+    int32_t budget;            /* messages, >= 1 */
+    int64_t max_bytes;         /* <= 0: unlimited */
+    int32_t msg_overhead;      /* bytes added per message to the budget */
+    int32_t max_msg_bytes;     /* largest frame a message can have */
+    int32_t lease_seconds;     /* <= 0: queue's lease_time */
+    const char *worker;        /* lease id (UUID text) */
+    bool auto_ack;
+    int32_t max_partitions;    /* <= 0: 1 */
+    enum qn_sub_mode sub_mode;
+    int64_t sub_from_us;       /* QN_SUB_TIMESTAMP */
+};
+
+struct qn_pop_segment {
+    const char *queue;
+    const char *partition;
+    uint8_t pid[16];
+    int64_t base;
+    int32_t start_idx;
+    int32_t take;
+    int64_t created_at_us;
+    const uint8_t *blob;
+    size_t blob_len;
+    int64_t lease_expires_at_us; /* 0 for auto-ack */
+};
+
+struct qn_pop_result {
+    size_t n;
+    const struct qn_pop_segment *segs; /* claim order, then ascending base */
+};
+
+typedef void (*qn_pop_cb)(void *ud, const struct qn_store_status *st,
+                          const struct qn_pop_result *res);
+int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
+                 qn_pop_cb cb, void *ud, qn_store_req **req);
+
+typedef void (*qn_bool_cb)(void *ud, const struct qn_store_status *st, bool value);
+/* has_pending_v1 */
+int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
+                         const char *group, const struct qn_call_opts *opts, qn_bool_cb cb,
+                         void *ud, qn_store_req **req);
+
+/* ---------------------------------------------------------------- ack */
+
+#define QN_ACK_COMPLETED 1
+#define QN_ACK_FAILED 2
+#define QN_ACK_RETRY 3
+#define QN_ACK_DLQ 4
+
+#define QN_ACK_APPLIED 1
+#define QN_ACK_NOOP 2
+#define QN_ACK_STALE 3
+#define QN_ACK_UNRESOLVED 4
+#define QN_ACK_LEASE_INVALID 5
+#define QN_ACK_REJECTED 6
+#define QN_ACK_DEFERRED 7
+
+#define QN_ACKF_RELEASED 1
+#define QN_ACKF_DLQ_HANDOFF 2
+#define QN_ACKF_DROPPED 4
+#define QN_ACKF_CHARGED 8
+
+struct qn_ack_item {
+    const uint8_t *hash;       /* 16 bytes, or NULL to ack by offset */
+    int64_t offset;            /* used when hash == NULL */
+    int status;                /* QN_ACK_COMPLETED .. QN_ACK_DLQ */
+};
+
+struct qn_ack_args {
+    uint8_t pid[16];
+    const char *group;         /* NULL/"" = "__QUEUE_MODE__" */
+    const char *worker;        /* NULL/"" = no lease check */
+    const struct qn_ack_item *items;
+    size_t n;
+};
+
+struct qn_ack_item_result {
+    int outcome;               /* QN_ACK_APPLIED .. QN_ACK_DEFERRED */
+    int64_t offset;            /* resolved offset, -1 when unknown */
+};
+
+struct qn_ack_result {
+    size_t n;
+    const struct qn_ack_item_result *items; /* input order */
+    int64_t committed;         /* cursor after the call (-1 when no row) */
+    uint32_t flags;            /* QN_ACKF_* */
+    int64_t dlq_offset;        /* QN_ACKF_DLQ_HANDOFF: the poison offset */
+    int64_t dlq_base;          /* its segment's base, -1 when the segment is gone */
+    const uint8_t *dlq_blob;   /* its segment, NULL when gone */
+    size_t dlq_blob_len;
+};
+
+typedef void (*qn_ack_cb)(void *ud, const struct qn_store_status *st,
+                          const struct qn_ack_result *res);
+int qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
+                 qn_ack_cb cb, void *ud, qn_store_req **req);
+
+struct qn_dlq_head_args {
+    uint8_t pid[16];
+    const char *group;
+    const char *worker;
+    int64_t offset;
+    uint8_t message_id[16];
+    const char *txn;
+    size_t txn_len;
+    const uint8_t *payload;
+    size_t payload_len;
+    const char *error;
+};
+/* dlq_head_v1: value = r_ok; *id (16 bytes) is written into dlq_id_out of the result */
+typedef void (*qn_dlq_head_cb)(void *ud, const struct qn_store_status *st, bool ok,
+                               const uint8_t *dlq_id);
+int qn_store_dlq_head(qn_store *st, const struct qn_dlq_head_args *a,
+                      const struct qn_call_opts *opts, qn_dlq_head_cb cb, void *ud,
+                      qn_store_req **req);
+
+typedef void (*qn_renew_cb)(void *ud, const struct qn_store_status *st, int32_t renewed,
+                            int64_t expires_at_us);
+int qn_store_renew_lease(qn_store *st, const char *worker, int32_t seconds,
+                         const struct qn_call_opts *opts, qn_renew_cb cb, void *ud,
+                         qn_store_req **req);
+
+typedef void (*qn_int_cb)(void *ud, const struct qn_store_status *st, int64_t value);
+int qn_store_release_lease(qn_store *st, const char *worker, const struct qn_call_opts *opts,
+                           qn_int_cb cb, void *ud, qn_store_req **req);
+
+/* ---------------------------------------------------------------- transactions */
+
+/*
+ * Several procedures in one database transaction (one pipeline, one commit).
+ * Steps run in the order added; every push is strict and every ack is strict, so
+ * any duplicate, unapplied ack or missing lease fails the whole transaction and
+ * nothing is written.
+ */
+typedef struct qn_store_txn qn_store_txn;
+
+int qn_store_txn_new(qn_store *st, qn_store_txn **out);
+int qn_store_txn_push(qn_store_txn *t, const struct qn_push_segment *segs, size_t n);
+int qn_store_txn_ack(qn_store_txn *t, const struct qn_ack_args *a);
+int qn_store_txn_check_leases(qn_store_txn *t, const char *const *workers, size_t n);
+int qn_store_txn_delete_dlq(qn_store_txn *t, const uint8_t dlq_id[16]);
+/* Frees a transaction that was never committed. NULL is allowed. */
+void qn_store_txn_abandon(qn_store_txn *t);
+
+struct qn_txn_step_result {
+    int kind;                  /* 1 push, 2 ack, 3 check leases, 4 delete dlq */
+    const struct qn_push_result *push;
+    const struct qn_ack_result *ack;
+    int64_t value;             /* delete dlq: rows deleted */
+};
+struct qn_txn_result {
+    size_t n;
+    const struct qn_txn_step_result *steps; /* order added */
+    int failed_step;           /* on failure: the step that raised, else -1 */
+};
+typedef void (*qn_txn_cb)(void *ud, const struct qn_store_status *st,
+                          const struct qn_txn_result *res);
+/* Sends the transaction; takes ownership of t (freed by the store in all cases). */
+int qn_store_txn_commit(qn_store_txn *t, const struct qn_call_opts *opts, qn_txn_cb cb, void *ud,
+                        qn_store_req **req);
+
+/* ---------------------------------------------------------------- fetch */
+
+struct qn_fetch_entry {
+    const char *queue;
+    const char *partition;
+    int64_t offset;
+    int64_t max_bytes;
+};
+struct qn_fetch_args {
+    const struct qn_fetch_entry *entries;
+    size_t n;
+    int64_t budget;            /* bytes across the call */
+    int32_t max_records;       /* per entry */
+    int32_t msg_overhead;
+    int32_t max_msg_bytes;
+};
+struct qn_fetch_entry_result {
+    int error;                 /* 0 none, 1 unknown partition, 2 offset out of range */
+    uint8_t pid[16];
+    int64_t high;              /* last offset + 1 */
+    int64_t log_start;
+    size_t nsegs;
+    const struct qn_pop_segment *segs; /* queue/partition/lease fields unset */
+};
+struct qn_fetch_result {
+    size_t n;
+    const struct qn_fetch_entry_result *entries; /* request order */
+};
+typedef void (*qn_fetch_cb)(void *ud, const struct qn_store_status *st,
+                            const struct qn_fetch_result *res);
+int qn_store_fetch(qn_store *st, const struct qn_fetch_args *a, const struct qn_call_opts *opts,
+                   qn_fetch_cb cb, void *ud, qn_store_req **req);
+
+/* ---------------------------------------------------------------- admin */
+
+/* Queue options; has_* tell which are set (requests) - results set them all. */
+struct qn_queue_options {
+    int32_t lease_time, retry_limit, retry_delay, max_size, ttl;
+    bool dead_letter_queue, dlq_after_max_retries;
+    int32_t delayed_processing, window_buffer, retention_seconds, completed_retention_seconds;
+    bool retention_enabled, encryption_enabled;
+    int32_t max_wait_time_seconds, min_pop_wait_time, dedup_window_seconds, priority;
+    const char *namespace_, *task;
+    /* bit i set = option i set, in the order of the fields above (QN_OPT_*) */
+    uint32_t set;
+};
+enum {
+    QN_OPT_LEASE_TIME, QN_OPT_RETRY_LIMIT, QN_OPT_RETRY_DELAY, QN_OPT_MAX_SIZE, QN_OPT_TTL,
+    QN_OPT_DEAD_LETTER_QUEUE, QN_OPT_DLQ_AFTER_MAX_RETRIES, QN_OPT_DELAYED_PROCESSING,
+    QN_OPT_WINDOW_BUFFER, QN_OPT_RETENTION_SECONDS, QN_OPT_COMPLETED_RETENTION_SECONDS,
+    QN_OPT_RETENTION_ENABLED, QN_OPT_ENCRYPTION_ENABLED, QN_OPT_MAX_WAIT_TIME_SECONDS,
+    QN_OPT_MIN_POP_WAIT_TIME, QN_OPT_DEDUP_WINDOW_SECONDS, QN_OPT_PRIORITY, QN_OPT_NAMESPACE,
+    QN_OPT_TASK, QN_OPT_COUNT
+};
+
+struct qn_queue_info {
+    uint8_t id[16];
+    const char *name;
+    int64_t created_at_us;
+    struct qn_queue_options options; /* every option set */
+    int32_t partitions;
+    int64_t segments;
+    int64_t messages;
+};
+
+struct qn_queues_result {
+    size_t n;
+    const struct qn_queue_info *queues;
+    bool created;              /* configure: the queue did not exist before */
+};
+typedef void (*qn_queues_cb)(void *ud, const struct qn_store_status *st,
+                             const struct qn_queues_result *res);
+
+int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_queue_options *o,
+                             bool replace, const struct qn_call_opts *opts, qn_queues_cb cb,
+                             void *ud, qn_store_req **req);
+int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
+                       qn_queues_cb cb, void *ud, qn_store_req **req);
+int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
+                         int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb,
+                         void *ud, qn_store_req **req);
+
+struct qn_partition_info {
+    const char *partition;
+    uint8_t pid[16];
+    int64_t last_offset, log_start, committed, depth;
+    bool leased;
+    int64_t last_write_at_us;
+};
+struct qn_partitions_result {
+    size_t n;
+    const struct qn_partition_info *parts;
+};
+typedef void (*qn_partitions_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_partitions_result *res);
+int qn_store_queue_partitions(qn_store *st, const char *queue, const char *group,
+                              const struct qn_call_opts *opts, qn_partitions_cb cb, void *ud,
+                              qn_store_req **req);
+
+/* delete_queue_v1: value = existed */
+int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
+                          qn_bool_cb cb, void *ud, qn_store_req **req);
+
+struct qn_group_row {
+    const char *group, *queue, *sub_mode, *partition;
+    int64_t sub_from_us;
+    uint8_t pid[16];
+    int64_t committed, last_offset, lag, time_lag_seconds;
+    bool leased;
+    const char *worker;
+    int64_t total_consumed;
+    int32_t retry_count, attempt_count;
+};
+struct qn_groups_result {
+    size_t n;
+    const struct qn_group_row *rows;
+};
+typedef void (*qn_groups_cb)(void *ud, const struct qn_store_status *st,
+                             const struct qn_groups_result *res);
+int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *group,
+                                  const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
+                                  qn_store_req **req);
+
+/* seek_consumer_group_v1: value = partitions updated; missing queue/partition ->
+ * QN_ENOTFOUND */
+int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *queue,
+                                 const char *partition, bool to_end, int64_t ts_us,
+                                 const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                                 qn_store_req **req);
+int qn_store_delete_consumer_group(qn_store *st, const char *group, const char *queue,
+                                   bool delete_metadata, const struct qn_call_opts *opts,
+                                   qn_int_cb cb, void *ud, qn_store_req **req);
+
+struct qn_dlq_row {
+    uint8_t id[16];
+    const char *queue, *partition, *group;
+    uint8_t pid[16];
+    int64_t offset;
+    uint8_t message_id[16];
+    const char *txn;
+    const uint8_t *payload;
+    size_t payload_len;
+    const char *error;
+    int32_t retry_count;
+    int64_t failed_at_us;
+};
+struct qn_dlq_result {
+    size_t n;
+    const struct qn_dlq_row *rows;
+};
+typedef void (*qn_dlq_cb)(void *ud, const struct qn_store_status *st,
+                          const struct qn_dlq_result *res);
+int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const char *partition,
+                      int32_t limit, int32_t offset, const struct qn_call_opts *opts,
+                      qn_dlq_cb cb, void *ud, qn_store_req **req);
+int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_opts *opts,
+                     qn_dlq_cb cb, void *ud, qn_store_req **req);
+/* delete_dlq_v1: by id when id != NULL, else by (pid, txn). value = rows deleted */
+int qn_store_delete_dlq(qn_store *st, const uint8_t *id, const uint8_t *pid, const char *txn,
+                        const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                        qn_store_req **req);
+
+struct qn_stats_row {
+    const char *queue;
+    int32_t partitions;
+    int64_t messages, segments, pending, dead_letters;
+    int32_t groups;
+    int64_t bytes;
+};
+struct qn_stats_result {
+    size_t n;
+    const struct qn_stats_row *rows;
+};
+typedef void (*qn_stats_cb)(void *ud, const struct qn_store_status *st,
+                            const struct qn_stats_result *res);
+int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts,
+                   qn_stats_cb cb, void *ud, qn_store_req **req);
+
+/* ---------------------------------------------------------------- cross-broker wake-ups */
+
+/* notify_push_v1 (fire and forget; cb may be NULL). */
+int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,
+                         const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                         qn_store_req **req);
+
+/* LISTENs on channel queen_push over a dedicated connection (reconnecting as the
+ * pool does); cb(ud, "tenant/queue") for each notification. One listener; NULL
+ * stops listening. */
+int qn_store_listen_push(qn_store *st, void (*cb)(void *ud, const char *payload), void *ud);
+
+#endif
