@@ -21,8 +21,10 @@ struct qn_config {
     int64_t stmt_timeout_ms;   /* QUEEN_STMT_TIMEOUT_MS */
     /* network */
     char *bind_addr;           /* QUEEN_BIND_ADDR */
-    int64_t port;              /* QUEEN_PORT (h2c) */
-    int64_t tls_port;          /* QUEEN_TLS_PORT */
+    int64_t port;              /* QUEEN_PORT (h2c; 0 = any free port) */
+    bool h2c;                  /* QUEEN_H2C (serve the plain listener at all) */
+    int64_t tls_port;          /* QUEEN_TLS_PORT (0 = any free port) */
+    char *port_file;           /* QUEEN_PORT_FILE (write the bound ports here) */
     char *tls_cert;            /* QUEEN_TLS_CERT (PEM file) */
     char *tls_key;             /* QUEEN_TLS_KEY (PEM file) */
     char *tls_client_ca;       /* QUEEN_TLS_CLIENT_CA (PEM file; verify clients when set) */
