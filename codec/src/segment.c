@@ -20,8 +20,9 @@
  *      ctx->pack_max (and its compress bound), decompression output past the
  *      max_raw of the call.
  *   3. Decompression never allocates, and never writes, more than max_raw bytes
- *      of output, whatever the zstd header claims; a frame without a declared
- *      size is limited to a window of max_raw rounded up to a power of two.
+ *      of output, whatever the zstd header claims: a declared size over the cap
+ *      is refused before allocating, and decompression is one-shot into a
+ *      destination of at most max_raw bytes, so zstd keeps no window buffer.
  *   4. Every out-parameter is written only on success (the hash blob too: hashes
  *      are computed after compression succeeded).
  */
@@ -223,118 +224,16 @@ int qn_segment_pack(qn_zctx *ctx, const struct qn_frame *frames, size_t n, int l
 
 /* ---- decompression ---------------------------------------------------- */
 
-static int map_dstream_error(size_t r)
-{
-    switch (ZSTD_getErrorCode(r)) {
-    case ZSTD_error_memory_allocation:
-        return QN_ENOMEM;
-    case ZSTD_error_frameParameter_windowTooLarge:
-        return QN_ESEGMENT_TOO_LARGE;
-    default:
-        return QN_ESEGMENT_CORRUPT;
-    }
-}
-
-/* The smallest window log that covers max_raw, within what zstd accepts. */
-static int window_log_for(size_t max_raw)
-{
-    ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
-    int lg = 0;
-    while (lg < 63 && ((size_t)1 << lg) < max_raw && ((size_t)1 << lg) != 0)
-        lg++;
-    if (!ZSTD_isError(b.error)) {
-        if (lg < b.lowerBound)
-            lg = b.lowerBound;
-        if (lg > b.upperBound)
-            lg = b.upperBound;
-    }
-    return lg;
-}
-
-/* Grows *buf to newcap bytes, keeping its contents. */
-static int grow_keep(uint8_t **buf, size_t *cap, size_t newcap)
-{
-    uint8_t *p = realloc(*buf, newcap);
-    if (!p)
-        return QN_ENOMEM;
-    *buf = p;
-    *cap = newcap;
-    return QN_OK;
-}
-
 /*
- * A zstd frame with no declared content size: decompress in steps into *buf,
- * doubling it up to max_raw. Output reaching max_raw with more to come is
- * QN_ESEGMENT_TOO_LARGE; a 1-byte probe tells "exactly max_raw" from "more".
- */
-static int decompress_stream(ZSTD_DCtx *dctx, const uint8_t *blob, size_t blob_len,
-                             size_t max_raw, uint8_t **buf, size_t *cap, size_t *len_out)
-{
-    size_t r = ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-    if (ZSTD_isError(r))
-        return QN_EINTERNAL;
-    r = ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, window_log_for(max_raw));
-    if (ZSTD_isError(r))
-        return QN_EINTERNAL;
-
-    size_t first = blob_len > SIZE_MAX / 4 ? SIZE_MAX : blob_len * 4;
-    if (first < 64 * 1024)
-        first = 64 * 1024;
-    if (first > max_raw)
-        first = max_raw;
-    if (*cap < first) {
-        int rc = grow_keep(buf, cap, first);
-        if (rc != QN_OK)
-            return rc;
-    }
-
-    ZSTD_inBuffer in = {blob, blob_len, 0};
-    size_t len = 0;
-    for (;;) {
-        size_t limit = *cap < max_raw ? *cap : max_raw;
-        size_t in_before = in.pos;
-        size_t produced;
-        if (len < limit) {
-            ZSTD_outBuffer out = {*buf, limit, len};
-            r = ZSTD_decompressStream(dctx, &out, &in);
-            if (ZSTD_isError(r))
-                return map_dstream_error(r);
-            produced = out.pos - len;
-            len = out.pos;
-        } else {
-            /* At the cap: one more byte of output would break it. */
-            uint8_t probe;
-            ZSTD_outBuffer out = {&probe, 1, 0};
-            r = ZSTD_decompressStream(dctx, &out, &in);
-            if (ZSTD_isError(r))
-                return map_dstream_error(r);
-            if (out.pos)
-                return QN_ESEGMENT_TOO_LARGE;
-            produced = 0;
-        }
-        if (r == 0) {
-            /* Frame complete and flushed; anything after it is not ours. */
-            if (in.pos != in.size)
-                return QN_ESEGMENT_CORRUPT;
-            break;
-        }
-        if (len == limit && limit < max_raw) {
-            size_t next = *cap > max_raw / 2 ? max_raw : *cap * 2;
-            int rc = grow_keep(buf, cap, next);
-            if (rc != QN_OK)
-                return rc;
-            continue;
-        }
-        if (in.pos == in_before && produced == 0)
-            return QN_ESEGMENT_CORRUPT; /* no progress: the input ends mid-frame */
-    }
-    *len_out = len;
-    return QN_OK;
-}
-
-/*
- * Decompresses blob into *buf (capacity *cap, grown as needed and never past
- * max_raw). With exact set, a fresh buffer is sized to the content exactly.
+ * Decompresses blob, which must be exactly one zstd frame, into *buf (capacity
+ * *cap, grown as needed, never past max_raw; with exact set, a fresh buffer is
+ * sized to the content exactly). One-shot decompression writes straight into
+ * the destination, so zstd allocates no window of its own: the destination is
+ * the only buffer, and it is bounded by max_raw before it is allocated.
+ *   declared size > max_raw   QN_ESEGMENT_TOO_LARGE, nothing allocated
+ *   no declared size          destination of max_raw bytes (only the pages
+ *                             written are touched); more output than that is
+ *                             QN_ESEGMENT_TOO_LARGE
  */
 static int decompress_into(ZSTD_DCtx *dctx, const uint8_t *blob, size_t blob_len, size_t max_raw,
                            uint8_t **buf, size_t *cap, size_t *len_out, bool exact)
@@ -344,14 +243,13 @@ static int decompress_into(ZSTD_DCtx *dctx, const uint8_t *blob, size_t blob_len
     unsigned long long cs = ZSTD_getFrameContentSize(blob, blob_len);
     if (cs == ZSTD_CONTENTSIZE_ERROR)
         return QN_ESEGMENT_CORRUPT;
-    if (cs == ZSTD_CONTENTSIZE_UNKNOWN)
-        return decompress_stream(dctx, blob, blob_len, max_raw, buf, cap, len_out);
-    if (cs > max_raw)
+    bool sized = cs != ZSTD_CONTENTSIZE_UNKNOWN;
+    if (sized && cs > max_raw)
         return QN_ESEGMENT_TOO_LARGE; /* before allocating anything */
     size_t fsz = ZSTD_findFrameCompressedSize(blob, blob_len);
     if (ZSTD_isError(fsz) || fsz != blob_len)
         return QN_ESEGMENT_CORRUPT; /* truncated, or bytes after the frame */
-    size_t want = (size_t)cs;
+    size_t want = sized ? (size_t)cs : max_raw;
     uint8_t empty;
     uint8_t *dst = &empty;
     if (want) {
@@ -361,12 +259,19 @@ static int decompress_into(ZSTD_DCtx *dctx, const uint8_t *blob, size_t blob_len
         dst = *buf;
     }
     size_t r = ZSTD_decompressDCtx(dctx, dst, want, blob, blob_len);
-    if (ZSTD_isError(r))
-        return ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? QN_ENOMEM
-                                                                    : QN_ESEGMENT_CORRUPT;
-    if (r != want)
+    if (ZSTD_isError(r)) {
+        switch (ZSTD_getErrorCode(r)) {
+        case ZSTD_error_memory_allocation:
+            return QN_ENOMEM;
+        case ZSTD_error_dstSize_tooSmall:
+            return sized ? QN_ESEGMENT_CORRUPT : QN_ESEGMENT_TOO_LARGE;
+        default:
+            return QN_ESEGMENT_CORRUPT;
+        }
+    }
+    if (sized && r != want)
         return QN_ESEGMENT_CORRUPT;
-    *len_out = want;
+    *len_out = r;
     return QN_OK;
 }
 
@@ -400,7 +305,7 @@ int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_l
         free(buf);
         buf = NULL;
     } else if (cap - len > cap / 8) {
-        /* The stepped path over-allocates by up to 2x: give the slack back. */
+        /* A frame without a declared size was given max_raw bytes: shrink. */
         uint8_t *p = realloc(buf, len);
         if (p)
             buf = p;

@@ -75,9 +75,10 @@ int qn_segment_pack_borrow(qn_zctx *ctx, const struct qn_frame *frames, size_t n
  * that decompresses, or qn_zctx_free). blob must be exactly one zstd frame
  * (codec/SPEC.md). Refuses to produce more than max_raw bytes: a header that
  * declares more is QN_ESEGMENT_TOO_LARGE before anything is allocated; a frame
- * without a declared size is decompressed in steps into a buffer that never
- * grows past max_raw, with its window limited to max_raw rounded up to a power
- * of two. An empty result (content size 0) is QN_OK with *raw_len 0.
+ * without a declared size (other encoders) gets a buffer of max_raw bytes, of
+ * which only the pages written are touched, and more output than that is
+ * QN_ESEGMENT_TOO_LARGE. An empty result (content size 0) is QN_OK with
+ * *raw_len 0.
  * Errors: QN_EINVAL (NULL pointers, max_raw 0), QN_ESEGMENT_CORRUPT,
  * QN_ESEGMENT_TOO_LARGE, QN_ENOMEM.
  */
