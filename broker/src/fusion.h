@@ -1,0 +1,127 @@
+/*
+ * fusion.h - private to broker/: per-partition single-flight push batching.
+ *
+ * A push RPC becomes a qn_push_job whose items are routed to the fusion slot of
+ * their (queue, partition). A slot with frames and no flush in flight is
+ * dispatched on the next loop turn; while its flush is in flight new frames
+ * accumulate and go out together when it completes. Segment size is therefore
+ * emergent: whatever arrived during the previous flush's round trip. Several
+ * ready slots ride one database transaction (a bundle, up to QUEEN_V2_BUNDLE_MAX
+ * partitions).
+ *
+ * Dedup layer 2 lives here: inside one flush of one partition, frames with the
+ * same transaction-id hash keep the first as leader; later ones are followers
+ * that inherit the leader's final result (DUPLICATE with the leader's id and
+ * offset, or the leader's failure). SQL (push_v1) is the authority.
+ */
+#ifndef QN_BROKER_FUSION_H
+#define QN_BROKER_FUSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "queen/frame.h"
+#include "queen/ids.h"
+
+struct qn_app;
+struct qn_push_job;
+
+#define QN_ITEM_PENDING 0
+#define QN_ITEM_QUEUED 1
+#define QN_ITEM_DUPLICATE 2
+#define QN_ITEM_FAILED 3
+
+/* A reference to one item of one job (follower chains link these). */
+struct qn_item_ref {
+    struct qn_push_job *job;
+    uint32_t idx;
+};
+
+/* One message to push. Filled by the job's owner before submission; the result
+ * fields are written by fusion. */
+struct qn_push_item {
+    /* input */
+    struct qn_frame frame;        /* message id set; txn/payload borrowed from the job */
+    uint8_t hash[QN_HASH_LEN];    /* xxh3_128 of the txn */
+    bool minted_txn;              /* txn is the minted message id (never a duplicate) */
+    const char *queue;            /* borrowed from the job */
+    const char *partition;        /* borrowed; "Default" when the client sent none */
+    /* follower links (fusion-internal) */
+    struct qn_item_ref first_follower;
+    struct qn_item_ref next_follower;
+    /* result */
+    int status;                   /* QN_ITEM_* */
+    int64_t offset;               /* queued: own offset; duplicate: the original's */
+    uint8_t pid[16];              /* partition id (when known) */
+    uint8_t result_id[QN_UUID_LEN]; /* queued: own id; duplicate: the original's (zero if gone) */
+    int err;                      /* failed: a QN_E* code */
+};
+
+struct qn_push_job {
+    struct qn_push_item *items;
+    size_t nitems;
+    size_t pending;               /* items not yet resolved */
+    /* Called once when every item is resolved (possibly before qn_fusion_submit
+     * returns is never the case: always from a later loop callback). */
+    void (*done)(struct qn_push_job *job);
+    void *ud;
+};
+
+struct qn_fusion;
+
+/* Hooks for the dedup cache (issue 5); NULL hooks mean "cannot vouch". */
+struct qn_fusion_dedup_hooks {
+    /* The p_verified watermark for these hashes in (queue, partition), -1 when the
+     * cache cannot vouch (a local hit also answers -1). */
+    int64_t (*verified)(void *ud, const char *queue, const char *partition,
+                        const uint8_t *hashes, size_t n);
+    /* A segment committed at base with these hashes. */
+    void (*committed)(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
+                      int32_t window, int64_t base, const uint8_t *hashes, size_t n);
+    void *ud;
+};
+
+int qn_fusion_new(struct qn_app *app, struct qn_fusion **out);
+/* Fails every pending item with QN_ESHUTDOWN (their jobs complete) and frees. */
+void qn_fusion_free(struct qn_fusion *f);
+
+void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks *hooks);
+
+/*
+ * Routes items idx[0..n) of job (all of the same queue and partition) to their
+ * slot. The items' input fields must be set and stay valid until the job is
+ * done. Items that are layer-1 followers must not be submitted (their owner
+ * resolves them). Returns QN_OK, or QN_ELIMIT when fusion holds more than its
+ * byte budget (nothing was queued; the caller fails those items).
+ */
+int qn_fusion_submit(struct qn_fusion *f, struct qn_push_job *job, const uint32_t *idx, size_t n);
+
+/* Marks an item resolved with the given outcome and resolves its followers;
+ * completes the job when it was the last. Used by fusion and by job owners for
+ * items they resolve themselves (layer-1 followers, validation failures). */
+void qn_push_item_resolve(struct qn_push_job *job, uint32_t idx, int status, int64_t offset,
+                          const uint8_t *pid, const uint8_t *result_id, int err);
+
+/* Makes item `follower` of fjob follow `leader` of ljob (it will be resolved as a
+ * DUPLICATE of the leader, or fail with it). */
+void qn_push_item_follow(struct qn_push_job *ljob, uint32_t leader, struct qn_push_job *fjob,
+                         uint32_t follower);
+
+struct qn_fusion_stats {
+    uint64_t flushes;             /* bundles sent */
+    uint64_t segments;            /* segments sent */
+    uint64_t frames;              /* frames sent (re-sends counted again) */
+    uint64_t duplicates;          /* frames answered DUPLICATE by SQL */
+    uint32_t inflight;            /* bundles in flight now */
+    uint64_t pending_bytes;       /* payload bytes waiting in slots */
+};
+void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
+
+/* Queues the notify hook: cb(ud, queue, partition) runs after each commit for
+ * every partition that received messages (waiters wake-up). */
+void qn_fusion_on_commit(struct qn_fusion *f,
+                         void (*cb)(void *ud, const char *queue, const char *partition),
+                         void *ud);
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * waiters.c - see waiters.h.
+ *
+ * Layout: a map from queue name to a queue entry holding one bucket per consumer
+ * group (a short list: groups waiting on one queue are few), each bucket a FIFO of
+ * waiters. Discovery waiters live in one extra bucket. Empty buckets and queue
+ * entries are freed as soon as their last waiter leaves.
+ *
+ * Invariants:
+ *   1. w->bucket != NULL iff w is linked in that bucket's list.
+ *   2. A bucket with no waiters does not exist; a queue entry with no buckets
+ *      does not exist.
+ *   3. count == number of parked waiters <= max_parked.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "map.h"
+#include "queen/error.h"
+#include "waiters.h"
+
+struct qn_wait_queue;
+
+struct qn_wait_bucket {
+    struct qn_wait_queue *q;       /* NULL for the discovery bucket */
+    struct qn_wait_bucket *next;   /* sibling buckets of q */
+    struct qn_waiter *head, *tail;
+    char group[];
+};
+
+struct qn_wait_queue {
+    struct qn_map_node node;
+    struct qn_wait_bucket *buckets;
+    size_t klen;
+    char name[];
+};
+
+struct qn_waiters {
+    struct qn_map queues;
+    struct qn_wait_bucket *discovery;
+    size_t count;
+    size_t max_parked;
+};
+
+int qn_waiters_new(size_t max_parked, struct qn_waiters **out)
+{
+    struct qn_waiters *ws = calloc(1, sizeof *ws);
+    if (ws == NULL)
+        return QN_ENOMEM;
+    qn_map_init(&ws->queues, max_parked + 1);
+    ws->max_parked = max_parked;
+    *out = ws;
+    return QN_OK;
+}
+
+static void free_queue(struct qn_map_node *n, void *ud)
+{
+    struct qn_waiters *ws = ud;
+    struct qn_wait_queue *q = qn_container_of(n, struct qn_wait_queue, node);
+    while (q->buckets) {
+        struct qn_wait_bucket *b = q->buckets;
+        q->buckets = b->next;
+        for (struct qn_waiter *w = b->head; w; w = w->next)
+            w->bucket = NULL;
+        free(b);
+    }
+    qn_map_remove(&ws->queues, n);
+    free(q);
+}
+
+void qn_waiters_free(struct qn_waiters *ws)
+{
+    if (ws == NULL)
+        return;
+    qn_map_each(&ws->queues, free_queue, ws);
+    qn_map_destroy(&ws->queues);
+    if (ws->discovery) {
+        for (struct qn_waiter *w = ws->discovery->head; w; w = w->next)
+            w->bucket = NULL;
+        free(ws->discovery);
+    }
+    free(ws);
+}
+
+bool qn_waiter_parked(const struct qn_waiter *w)
+{
+    return w->bucket != NULL;
+}
+
+size_t qn_waiters_count(const struct qn_waiters *ws)
+{
+    return ws->count;
+}
+
+static struct qn_wait_bucket *bucket_new(struct qn_wait_queue *q, const char *group)
+{
+    size_t gl = strlen(group);
+    struct qn_wait_bucket *b = calloc(1, sizeof *b + gl + 1);
+    if (b == NULL)
+        return NULL;
+    memcpy(b->group, group, gl + 1);
+    b->q = q;
+    return b;
+}
+
+int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
+                    const char *group)
+{
+    if (w->bucket != NULL)
+        return QN_OK;
+    if (ws->count >= ws->max_parked)
+        return QN_EBUSY;
+    if (group == NULL)
+        group = "";
+    struct qn_wait_bucket *b = NULL;
+    if (queue == NULL || *queue == '\0') {
+        if (ws->discovery == NULL && (ws->discovery = bucket_new(NULL, "")) == NULL)
+            return QN_ENOMEM;
+        b = ws->discovery;
+    } else {
+        size_t ql = strlen(queue);
+        struct qn_wait_queue *q = NULL;
+        struct qn_map_node *n = qn_map_get(&ws->queues, queue, ql);
+        if (n != NULL) {
+            q = qn_container_of(n, struct qn_wait_queue, node);
+        } else {
+            q = calloc(1, sizeof *q + ql + 1);
+            if (q == NULL)
+                return QN_ENOMEM;
+            memcpy(q->name, queue, ql + 1);
+            q->klen = ql;
+            int rc = qn_map_put(&ws->queues, &q->node, q->name, ql);
+            if (rc == QN_ELIMIT) {
+                free(q);
+                return QN_EBUSY;
+            }
+        }
+        for (b = q->buckets; b && strcmp(b->group, group) != 0; b = b->next)
+            ;
+        if (b == NULL) {
+            b = bucket_new(q, group);
+            if (b == NULL) {
+                if (q->buckets == NULL) {
+                    qn_map_remove(&ws->queues, &q->node);
+                    free(q);
+                }
+                return QN_ENOMEM;
+            }
+            b->next = q->buckets;
+            q->buckets = b;
+        }
+    }
+    w->bucket = b;
+    w->next = NULL;
+    w->prev = b->tail;
+    if (b->tail)
+        b->tail->next = w;
+    else
+        b->head = w;
+    b->tail = w;
+    ws->count++;
+    return QN_OK;
+}
+
+void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w)
+{
+    struct qn_wait_bucket *b = w->bucket;
+    if (b == NULL)
+        return;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        b->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        b->tail = w->prev;
+    w->bucket = NULL;
+    w->prev = w->next = NULL;
+    ws->count--;
+    if (b->head != NULL)
+        return;
+    if (b->q == NULL) {
+        ws->discovery = NULL;
+        free(b);
+        return;
+    }
+    struct qn_wait_queue *q = b->q;
+    struct qn_wait_bucket **pp = &q->buckets;
+    while (*pp != b)
+        pp = &(*pp)->next;
+    *pp = b->next;
+    free(b);
+    if (q->buckets == NULL) {
+        qn_map_remove(&ws->queues, &q->node);
+        free(q);
+    }
+}
+
+/* Collects the waiters to wake from one bucket into `out` (unparking them), so
+ * that callbacks - which may park again - run after the walk. */
+static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const char *partition,
+                      size_t per_group, struct qn_waiter **out, size_t cap, size_t n)
+{
+    size_t any = 0;
+    struct qn_waiter *w = b->head;
+    while (w && n < cap) {
+        struct qn_waiter *next = w->next;
+        bool specific = w->partition != NULL;
+        bool match = !specific || partition == NULL || strcmp(w->partition, partition) == 0;
+        if (match && (specific || any < per_group)) {
+            if (!specific)
+                any++;
+            out[n++] = w;
+        }
+        w = next;
+    }
+    return n;
+}
+
+void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *partition,
+                       size_t per_group)
+{
+    enum { BATCH = 256 };
+    struct qn_waiter *wake[BATCH];
+    size_t n = 0;
+    if (per_group == 0)
+        per_group = 1;
+    if (queue != NULL) {
+        struct qn_map_node *node = qn_map_get(&ws->queues, queue, strlen(queue));
+        if (node != NULL) {
+            struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
+            for (struct qn_wait_bucket *b = q->buckets; b && n < BATCH; b = b->next)
+                n = collect(ws, b, partition, per_group, wake, BATCH, n);
+        }
+    }
+    if (ws->discovery != NULL && n < BATCH)
+        n = collect(ws, ws->discovery, NULL, per_group, wake, BATCH, n);
+    /* Unpark all first (this may free buckets), then call back. */
+    for (size_t i = 0; i < n; i++)
+        qn_waiters_unpark(ws, wake[i]);
+    for (size_t i = 0; i < n; i++)
+        wake[i]->wake(wake[i]);
+}

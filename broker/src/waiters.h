@@ -1,0 +1,60 @@
+/*
+ * waiters.h - private to broker/: pops and consume streams waiting for data.
+ *
+ * A waiter parks under (queue, consumer group) - or under the discovery list when
+ * it pops by namespace/task - and is woken when a push to that queue commits on
+ * this broker, or when another broker's NOTIFY names the queue. Waking unparks the
+ * waiter and calls its wake() callback; the owner then pops again (and parks again
+ * if it found nothing). Owners also re-check on their own timer
+ * (QUEEN_WAKE_RECHECK_MS), which bounds any wake-up that was missed.
+ *
+ * Parking holds no database connection.
+ */
+#ifndef QN_BROKER_WAITERS_H
+#define QN_BROKER_WAITERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct qn_waiters;
+struct qn_wait_bucket;
+
+struct qn_waiter {
+    /* set by the owner before parking */
+    const char *partition;           /* only wake for this partition; NULL = any */
+    void (*wake)(struct qn_waiter *w);
+    void *ud;
+    /* owned by waiters.c */
+    struct qn_wait_bucket *bucket;   /* non-NULL while parked */
+    struct qn_waiter *prev, *next;
+};
+
+int qn_waiters_new(size_t max_parked, struct qn_waiters **out);
+/* Frees; parked waiters are simply dropped (owners are torn down first). */
+void qn_waiters_free(struct qn_waiters *ws);
+
+/*
+ * Parks w under (queue, group); queue NULL or "" parks it on the discovery list
+ * (woken by a push to any queue). Returns QN_OK, QN_EBUSY when max_parked waiters
+ * are already parked, or QN_ENOMEM.
+ */
+int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
+                    const char *group);
+
+/* Unparks w if it is parked (no callback). */
+void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w);
+
+bool qn_waiter_parked(const struct qn_waiter *w);
+
+/*
+ * Data arrived in (queue, partition); partition NULL = unknown (a NOTIFY from
+ * another broker). Wakes, for every group waiting on the queue, up to `per_group`
+ * waiters that want any partition, plus every waiter for exactly this partition;
+ * and up to `per_group` discovery waiters. Oldest waiters first.
+ */
+void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *partition,
+                       size_t per_group);
+
+size_t qn_waiters_count(const struct qn_waiters *ws);
+
+#endif
