@@ -24,6 +24,18 @@
  *     timeout / cancel -> QN_ETIMEOUT; duplicate in a strict push -> QN_EDUPLICATE;
  *     a procedure's own raised error -> QN_EDB with its message; a result we cannot
  *     parse -> QN_EPROTOCOL_DB. No libpq code or type crosses this header.
+ *   - Every call returns QN_OK, and then its callback runs exactly once (unless
+ *     cancelled), or an error, and then nothing runs: QN_EINVAL (bad argument),
+ *     QN_ENOMEM, QN_EBUSY (max_waiting calls already queued), QN_EUNAVAILABLE
+ *     (every connection is down and waiting to reconnect), QN_ESHUTDOWN.
+ *   - A callback reporting an error gets a NULL result (the transaction callback
+ *     excepted: it always gets a result with failed_step).
+ *   - QN_ETIMEOUT and QN_EUNAVAILABLE on a write mean "outcome unknown": the
+ *     statement may have committed before the deadline fired or the connection
+ *     dropped. Deadlock, serialization and cancel retries only repeat calls whose
+ *     statement failed, so they never write twice.
+ *   - Each call is one implicit transaction (one pipeline sync); a transaction
+ *     (qn_store_txn_*) is several statements in one sync, all or nothing.
  */
 #ifndef QUEEN_STORE_H
 #define QUEEN_STORE_H
@@ -89,6 +101,8 @@ struct qn_store_stats {
     uint64_t reconnects;
     uint32_t connections_up;
     uint32_t waiting;        /* calls queued for a connection */
+    uint32_t in_flight;      /* calls sent and awaiting their results */
+    uint32_t in_flight_peak; /* most calls ever in flight on one connection */
 };
 void qn_store_get_stats(const qn_store *st, struct qn_store_stats *out);
 

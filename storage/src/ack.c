@@ -1,0 +1,284 @@
+/*
+ * ack.c - ack_v1, dlq_head_v1, renew_lease_v1, release_lease_v1
+ * (sql/005_log_ack.sql).
+ *
+ * Does: encode ack items as three aligned arrays (hash or offset per item, the
+ * other NULL), decode one outcome per item plus the summary row (cursor, flags,
+ * DLQ hand-off segment, borrowed from the result).
+ * Does not: decide outcomes (the procedure does), or walk the DLQ segment.
+ *
+ * Invariants:
+ *   1. Every input item gets exactly one outcome row and the call exactly one
+ *      summary row (r_idx = -1); otherwise QN_EPROTOCOL_DB.
+ *   2. Outcomes are within QN_ACK_APPLIED..QN_ACK_DEFERRED.
+ */
+#include <string.h>
+
+#include "queen/error.h"
+#include "store_int.h"
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+int qn__params_ack(struct qn__params *p, const struct qn_ack_args *a, bool strict)
+{
+    struct qn__arena *ar = p->arena;
+    size_t n = a->n;
+    if (n == 0 || a->items == NULL || n > (size_t)INT32_MAX / 16)
+        return p->err = QN_EINVAL;
+    const uint8_t **hp = qn__arena_alloc(ar, sizeof *hp * n);
+    int32_t *hl = qn__arena_alloc(ar, sizeof *hl * n);
+    const uint8_t **op = qn__arena_alloc(ar, sizeof *op * n);
+    int32_t *ol = qn__arena_alloc(ar, sizeof *ol * n);
+    uint8_t *ov = qn__arena_alloc(ar, 8 * n);
+    int16_t *statuses = qn__arena_alloc(ar, sizeof *statuses * n);
+    if (!hp || !hl || !op || !ol || !ov || !statuses)
+        return p->err = QN_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct qn_ack_item *it = &a->items[i];
+        if (it->status < 0 || it->status > QN_ACK_DLQ)
+            return p->err = QN_EINVAL;
+        statuses[i] = (int16_t)it->status;
+        if (it->hash != NULL) {
+            hp[i] = it->hash;
+            hl[i] = 16;
+            op[i] = NULL;
+            ol[i] = -1;
+        } else {
+            hp[i] = NULL;
+            hl[i] = -1;
+            be64(ov + 8 * i, (uint64_t)it->offset);
+            op[i] = ov + 8 * i;
+            ol[i] = 8;
+        }
+    }
+    qn__p_uuid(p, 0, a->pid);
+    qn__p_text(p, 1, a->group ? a->group : "");
+    qn__p_text(p, 2, a->worker ? a->worker : "");
+    qn__p_array(p, 3, QN_OID_BYTEA, hp, hl, n);
+    qn__p_array(p, 4, QN_OID_INT8, op, ol, n);
+    qn__p_arr_i16(p, 5, statuses, n);
+    qn__p_bool(p, 6, strict);
+    return p->err;
+}
+
+enum { C_IDX, C_OUTCOME, C_OFF, C_FLAGS, C_COMMITTED, C_BASE, C_BLOB, C_N };
+
+int qn__decode_ack(qn_store_req *r, int step, const PGresult *res)
+{
+    static const uint32_t t[C_N] = {QN_OID_INT4, QN_OID_INT2, QN_OID_INT8, QN_OID_INT4,
+                                    QN_OID_INT8, QN_OID_INT8, QN_OID_BYTEA};
+    struct qn__arena *a = qn__req_arena(r);
+    int nsteps;
+    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
+    size_t n = s->expect;
+    if (qn__res_shape(res, C_N, t) != QN_OK)
+        return QN_EPROTOCOL_DB;
+    int rows = PQntuples(res);
+    struct qn_ack_result *out = qn__arena_zalloc(a, sizeof *out);
+    struct qn_ack_item_result *items = qn__arena_zalloc(a, sizeof *items * n);
+    bool *seen = qn__arena_zalloc(a, n);
+    if (out == NULL || items == NULL || seen == NULL)
+        return QN_ENOMEM;
+    bool summary = false;
+    size_t nseen = 0;
+    for (int i = 0; i < rows; i++) {
+        struct qn__row w = {res, i, a, QN_OK, -1};
+        int32_t idx = qn__row_i32(&w, C_IDX);
+        if (w.err != QN_OK)
+            return QN_EPROTOCOL_DB;
+        if (idx == -1) {
+            if (summary)
+                return QN_EPROTOCOL_DB;
+            summary = true;
+            out->committed = qn__row_i64_or(&w, C_COMMITTED, -1);
+            out->flags = (uint32_t)qn__row_i32_or(&w, C_FLAGS, 0);
+            out->dlq_offset = qn__row_i64_or(&w, C_OFF, -1);
+            out->dlq_base = qn__row_i64_or(&w, C_BASE, -1);
+            out->dlq_blob = qn__row_bytea_or(&w, C_BLOB, &out->dlq_blob_len);
+        } else {
+            if (idx < 0 || (size_t)idx >= n || seen[idx])
+                return QN_EPROTOCOL_DB;
+            seen[idx] = true;
+            nseen++;
+            int16_t oc = qn__row_i16(&w, C_OUTCOME);
+            if (oc < QN_ACK_APPLIED || oc > QN_ACK_DEFERRED)
+                return QN_EPROTOCOL_DB;
+            items[idx].outcome = oc;
+            items[idx].offset = qn__row_i64_or(&w, C_OFF, -1);
+        }
+        if (w.err != QN_OK)
+            return QN_EPROTOCOL_DB;
+    }
+    if (!summary || nseen != n)
+        return QN_EPROTOCOL_DB;
+    if (!(out->flags & QN_ACKF_DLQ_HANDOFF)) {
+        out->dlq_offset = -1;
+        out->dlq_base = -1;
+        out->dlq_blob = NULL;
+        out->dlq_blob_len = 0;
+    }
+    out->n = n;
+    out->items = items;
+    s->out = out;
+    return QN_OK;
+}
+
+static void finish_ack(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_ack_cb cb = (qn_ack_cb)qn__req_cb(r);
+    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
+}
+
+int qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
+                 qn_ack_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (a == NULL || cb == NULL)
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_ACK, qn__decode_ack);
+    s->expect = a->n;
+    qn__params_ack(&s->p, a, false);
+    qn__req_set_finish(r, finish_ack, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+/* ---------------------------------------------------------------- dlq_head */
+
+struct dlq_head_out {
+    bool ok;
+    bool has_id;
+    uint8_t id[16];
+};
+
+static int decode_dlq_head(qn_store_req *r, int step, const PGresult *res)
+{
+    static const uint32_t t[2] = {QN_OID_BOOL, QN_OID_UUID};
+    struct qn__arena *a = qn__req_arena(r);
+    int nsteps;
+    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
+    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) > 1)
+        return QN_EPROTOCOL_DB;
+    struct dlq_head_out *o = qn__arena_zalloc(a, sizeof *o);
+    if (o == NULL)
+        return QN_ENOMEM;
+    if (PQntuples(res) == 1) {
+        struct qn__row w = {res, 0, a, QN_OK, -1};
+        bool was_null;
+        o->ok = qn__row_bool_or(&w, 0, false);
+        qn__row_uuid_or0(&w, 1, o->id, &was_null);
+        o->has_id = !was_null;
+        if (w.err != QN_OK)
+            return QN_EPROTOCOL_DB;
+    }
+    s->out = o;
+    return QN_OK;
+}
+
+static void finish_dlq_head(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_dlq_head_cb cb = (qn_dlq_head_cb)qn__req_cb(r);
+    const struct dlq_head_out *o = st->code == QN_OK ? qn__req_out(r, 0) : NULL;
+    cb(qn__req_ud(r), st, o ? o->ok : false, (o && o->has_id) ? o->id : NULL);
+}
+
+int qn_store_dlq_head(qn_store *st, const struct qn_dlq_head_args *a,
+                      const struct qn_call_opts *opts, qn_dlq_head_cb cb, void *ud,
+                      qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (a == NULL || cb == NULL || (a->txn == NULL && a->txn_len > 0) ||
+        (a->payload == NULL && a->payload_len > 0))
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_DLQ_HEAD, decode_dlq_head);
+    struct qn__params *p = &s->p;
+    qn__p_uuid(p, 0, a->pid);
+    qn__p_text(p, 1, a->group ? a->group : "");
+    qn__p_text(p, 2, a->worker ? a->worker : "");
+    qn__p_i64(p, 3, a->offset);
+    qn__p_uuid(p, 4, a->message_id);
+    qn__p_bytea(p, 5, a->txn ? a->txn : "", a->txn_len); /* text: raw bytes in binary */
+    qn__p_bytea(p, 6, a->payload ? (const void *)a->payload : "", a->payload_len);
+    qn__p_text(p, 7, a->error);
+    qn__req_set_finish(r, finish_dlq_head, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+/* ---------------------------------------------------------------- leases */
+
+struct renew_out {
+    int32_t renewed;
+    int64_t expires_at_us;
+};
+
+static int decode_renew(qn_store_req *r, int step, const PGresult *res)
+{
+    static const uint32_t t[2] = {QN_OID_INT4, QN_OID_TIMESTAMPTZ};
+    struct qn__arena *a = qn__req_arena(r);
+    int nsteps;
+    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
+    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) > 1)
+        return QN_EPROTOCOL_DB;
+    struct renew_out *o = qn__arena_zalloc(a, sizeof *o);
+    if (o == NULL)
+        return QN_ENOMEM;
+    if (PQntuples(res) == 1) {
+        struct qn__row w = {res, 0, a, QN_OK, -1};
+        o->renewed = qn__row_i32_or(&w, 0, 0);
+        o->expires_at_us = qn__row_ts_or(&w, 1, 0);
+        if (w.err != QN_OK || o->renewed < 0)
+            return QN_EPROTOCOL_DB;
+    }
+    s->out = o;
+    return QN_OK;
+}
+
+static void finish_renew(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_renew_cb cb = (qn_renew_cb)qn__req_cb(r);
+    const struct renew_out *o = st->code == QN_OK ? qn__req_out(r, 0) : NULL;
+    cb(qn__req_ud(r), st, o ? o->renewed : 0, o ? o->expires_at_us : 0);
+}
+
+int qn_store_renew_lease(qn_store *st, const char *worker, int32_t seconds,
+                         const struct qn_call_opts *opts, qn_renew_cb cb, void *ud,
+                         qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (worker == NULL || worker[0] == '\0' || cb == NULL || seconds < 0)
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_RENEW, decode_renew);
+    qn__p_text(&s->p, 0, worker);
+    qn__p_i32(&s->p, 1, seconds);
+    qn__req_set_finish(r, finish_renew, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+int qn_store_release_lease(qn_store *st, const char *worker, const struct qn_call_opts *opts,
+                           qn_int_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (worker == NULL || worker[0] == '\0' || cb == NULL)
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_RELEASE, qn__decode_scalar_int);
+    qn__p_text(&s->p, 0, worker);
+    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}

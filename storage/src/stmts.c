@@ -1,0 +1,143 @@
+/*
+ * stmts.c - the SQL text and parameter types of every statement the store
+ * prepares, in one place, so that sql/API.md and the C side can be compared at a
+ * glance.
+ *
+ * Rules:
+ *   1. Set-returning procedures are selected with their result columns named, in
+ *      the order the decoders read them: a column added to a procedure later does
+ *      not move anything.
+ *   2. Parameter types are declared here, so every binary parameter is received
+ *      as exactly that type (no inference on the server).
+ *   3. Every procedure that takes p_tenant gets it explicitly (never the default).
+ */
+#include "store_int.h"
+
+#define T QN_OID_TEXT
+#define TA QN_OID_TEXT_ARR
+#define I2A QN_OID_INT2_ARR
+#define I4 QN_OID_INT4
+#define I4A QN_OID_INT4_ARR
+#define I8 QN_OID_INT8
+#define I8A QN_OID_INT8_ARR
+#define B QN_OID_BOOL
+#define BY QN_OID_BYTEA
+#define BYA QN_OID_BYTEA_ARR
+#define U QN_OID_UUID
+#define TS QN_OID_TIMESTAMPTZ
+#define J QN_OID_JSONB
+
+#define QUEUE_COLS                                                                             \
+    "r_id, r_name, r_namespace, r_task, r_created_at, r_priority, r_lease_time, "              \
+    "r_retry_limit, r_retry_delay, r_max_size, r_ttl, r_dead_letter_queue, "                   \
+    "r_dlq_after_max_retries, r_delayed_processing, r_window_buffer, r_retention_seconds, "    \
+    "r_completed_retention_seconds, r_retention_enabled, r_encryption_enabled, "               \
+    "r_max_wait_time_seconds, r_min_pop_wait_time, r_dedup_window_seconds, r_partitions, "     \
+    "r_segments, r_messages"
+
+#define DLQ_COLS                                                                               \
+    "r_id, r_queue, r_partition, r_pid, r_group, r_offset, r_message_id, r_txn, r_payload, "   \
+    "r_error, r_retry_count, r_failed_at"
+
+#define POP_COLS                                                                               \
+    "r_queue, r_partition, r_pid, r_base, r_start_idx, r_take, r_created_at, r_blob, "         \
+    "r_lease_expires_at"
+
+const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
+    [QN_STMT_PUSH] = {"qn_push",
+                      "SELECT r_ord, r_pid, r_window, r_status, r_base, r_created_at, "
+                      "r_dup_idx, r_dup_off FROM queen.push_v1($1, $2, $3, $4, $5, $6, $7, $8)",
+                      8,
+                      {TA, TA, I4A, BYA, I8A, BYA, B, U}},
+    [QN_STMT_SEGMENT_AT] = {"qn_segment_at",
+                            "SELECT r_base, r_end, r_created_at, r_blob "
+                            "FROM queen.segment_at_v1($1, $2)",
+                            2,
+                            {U, I8A}},
+    [QN_STMT_POP] = {"qn_pop",
+                     "SELECT " POP_COLS " FROM queen.pop_v1($1, $2, $3, $4, $5, $6, $7, $8, "
+                     "$9, $10, $11, $12, $13, $14)",
+                     14,
+                     {T, T, T, I4, I8, I4, I4, I4, T, B, I4, T, TS, U}},
+    [QN_STMT_POP_DISCOVER] = {"qn_pop_discover",
+                              "SELECT " POP_COLS " FROM queen.pop_discover_v1($1, $2, $3, $4, "
+                              "$5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                              14,
+                              {T, T, T, I4, I8, I4, I4, I4, T, B, I4, T, TS, U}},
+    [QN_STMT_HAS_PENDING] = {"qn_has_pending", "SELECT queen.has_pending_v1($1, $2, $3, $4)",
+                             4,
+                             {T, T, T, U}},
+    [QN_STMT_ACK] = {"qn_ack",
+                     "SELECT r_idx, r_outcome, r_off, r_flags, r_committed, r_base, r_blob "
+                     "FROM queen.ack_v1($1, $2, $3, $4, $5, $6, $7)",
+                     7,
+                     {U, T, T, BYA, I8A, I2A, B}},
+    [QN_STMT_DLQ_HEAD] = {"qn_dlq_head",
+                          "SELECT r_ok, r_id FROM queen.dlq_head_v1($1, $2, $3, $4, $5, $6, "
+                          "$7, $8)",
+                          8,
+                          {U, T, T, I8, U, T, BY, T}},
+    [QN_STMT_RENEW] = {"qn_renew",
+                       "SELECT r_renewed, r_expires_at FROM queen.renew_lease_v1($1, $2)",
+                       2,
+                       {T, I4}},
+    [QN_STMT_RELEASE] = {"qn_release", "SELECT queen.release_lease_v1($1)", 1, {T}},
+    [QN_STMT_CHECK_LEASES] = {"qn_check_leases", "SELECT queen.check_leases_v1($1)", 1, {TA}},
+    [QN_STMT_FETCH] = {"qn_fetch",
+                       "SELECT r_entry, r_error, r_pid, r_high, r_log_start, r_base, "
+                       "r_start_idx, r_take, r_created_at, r_blob "
+                       "FROM queen.fetch_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                       9,
+                       {TA, TA, I8A, I8A, I8, I4, I4, I4, U}},
+    [QN_STMT_CONFIGURE_QUEUE] = {"qn_configure_queue",
+                                 "SELECT r_created, " QUEUE_COLS
+                                 " FROM queen.configure_queue_v1($1, $2, $3, $4)",
+                                 4,
+                                 {T, J, B, U}},
+    [QN_STMT_GET_QUEUE] = {"qn_get_queue",
+                           "SELECT " QUEUE_COLS " FROM queen.get_queue_v1($1, $2)",
+                           2,
+                           {T, U}},
+    [QN_STMT_LIST_QUEUES] = {"qn_list_queues",
+                             "SELECT " QUEUE_COLS
+                             " FROM queen.list_queues_v1($1, $2, $3, $4, $5)",
+                             5,
+                             {T, T, I4, I4, U}},
+    [QN_STMT_QUEUE_PARTITIONS] = {"qn_queue_partitions",
+                                  "SELECT r_partition, r_pid, r_last_offset, r_log_start, "
+                                  "r_committed, r_depth, r_leased, r_last_write_at "
+                                  "FROM queen.queue_partitions_v1($1, $2, $3)",
+                                  3,
+                                  {T, T, U}},
+    [QN_STMT_DELETE_QUEUE] = {"qn_delete_queue", "SELECT queen.delete_queue_v1($1, $2)", 2,
+                              {T, U}},
+    [QN_STMT_LIST_GROUPS] = {"qn_list_groups",
+                             "SELECT r_group, r_queue, r_sub_mode, r_sub_from, r_partition, "
+                             "r_pid, r_committed, r_last_offset, r_lag, r_time_lag_seconds, "
+                             "r_leased, r_worker, r_total_consumed, r_retry_count, "
+                             "r_attempt_count FROM queen.list_consumer_groups_v1($1, $2, $3)",
+                             3,
+                             {T, T, U}},
+    [QN_STMT_SEEK_GROUP] = {"qn_seek_group",
+                            "SELECT queen.seek_consumer_group_v1($1, $2, $3, $4, $5, $6)", 6,
+                            {T, T, T, B, TS, U}},
+    [QN_STMT_DELETE_GROUP] = {"qn_delete_group",
+                              "SELECT queen.delete_consumer_group_v1($1, $2, $3, $4)", 4,
+                              {T, T, B, U}},
+    [QN_STMT_LIST_DLQ] = {"qn_list_dlq",
+                          "SELECT " DLQ_COLS
+                          " FROM queen.list_dlq_v1($1, $2, $3, $4, $5, $6)",
+                          6,
+                          {T, T, T, I4, I4, U}},
+    [QN_STMT_GET_DLQ] = {"qn_get_dlq", "SELECT " DLQ_COLS " FROM queen.get_dlq_v1($1)", 1, {U}},
+    [QN_STMT_DELETE_DLQ] = {"qn_delete_dlq", "SELECT queen.delete_dlq_v1($1, $2, $3)", 3,
+                            {U, U, T}},
+    [QN_STMT_STATS] = {"qn_stats",
+                       "SELECT r_queue, r_partitions, r_messages, r_segments, r_pending, "
+                       "r_dead_letters, r_groups, r_bytes FROM queen.stats_v1($1, $2)",
+                       2,
+                       {T, U}},
+    [QN_STMT_NOTIFY_PUSH] = {"qn_notify_push", "SELECT queen.notify_push_v1($1)", 1, {TA}},
+};
+
+const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

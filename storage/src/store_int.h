@@ -1,0 +1,367 @@
+/*
+ * store_int.h - PRIVATE to storage/ (and its tests and benches): the engine's
+ * internal interface. Nothing outside storage/, test/storage and bench/storage
+ * may include it.
+ *
+ * Pieces:
+ *   arena    one bump allocator per call: inputs (encoded parameters) first, then
+ *            decoded results; rewound to the inputs on a retry; freed with the call.
+ *   params   binary parameter encoding (scalars and one-dimensional arrays).
+ *   results  bounds-checked decoding of binary result values.
+ *   errmap   SQLSTATE + message -> our error code and a message for people.
+ *   stmts    the SQL text and parameter types of every prepared statement.
+ *   engine   requests made of steps (one statement each), sent in one pipeline
+ *            sync, decoded when the sync arrives, delivered by a finish function.
+ */
+#ifndef QN_STORE_INT_H
+#define QN_STORE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "queen/store.h"
+
+/* ---------------------------------------------------------------- type oids */
+
+#define QN_OID_BOOL 16u
+#define QN_OID_BYTEA 17u
+#define QN_OID_NAME 19u
+#define QN_OID_INT8 20u
+#define QN_OID_INT2 21u
+#define QN_OID_INT4 23u
+#define QN_OID_TEXT 25u
+#define QN_OID_BPCHAR 1042u
+#define QN_OID_VARCHAR 1043u
+#define QN_OID_TIMESTAMPTZ 1184u
+#define QN_OID_UUID 2950u
+#define QN_OID_VOID 2278u
+#define QN_OID_JSONB 3802u
+#define QN_OID_BOOL_ARR 1000u
+#define QN_OID_BYTEA_ARR 1001u
+#define QN_OID_INT2_ARR 1005u
+#define QN_OID_INT4_ARR 1007u
+#define QN_OID_TEXT_ARR 1009u
+#define QN_OID_INT8_ARR 1016u
+#define QN_OID_UUID_ARR 2951u
+
+/* Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
+#define QN_PG_EPOCH_OFFSET_US INT64_C(946684800000000)
+
+/* PostgreSQL's largest field (MaxAllocSize - 1): no parameter may exceed it. */
+#define QN_PG_MAX_FIELD ((size_t)0x3fffffff)
+
+/* ---------------------------------------------------------------- arena */
+
+struct qn__arena_chunk;
+
+/* A bump allocator with a hard cap on the bytes it may hold. */
+struct qn__arena {
+    struct qn__arena_chunk *head; /* newest chunk; allocations come from it */
+    size_t total;                 /* bytes of every chunk (<= max) */
+    size_t max;                   /* hard cap set at init */
+};
+
+/* Where an arena stood; rewinding frees everything allocated after it. */
+struct qn__arena_mark {
+    struct qn__arena_chunk *chunk;
+    size_t used;
+};
+
+void qn__arena_init(struct qn__arena *a, size_t max);
+/* n bytes aligned to 16; NULL when the cap would be passed or malloc fails.
+ * n == 0 returns a valid unique pointer. */
+void *qn__arena_alloc(struct qn__arena *a, size_t n);
+void *qn__arena_zalloc(struct qn__arena *a, size_t n);
+void *qn__arena_memdup(struct qn__arena *a, const void *p, size_t n);
+/* NUL-terminated copy of s[0..n). */
+char *qn__arena_strndup(struct qn__arena *a, const char *s, size_t n);
+char *qn__arena_strdup(struct qn__arena *a, const char *s);
+struct qn__arena_mark qn__arena_mark(const struct qn__arena *a);
+void qn__arena_rewind(struct qn__arena *a, struct qn__arena_mark m);
+/* Frees every chunk; the arena may be used again. NULL-tolerant. */
+void qn__arena_free(struct qn__arena *a);
+
+/* ---------------------------------------------------------------- params */
+
+/*
+ * The parameters of one statement, in libpq's three arrays. Every value is copied
+ * into the arena. Setters never fail loudly: the first failure is kept in err
+ * (QN_ENOMEM past the arena cap, QN_EINVAL for a value outside its domain) and
+ * later setters do nothing; check err once after the last setter.
+ */
+struct qn__params {
+    struct qn__arena *arena;
+    int n;               /* parameters */
+    const char **values; /* NULL = SQL NULL */
+    int *lengths;
+    int *formats;        /* 1 binary, 0 text */
+    int err;             /* QN_OK or the first failure */
+};
+
+int qn__params_init(struct qn__params *p, struct qn__arena *a, int n);
+void qn__p_null(struct qn__params *p, int i);
+void qn__p_bool(struct qn__params *p, int i, bool v);
+void qn__p_i16(struct qn__params *p, int i, int16_t v);
+void qn__p_i32(struct qn__params *p, int i, int32_t v);
+void qn__p_i64(struct qn__params *p, int i, int64_t v);
+void qn__p_uuid(struct qn__params *p, int i, const uint8_t u[16]); /* NULL -> SQL NULL */
+/* Unix microseconds -> timestamptz (saturating at +-infinity). */
+void qn__p_ts(struct qn__params *p, int i, int64_t unix_us);
+void qn__p_bytea(struct qn__params *p, int i, const void *b, size_t len); /* b NULL -> NULL */
+void qn__p_text(struct qn__params *p, int i, const char *s);              /* NULL -> NULL */
+/* Text that must not be empty: NULL or "" -> dflt. */
+void qn__p_text_or(struct qn__params *p, int i, const char *s, const char *dflt);
+/* A text-format value (e.g. jsonb): s is sent as is with format 0. */
+void qn__p_textfmt(struct qn__params *p, int i, const char *s);
+void qn__p_arr_i16(struct qn__params *p, int i, const int16_t *v, size_t n);
+void qn__p_arr_i32(struct qn__params *p, int i, const int32_t *v, size_t n);
+void qn__p_arr_i64(struct qn__params *p, int i, const int64_t *v, size_t n);
+/* NULL element -> NULL; dflt != NULL replaces NULL and "" elements. */
+void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n,
+                    const char *dflt);
+/* Any array: elements already in binary form, lens[k] -1 for NULL. */
+void qn__p_array(struct qn__params *p, int i, uint32_t elem_oid, const uint8_t *const *ptrs,
+                 const int32_t *lens, size_t n);
+/* ptrs[k] NULL -> NULL element. */
+void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs,
+                     const size_t *lens, size_t n);
+
+/*
+ * The binary array format (array_send): int32 ndim, int32 has-null flag, uint32
+ * element oid, then per dimension int32 size and int32 lower bound (1), then per
+ * element int32 length (-1 for NULL) and its bytes. n == 0 is ndim 0 with no
+ * dimension. Elements are given as (ptr, len) with len -1 for NULL.
+ * Returns QN_OK, QN_EINVAL (n or a length too large), QN_ENOMEM.
+ */
+int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n,
+                  const uint8_t *const *ptrs, const int32_t *lens, uint8_t **out,
+                  size_t *out_len);
+
+/* ---------------------------------------------------------------- results */
+
+/* Scalars in binary format. Each checks the exact length: QN_EPROTOCOL_DB if not. */
+int qn__dec_bool(const char *v, int len, bool *out);
+int qn__dec_i16(const char *v, int len, int16_t *out);
+int qn__dec_i32(const char *v, int len, int32_t *out);
+int qn__dec_i64(const char *v, int len, int64_t *out);
+int qn__dec_uuid(const char *v, int len, uint8_t out[16]);
+/* timestamptz -> Unix microseconds (infinities and overflow saturate). */
+int qn__dec_ts(const char *v, int len, int64_t *out);
+/* Text: v[len] must be NUL (libpq guarantees it) and v[0..len) holds no NUL. */
+int qn__dec_text(const char *v, int len, const char **out);
+
+/* A validated one-dimensional binary array; elements walked with qn__arr_next. */
+struct qn__arr {
+    uint32_t elem_oid;
+    int32_t n;            /* elements */
+    bool has_null;
+    const uint8_t *pos;   /* next element's length word */
+    const uint8_t *end;
+    int32_t next;         /* index of the next element */
+};
+/*
+ * Validates header and every element length of an array of elem_oid with at most
+ * max_n elements (ndim 0 or 1, lower bound any, has-null flag 0/1 and truthful).
+ * QN_EPROTOCOL_DB on anything malformed.
+ */
+int qn__dec_array(const char *v, int len, uint32_t elem_oid, int32_t max_n, struct qn__arr *a);
+/* Next element: 1 with *p and *len (len -1, p NULL for NULL), 0 at the end. */
+int qn__arr_next(struct qn__arr *a, const uint8_t **p, int32_t *len);
+
+/*
+ * Row access with a sticky error: getters return a neutral value once err is set.
+ * The plain getters require a non-NULL value; the _or variants map NULL to dflt.
+ */
+struct qn__row {
+    const PGresult *r;
+    int row;
+    struct qn__arena *arena; /* for texts that need copying (none today) */
+    int err;                 /* QN_OK or QN_EPROTOCOL_DB */
+    int bad_col;             /* first offending column, for the detail message */
+};
+
+/*
+ * Checks a result's shape: ncols columns, binary format, types as listed (text
+ * also accepts varchar/bpchar/name). QN_EPROTOCOL_DB otherwise.
+ */
+int qn__res_shape(const PGresult *r, int ncols, const uint32_t *oids);
+bool qn__row_isnull(struct qn__row *w, int col);
+bool qn__row_bool(struct qn__row *w, int col);
+bool qn__row_bool_or(struct qn__row *w, int col, bool dflt);
+int16_t qn__row_i16(struct qn__row *w, int col);
+int32_t qn__row_i32(struct qn__row *w, int col);
+int32_t qn__row_i32_or(struct qn__row *w, int col, int32_t dflt);
+int64_t qn__row_i64(struct qn__row *w, int col);
+int64_t qn__row_i64_or(struct qn__row *w, int col, int64_t dflt);
+int64_t qn__row_ts(struct qn__row *w, int col);
+int64_t qn__row_ts_or(struct qn__row *w, int col, int64_t dflt);
+void qn__row_uuid(struct qn__row *w, int col, uint8_t out[16]);
+/* NULL -> all zero bytes; *was_null (may be NULL) tells. */
+void qn__row_uuid_or0(struct qn__row *w, int col, uint8_t out[16], bool *was_null);
+/* Borrowed from the PGresult. NULL -> "" (never NULL). */
+const char *qn__row_text_or(struct qn__row *w, int col);
+const char *qn__row_text(struct qn__row *w, int col);
+/* Borrowed from the PGresult; NULL -> NULL with *len 0. */
+const uint8_t *qn__row_bytea_or(struct qn__row *w, int col, size_t *len);
+const uint8_t *qn__row_bytea(struct qn__row *w, int col, size_t *len);
+
+/* ---------------------------------------------------------------- errmap */
+
+/*
+ * Translates a failed statement. sqlstate may be NULL (a libpq-side error);
+ * conn_bad tells that the connection is gone. Returns the code and points *human
+ * into msg past a "Qxxx " prefix word (or at msg). Conflicts map to QN_ECONFLICT
+ * and cancels to QN_ETIMEOUT; the engine decides about retries.
+ */
+int qn__errmap(const char *sqlstate, const char *msg, bool conn_bad, const char **human);
+/* True for SQLSTATEs that mean the session or server is going away. */
+bool qn__errmap_is_unavailable(const char *sqlstate);
+
+/* ---------------------------------------------------------------- statements */
+
+enum qn__stmt_id {
+    QN_STMT_PUSH,
+    QN_STMT_SEGMENT_AT,
+    QN_STMT_POP,
+    QN_STMT_POP_DISCOVER,
+    QN_STMT_HAS_PENDING,
+    QN_STMT_ACK,
+    QN_STMT_DLQ_HEAD,
+    QN_STMT_RENEW,
+    QN_STMT_RELEASE,
+    QN_STMT_CHECK_LEASES,
+    QN_STMT_FETCH,
+    QN_STMT_CONFIGURE_QUEUE,
+    QN_STMT_GET_QUEUE,
+    QN_STMT_LIST_QUEUES,
+    QN_STMT_QUEUE_PARTITIONS,
+    QN_STMT_DELETE_QUEUE,
+    QN_STMT_LIST_GROUPS,
+    QN_STMT_SEEK_GROUP,
+    QN_STMT_DELETE_GROUP,
+    QN_STMT_LIST_DLQ,
+    QN_STMT_GET_DLQ,
+    QN_STMT_DELETE_DLQ,
+    QN_STMT_STATS,
+    QN_STMT_NOTIFY_PUSH,
+    QN_STMT_COUNT
+};
+/* Statements registered at run time (tests, benches) take ids from here. */
+#define QN_STMT_DYN_MAX 16
+#define QN_STMT_MAX (QN_STMT_COUNT + QN_STMT_DYN_MAX)
+
+#define QN_STMT_MAX_PARAMS 16
+
+struct qn__stmt {
+    const char *name; /* prepared statement name, unique per connection */
+    const char *sql;
+    int nparams;
+    uint32_t types[QN_STMT_MAX_PARAMS];
+};
+extern const struct qn__stmt qn__stmts[QN_STMT_COUNT];
+
+/* The default tenant 00000000-0000-0000-0000-000000000001. */
+extern const uint8_t qn__default_tenant[16];
+
+/* ---------------------------------------------------------------- engine */
+
+/* Decodes step `step`'s result (kept alive until the callback returns) into the
+ * request's arena. Returns QN_OK or QN_EPROTOCOL_DB / QN_ENOMEM. */
+typedef int (*qn__decode_fn)(qn_store_req *r, int step, const PGresult *res);
+/* Calls the user's callback with the outcome (st->code != QN_OK: failure). */
+typedef void (*qn__finish_fn)(qn_store_req *r, const struct qn_store_status *st);
+/* Any function pointer type, stored and cast back by the finish function. */
+typedef void (*qn__anyfn)(void);
+
+struct qn__step {
+    int stmt;              /* statement id, or -1: run sql as unnamed statement */
+    const char *sql;       /* stmt == -1 only (arena) */
+    const uint32_t *types; /* stmt == -1 only */
+    struct qn__params p;
+    int result_format;     /* 1 binary (default), 0 text */
+    qn__decode_fn decode;  /* NULL: result ignored */
+    void *out;             /* the decoder's product */
+    size_t expect;         /* for the decoder: items sent (segments, acks, entries) */
+    int kind;              /* free for the caller (txn step kinds) */
+};
+
+/*
+ * Makes a request with room for nsteps steps (opts may be NULL: no deadline,
+ * default tenant). The caller adds steps with qn__req_add, sets finish/cb/ud and
+ * submits with qn__req_submit, or frees an unsubmitted one with qn__req_discard.
+ */
+int qn__req_new(qn_store *st, int nsteps, const struct qn_call_opts *opts, qn_store_req **out);
+/* Appends a step running statement stmt, its params initialised to NULLs
+ * (qn__stmts nparams). NULL when the request is full or stmt is unknown. */
+struct qn__step *qn__req_add(qn_store_req *r, int stmt, qn__decode_fn decode);
+/* Removes the last step (a step whose params could not be built). */
+void qn__req_pop_step(qn_store_req *r);
+void qn__req_set_tenant(qn_store_req *r, const uint8_t *tenant);
+void qn__req_set_deadline(qn_store_req *r, int64_t deadline_ms);
+/* The request's arena (inputs, then outputs). */
+struct qn__arena *qn__req_arena(qn_store_req *r);
+struct qn__step *qn__req_steps(qn_store_req *r, int *n);
+const uint8_t *qn__req_tenant(const qn_store_req *r);
+void qn__req_set_finish(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud);
+qn__anyfn qn__req_cb(const qn_store_req *r);
+void *qn__req_ud(const qn_store_req *r);
+/* On failure the step that raised (index), else -1. */
+int qn__req_failed_step(const qn_store_req *r);
+/* Product of step i's decoder. */
+void *qn__req_out(const qn_store_req *r, int i);
+/*
+ * Validates params (a step's p.err), queues r and arranges dispatch on the loop.
+ * On QN_OK *req (may be NULL) = r and the callback will run once. On failure r is
+ * freed and nothing runs: QN_EINVAL/QN_ENOMEM (params), QN_EBUSY (max_waiting),
+ * QN_EUNAVAILABLE (every connection down), QN_ESHUTDOWN (store closing).
+ */
+int qn__req_submit(qn_store_req *r, qn_store_req **req);
+void qn__req_discard(qn_store_req *r);
+
+/* Common finish: callbacks of type qn_int_cb / qn_bool_cb with step 0's product
+ * (an int64_t / bool in the arena). */
+void qn__finish_int(qn_store_req *r, const struct qn_store_status *st);
+void qn__finish_bool(qn_store_req *r, const struct qn_store_status *st);
+/* Decoders for one-row one-column scalar results (int2/int4/int8, bool, void). */
+int qn__decode_scalar_int(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_scalar_bool(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_void(qn_store_req *r, int step, const PGresult *res);
+
+/* Internal: decoders shared by push/txn and ack/txn. */
+int qn__decode_push(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_ack(qn_store_req *r, int step, const PGresult *res);
+int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n,
+                    bool strict, const uint8_t *tenant);
+int qn__params_ack(struct qn__params *p, const struct qn_ack_args *a, bool strict);
+
+/* ---------------------------------------------------------------- tests, benches */
+
+/* Registers a statement prepared on every connection under `name` (copied).
+ * Returns its id (>= QN_STMT_COUNT) or QN_ELIMIT / QN_EINVAL / QN_ENOMEM. */
+int qn__store_register(qn_store *st, const char *name, const char *sql, int nparams,
+                       const uint32_t *types);
+
+/* A raw result handed to a qn__sql_cb: borrowed until the callback returns. */
+typedef void (*qn__sql_cb)(void *ud, const struct qn_store_status *st, const PGresult *res);
+/*
+ * Runs one statement: stmt >= 0 a registered id, else `sql` unnamed with types.
+ * params: an initialised qn__params on a scratch arena (values are copied).
+ * Text or binary results per result_format.
+ */
+int qn__store_sql(qn_store *st, int stmt, const char *sql, const uint32_t *types,
+                  const struct qn__params *params, int result_format,
+                  const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req);
+/* Same, many statements in one sync (one implicit transaction). */
+int qn__store_sql_many(qn_store *st, int nstmts, const int *stmt, const char *const *sql,
+                       const uint32_t *const *types, const struct qn__params *params,
+                       const struct qn_call_opts *opts, qn__sql_cb cb, void *ud,
+                       qn_store_req **req);
+/* Sends a server cancel for whatever connection idx is running (tests). */
+int qn__store_cancel_current(qn_store *st, int idx);
+/* Backend pid of connection idx (0 when not connected). */
+int qn__store_backend_pid(const qn_store *st, int idx);
+
+#endif
