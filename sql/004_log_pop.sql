@@ -1,0 +1,723 @@
+-- 004_log_pop.sql - pop_v1, pop_discover_v1, has_pending_v1 and their helpers.
+--
+-- Does: subscriptions (first contact of a group with a queue, bulk cursor seed),
+-- the candidate scan of a wildcard pop, the claim of a (partition, group) cursor
+-- row with SKIP LOCKED, the leased batch, auto-ack, the empty-scan floor.
+-- Does not: decompress or slice blobs. A pop returns whole segment rows plus
+-- slicing bounds (r_start_idx, r_take); the broker walks the frames.
+--
+-- Invariants kept:
+--   1. One leased batch per (partition, group): the row is claimed only when its
+--      lease is free or expired, under FOR UPDATE SKIP LOCKED (pops never wait).
+--   2. Lease expiry is passive: a row whose lease_expires_at has passed is free;
+--      the next pop redelivers from committed + 1 and, because the batch starts at
+--      attempt_offset again, increments attempt_count. The retry budget
+--      (batch_retry_count) is never touched by a pop.
+--   3. Gap tolerance: when the segment covering committed + 1 is gone, the batch
+--      starts at the next segment whose base is greater.
+--   4. The cursor is sealed (committed = last_offset) only when the partition has
+--      no segment at all, never when segments exist but are merely deferred.
+--   5. Existing cursors are never re-seeded by a subscription mode.
+--   6. Lock order: consumer rows only (pops take no partition row lock), one at a
+--      time, never waiting.
+
+-- The first segment (base >= p_from) created at or after p_ts, by binary search
+-- over the offset range: created_at is monotone per partition (storage model
+-- invariant 2), so O(log range) primary-key steps instead of a forward walk over
+-- every older segment. NULL when no such segment exists.
+CREATE OR REPLACE FUNCTION queen.first_base_since(p_pid UUID, p_from INT8, p_ts TIMESTAMPTZ)
+RETURNS INT8
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_lo   INT8;
+    v_hi   INT8;
+    v_mid  INT8;
+    v_base INT8;
+    v_end  INT8;
+    v_at   TIMESTAMPTZ;
+BEGIN
+    SELECT s.base_offset, s.created_at INTO v_base, v_at
+    FROM queen.log_segments s
+    WHERE s.partition_id = p_pid AND s.base_offset >= p_from
+    ORDER BY s.base_offset LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_at >= p_ts THEN
+        RETURN v_base;              -- the common case ('all' subscriptions: epoch)
+    END IF;
+    v_lo := v_base;
+    SELECT s.base_offset, s.end_offset, s.created_at INTO v_base, v_end, v_at
+    FROM queen.log_segments s
+    WHERE s.partition_id = p_pid
+    ORDER BY s.base_offset DESC LIMIT 1;
+    IF v_at < p_ts THEN
+        RETURN NULL;                -- nothing that recent
+    END IF;
+    v_hi := v_base;
+    -- Invariant: the answer is a base in (v_lo, v_hi]; the segment at v_lo is
+    -- older than p_ts, the one at v_hi is not.
+    WHILE TRUE LOOP
+        SELECT s.base_offset, s.end_offset, s.created_at INTO v_base, v_end, v_at
+        FROM queen.log_segments s
+        WHERE s.partition_id = p_pid AND s.base_offset <= v_lo + (v_hi - v_lo) / 2
+        ORDER BY s.base_offset DESC LIMIT 1;
+        IF v_at >= p_ts THEN
+            v_hi := v_base;
+        ELSE
+            EXIT WHEN v_end + 1 >= v_hi;   -- the next segment starts at v_hi
+            v_lo := v_end + 1;
+            -- v_lo is itself a base (ranges are contiguous above log_start);
+            -- check it so the invariant "segment at v_lo is older" holds.
+            SELECT s.created_at INTO v_at FROM queen.log_segments s
+            WHERE s.partition_id = p_pid AND s.base_offset = v_lo;
+            IF v_at >= p_ts THEN
+                RETURN v_lo;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN v_hi;
+END;
+$$;
+
+-- The cursor a group starts from in a partition it meets for the first time:
+-- 'new' at the tail, otherwise just before the first segment created at or after
+-- the subscription timestamp (epoch for 'all'), or at the tail when none is.
+CREATE OR REPLACE FUNCTION queen.seed_cursor(p_pid UUID, p_mode TEXT, p_ts TIMESTAMPTZ,
+                                             p_log_start INT8, p_last INT8)
+RETURNS INT8
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE
+        WHEN p_mode = 'new' THEN p_last
+        -- log_start is the first live segment's base (or last + 1 when empty)
+        WHEN p_mode = 'all' THEN p_log_start - 1
+        ELSE coalesce(queen.first_base_since(p_pid, p_log_start, p_ts) - 1, p_last)
+    END
+$$;
+
+-- Canonical subscription mode; NULL for an unknown one. The broker normalizes the
+-- wire's aliases, this accepts the common ones too (a 'new-only' that reached SQL
+-- unnormalized once replayed everything in the reference).
+CREATE OR REPLACE FUNCTION queen.sub_mode_canonical(p_mode TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE lower(coalesce(p_mode, ''))
+        WHEN '' THEN 'all'
+        WHEN 'all' THEN 'all'
+        WHEN 'new' THEN 'new'
+        WHEN 'new-only' THEN 'new'
+        WHEN 'new_only' THEN 'new'
+        WHEN 'newonly' THEN 'new'
+        WHEN 'now' THEN 'new'
+        WHEN 'timestamp' THEN 'timestamp'
+        ELSE NULL
+    END
+$$;
+
+-- Registers (group, queue) on first contact and bulk-seeds a cursor for every
+-- existing partition in one statement (instead of a lazy insert per partition,
+-- which convoyed under many concurrent consumers). Returns the durable
+-- subscription: the stored one when another pop won the registration.
+-- p_mode: 'all' | 'new' | 'timestamp' (canonical); p_ts: the subscription
+-- timestamp (epoch for 'all', now for 'new').
+CREATE OR REPLACE FUNCTION queen.register_group(p_qid UUID, p_tenant UUID, p_group TEXT,
+                                                p_mode TEXT, p_ts TIMESTAMPTZ,
+                                                OUT o_mode TEXT, OUT o_ts TIMESTAMPTZ)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    INSERT INTO queen.consumer_groups_metadata
+        (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
+    VALUES (p_tenant, p_group, p_qid, p_mode, p_ts)
+    ON CONFLICT DO NOTHING
+    RETURNING subscription_mode, subscription_timestamp INTO o_mode, o_ts;
+    IF FOUND THEN
+        -- ascending partition id: the consumer-row lock order
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+        SELECT p.id, p_group,
+               CASE WHEN p_mode = 'new' AND p_ts >= now() - interval '1 second'
+                    -- registered just now: "new" is the current tail
+                    THEN p.last_offset
+                    -- registered earlier (discovery): segments since then are new
+                    ELSE queen.seed_cursor(p.id, CASE WHEN p_mode = 'new' THEN 'timestamp'
+                                                      ELSE p_mode END,
+                                           p_ts, p.log_start, p.last_offset)
+               END
+        FROM queen.log_partitions p
+        WHERE p.queue_id = p_qid
+        ORDER BY p.id
+        ON CONFLICT DO NOTHING;
+        RETURN;
+    END IF;
+    SELECT m.subscription_mode, m.subscription_timestamp INTO o_mode, o_ts
+    FROM queen.consumer_groups_metadata m
+    WHERE m.tenant_id = p_tenant AND m.consumer_group = p_group AND m.queue_id = p_qid
+      AND m.partition_name = '' AND m.namespace = '' AND m.task = '';
+END;
+$$;
+
+-- Claims one (partition, group) and returns its batch. Internal to the pops.
+--   p_bytes_left  NULL = no byte budget
+--   p_first       no segment was emitted earlier in this call (so the first one
+--                 here is always taken, partially when over the byte budget)
+--   p_max_bytes   the call's byte budget (for the partial take)
+-- o_cost is what the caller subtracts from its byte budget.
+CREATE OR REPLACE FUNCTION queen.pop_partition(
+    p_pid UUID, p_group TEXT, p_worker TEXT, p_auto_ack BOOL, p_lease_seconds INT4,
+    p_delayed INT4, p_window_buffer INT4, p_sub_mode TEXT, p_sub_ts TIMESTAMPTZ,
+    p_budget INT4, p_bytes_left INT8, p_first BOOL, p_max_bytes INT8,
+    p_overhead INT4, p_max_msg INT4)
+RETURNS TABLE (o_base INT8, o_start_idx INT4, o_take INT4, o_created_at TIMESTAMPTZ,
+               o_blob BYTEA, o_lease_expires_at TIMESTAMPTZ, o_cost INT8)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_now       TIMESTAMPTZ := now();
+    v_committed INT8;
+    v_wanted    INT8;
+    v_deadline  TIMESTAMPTZ;
+    v_newest    TIMESTAMPTZ;
+    v_exp       TIMESTAMPTZ;
+    v_left      INT4 := p_budget;
+    v_bytes     INT8 := p_bytes_left;
+    v_taken     INT4 := 0;
+    v_start     INT8;
+    v_lastoff   INT8;
+    v_si        INT8;
+    v_avail     INT8;
+    v_take      INT8;
+    v_size      INT8;
+    v_cost      INT8;
+    v_partial   BOOL;
+    s           RECORD;
+BEGIN
+    -- window_buffer: deliver nothing while the newest segment is younger than N
+    -- seconds (lets a burst settle). One backward primary-key step.
+    IF p_window_buffer > 0 THEN
+        SELECT x.created_at INTO v_newest
+        FROM queen.log_segments x
+        WHERE x.partition_id = p_pid
+        ORDER BY x.base_offset DESC LIMIT 1;
+        IF FOUND AND v_newest > v_now - make_interval(secs => p_window_buffer) THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    SELECT c.committed INTO v_committed
+    FROM queen.log_consumers c
+    WHERE c.partition_id = p_pid AND c.consumer_group = p_group
+      AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= v_now)
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        PERFORM 1 FROM queen.log_consumers c
+        WHERE c.partition_id = p_pid AND c.consumer_group = p_group;
+        IF FOUND THEN
+            RETURN;             -- leased, or being popped right now
+        END IF;
+        -- First contact of this (partition, group). Another pop creating the same
+        -- row would make our insert wait on its transaction (and a third wait on
+        -- us...): whoever does not get the advisory lock just returns nothing.
+        IF NOT pg_try_advisory_xact_lock(hashtextextended(p_pid::TEXT || '/' || p_group, 42)) THEN
+            RETURN;
+        END IF;
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+        SELECT p.id, p_group,
+               queen.seed_cursor(p.id, CASE WHEN p_sub_mode = 'new' THEN 'timestamp'
+                                            ELSE p_sub_mode END,
+                                 p_sub_ts, p.log_start, p.last_offset)
+        FROM queen.log_partitions p
+        WHERE p.id = p_pid
+        ON CONFLICT DO NOTHING;
+        SELECT c.committed INTO v_committed
+        FROM queen.log_consumers c
+        WHERE c.partition_id = p_pid AND c.consumer_group = p_group
+          AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= v_now)
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    v_wanted := v_committed + 1;
+    IF p_delayed > 0 THEN
+        -- created_at is monotone, so the deferred segments are a suffix
+        v_deadline := v_now - make_interval(secs => p_delayed);
+    END IF;
+    IF NOT p_auto_ack THEN
+        v_exp := v_now + make_interval(secs => greatest(p_lease_seconds, 1));
+    END IF;
+
+    -- Head probe (the segment covering wanted: one backward step, or wanted
+    -- itself when it sits in a retention gap) and forward walk, one statement.
+    FOR s IN
+        SELECT x.base_offset, x.end_offset, x.created_at, x.blob
+        FROM queen.log_segments x
+        WHERE x.partition_id = p_pid
+          AND x.base_offset >= coalesce(
+                  (SELECT max(y.base_offset) FROM queen.log_segments y
+                   WHERE y.partition_id = p_pid AND y.base_offset <= v_wanted),
+                  v_wanted)
+          AND (v_deadline IS NULL OR x.created_at <= v_deadline)
+        ORDER BY x.base_offset
+        LIMIT p_budget
+    LOOP
+        v_si := greatest(v_wanted - s.base_offset, 0);
+        v_avail := s.end_offset - s.base_offset + 1 - v_si;
+        CONTINUE WHEN v_avail <= 0;        -- wanted is past this segment's end
+        v_take := least(v_avail, v_left);
+        v_cost := 0;
+        v_partial := false;
+        IF v_bytes IS NOT NULL THEN
+            v_size := queen.zstd_content_size(s.blob);
+            v_cost := v_size + p_overhead::INT8 * v_take;
+            IF v_size IS NULL OR v_cost > v_bytes THEN
+                IF NOT (p_first AND v_taken = 0) THEN
+                    EXIT;                  -- does not fit; the rest waits
+                END IF;
+                -- The call's first segment is always delivered: as many messages
+                -- as the budget holds whatever the size skew inside the segment.
+                v_take := least(v_take, greatest(1, p_max_bytes
+                                / greatest(p_max_msg::INT8 + p_overhead, 1)));
+                v_cost := v_bytes;         -- the budget is spent
+                v_partial := true;
+            END IF;
+            v_bytes := v_bytes - v_cost;
+        END IF;
+        o_base := s.base_offset;
+        o_start_idx := v_si;
+        o_take := v_take;
+        o_created_at := s.created_at;
+        o_blob := s.blob;
+        o_lease_expires_at := v_exp;
+        o_cost := v_cost;
+        RETURN NEXT;
+        v_start := coalesce(v_start, s.base_offset + v_si);
+        v_lastoff := s.base_offset + v_si + v_take - 1;
+        v_taken := v_taken + v_take;
+        v_left := v_left - v_take;
+        EXIT WHEN v_left <= 0 OR v_partial OR (v_bytes IS NOT NULL AND v_bytes <= 0);
+    END LOOP;
+
+    IF v_taken = 0 THEN
+        -- Starvation fix: a cursor below a partition whose every segment is gone
+        -- would otherwise be a candidate forever. Only when no segment exists at
+        -- all (deferred or over-budget segments are not a reason).
+        UPDATE queen.log_consumers c
+        SET committed = p.last_offset
+        FROM queen.log_partitions p
+        WHERE c.partition_id = p_pid AND c.consumer_group = p_group
+          AND p.id = p_pid AND p.last_offset > c.committed
+          AND NOT EXISTS (SELECT 1 FROM queen.log_segments x WHERE x.partition_id = p_pid);
+        RETURN;
+    END IF;
+
+    IF p_auto_ack THEN
+        -- At-most-once: the cursor moves inside the pop's transaction; no lease,
+        -- attempt state untouched.
+        UPDATE queen.log_consumers
+        SET committed = v_lastoff, worker_id = NULL, lease_expires_at = NULL,
+            lease_acquired_at = NULL, batch_end = NULL,
+            total_consumed = total_consumed + v_taken
+        WHERE partition_id = p_pid AND consumer_group = p_group;
+    ELSE
+        UPDATE queen.log_consumers
+        SET worker_id = p_worker, lease_expires_at = v_exp, lease_acquired_at = v_now,
+            batch_end = v_lastoff,
+            attempt_count = CASE WHEN attempt_offset = v_start THEN attempt_count + 1 ELSE 1 END,
+            attempt_offset = v_start
+        WHERE partition_id = p_pid AND consumer_group = p_group;
+    END IF;
+END;
+$$;
+
+-- Records an empty wildcard scan for (queue, group). At most every 30 s it
+-- re-checks, ignoring leases, whether anything is pending at all: only then may
+-- the floor move to now (a lease-held backlog must not be hidden when its lease
+-- expires); otherwise only updated_at moves. Rows upserted in queue id order.
+CREATE OR REPLACE FUNCTION queen.note_empty_scan(p_qids UUID[], p_group TEXT)
+RETURNS VOID
+LANGUAGE sql
+AS $$
+    INSERT INTO queen.consumer_watermarks AS w
+        (queue_id, consumer_group, last_empty_scan_at, updated_at)
+    SELECT q.qid, p_group,
+           CASE WHEN EXISTS (
+                    SELECT 1
+                    FROM queen.log_partitions p
+                    LEFT JOIN queen.log_consumers c
+                           ON c.partition_id = p.id AND c.consumer_group = p_group
+                    WHERE p.queue_id = q.qid
+                      AND p.last_write_at >= coalesce(w0.last_empty_scan_at, 'epoch')
+                                             - interval '2 minutes'
+                      AND (c.partition_id IS NULL
+                           OR p.last_offset > greatest(c.committed, p.log_start - 1)))
+                THEN coalesce(w0.last_empty_scan_at, 'epoch')
+                ELSE now() END,
+           now()
+    FROM unnest(p_qids) AS q(qid)
+    LEFT JOIN queen.consumer_watermarks w0
+           ON w0.queue_id = q.qid AND w0.consumer_group = p_group
+    WHERE w0.queue_id IS NULL OR w0.updated_at < now() - interval '30 seconds'
+    ORDER BY q.qid
+    ON CONFLICT (queue_id, consumer_group) DO UPDATE
+    SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at
+$$;
+
+-- pop_v1: see sql/API.md.
+CREATE OR REPLACE FUNCTION queen.pop_v1(
+    p_queue          TEXT,
+    p_partition      TEXT,
+    p_group          TEXT,
+    p_budget         INT4,
+    p_max_bytes      INT8,
+    p_msg_overhead   INT4,
+    p_max_msg_bytes  INT4,
+    p_lease_seconds  INT4,
+    p_worker         TEXT,
+    p_auto_ack       BOOL,
+    p_max_partitions INT4,
+    p_sub_mode       TEXT,
+    p_sub_from       TIMESTAMPTZ,
+    p_tenant         UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_idx INT4,
+               r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
+               r_lease_expires_at TIMESTAMPTZ)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_part    TEXT := nullif(p_partition, '');
+    v_mode    TEXT := queen.sub_mode_canonical(p_sub_mode);
+    v_ts      TIMESTAMPTZ;
+    v_qid     UUID;
+    v_lease   INT4;
+    v_delayed INT4;
+    v_wbuf    INT4;
+    v_smode   TEXT;
+    v_sts     TIMESTAMPTZ;
+    v_maxp    INT4 := CASE WHEN coalesce(p_max_partitions, 0) <= 0 THEN 1 ELSE p_max_partitions END;
+    v_left    INT4 := p_budget;
+    v_bytes   INT8 := CASE WHEN coalesce(p_max_bytes, 0) > 0 THEN p_max_bytes END;
+    v_first   BOOL := true;
+    v_claimed INT4 := 0;
+    v_got     INT4;
+    c         RECORD;
+    s         RECORD;
+BEGIN
+    IF coalesce(p_budget, 0) < 1 THEN
+        RETURN;
+    END IF;
+    IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'QPOP bad queue name' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_mode IS NULL THEN
+        RAISE EXCEPTION 'QPOP invalid subscription mode %', p_sub_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_mode = 'timestamp' AND p_sub_from IS NULL THEN
+        v_mode := 'new';           -- unusable timestamp: treated as 'new'
+    END IF;
+    IF v_group = '__QUEUE_MODE__' THEN
+        v_mode := 'all';           -- queue mode always reads everything retained
+    END IF;
+    v_ts := CASE v_mode WHEN 'all' THEN 'epoch'::TIMESTAMPTZ WHEN 'new' THEN now()
+                        ELSE p_sub_from END;
+
+    FOR v_try IN 1 .. 2 LOOP
+        SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
+               m.subscription_mode, m.subscription_timestamp
+        INTO v_qid, v_lease, v_delayed, v_wbuf, v_smode, v_sts
+        FROM queen.queues q
+        LEFT JOIN queen.consumer_groups_metadata m
+               ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = q.id
+              AND m.partition_name = '' AND m.namespace = '' AND m.task = ''
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+        EXIT WHEN FOUND;
+        -- A group may subscribe before the first push: provision the queue.
+        INSERT INTO queen.queues (tenant_id, name, namespace, task)
+        VALUES (p_tenant, p_queue, queen.name_namespace(p_queue), queen.name_task(p_queue))
+        ON CONFLICT (tenant_id, name) DO NOTHING;
+    END LOOP;
+    IF v_smode IS NULL THEN
+        SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
+        FROM queen.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
+    END IF;
+    IF coalesce(p_lease_seconds, 0) > 0 THEN
+        v_lease := p_lease_seconds;
+    END IF;
+
+    FOR c IN
+        SELECT p.id, p.name
+        FROM queen.log_partitions p
+        WHERE v_part IS NOT NULL AND p.queue_id = v_qid AND p.name = v_part
+        UNION ALL
+        (SELECT p.id, p.name
+         FROM queen.log_partitions p
+         LEFT JOIN queen.log_consumers k
+                ON k.partition_id = p.id AND k.consumer_group = v_group
+         WHERE v_part IS NULL AND p.queue_id = v_qid
+           -- the empty-scan floor, with two minutes of slack for the 1 s
+           -- quantization of last_write_at and for commit latency
+           AND p.last_write_at >= coalesce(
+                   (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                    WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
+                   'epoch') - interval '2 minutes'
+           AND (k.partition_id IS NULL
+                OR (p.last_offset > k.committed
+                    AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+         ORDER BY random()
+         LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END)
+    LOOP
+        v_got := 0;
+        FOR s IN
+            SELECT * FROM queen.pop_partition(c.id, v_group, p_worker, coalesce(p_auto_ack, false),
+                                              v_lease, v_delayed, v_wbuf, v_smode, v_sts,
+                                              v_left, v_bytes, v_first, p_max_bytes,
+                                              coalesce(p_msg_overhead, 0),
+                                              coalesce(p_max_msg_bytes, 0))
+        LOOP
+            r_queue := p_queue;
+            r_partition := c.name;
+            r_pid := c.id;
+            r_base := s.o_base;
+            r_start_idx := s.o_start_idx;
+            r_take := s.o_take;
+            r_created_at := s.o_created_at;
+            r_blob := s.o_blob;
+            r_lease_expires_at := s.o_lease_expires_at;
+            RETURN NEXT;
+            v_got := v_got + s.o_take;
+            IF v_bytes IS NOT NULL THEN
+                v_bytes := v_bytes - s.o_cost;
+            END IF;
+            v_first := false;
+        END LOOP;
+        IF v_got > 0 THEN
+            v_claimed := v_claimed + 1;
+            v_left := v_left - v_got;
+        END IF;
+        EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
+    END LOOP;
+
+    IF v_claimed = 0 AND v_part IS NULL THEN
+        PERFORM queen.note_empty_scan(ARRAY[v_qid], v_group);
+    END IF;
+END;
+$$;
+
+-- pop_discover_v1: see sql/API.md. The durable subscription is stored once per
+-- (group, namespace, task) with queue_id NULL; a matching queue met later is
+-- registered from it, so with 'new' a queue created after the subscription is
+-- read from its beginning.
+CREATE OR REPLACE FUNCTION queen.pop_discover_v1(
+    p_namespace      TEXT,
+    p_task           TEXT,
+    p_group          TEXT,
+    p_budget         INT4,
+    p_max_bytes      INT8,
+    p_msg_overhead   INT4,
+    p_max_msg_bytes  INT4,
+    p_lease_seconds  INT4,
+    p_worker         TEXT,
+    p_auto_ack       BOOL,
+    p_max_partitions INT4,
+    p_sub_mode       TEXT,
+    p_sub_from       TIMESTAMPTZ,
+    p_tenant         UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_idx INT4,
+               r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
+               r_lease_expires_at TIMESTAMPTZ)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_ns      TEXT := coalesce(p_namespace, '');
+    v_task    TEXT := coalesce(p_task, '');
+    v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_mode    TEXT := queen.sub_mode_canonical(p_sub_mode);
+    v_ts      TIMESTAMPTZ;
+    v_dmode   TEXT;
+    v_dts     TIMESTAMPTZ;
+    v_qids    UUID[];
+    v_maxp    INT4 := CASE WHEN coalesce(p_max_partitions, 0) <= 0 THEN 1 ELSE p_max_partitions END;
+    v_left    INT4 := p_budget;
+    v_bytes   INT8 := CASE WHEN coalesce(p_max_bytes, 0) > 0 THEN p_max_bytes END;
+    v_first   BOOL := true;
+    v_claimed INT4 := 0;
+    v_got     INT4;
+    q         RECORD;
+    c         RECORD;
+    s         RECORD;
+BEGIN
+    IF v_ns = '' AND v_task = '' THEN
+        RAISE EXCEPTION 'QPOP namespace or task required' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF coalesce(p_budget, 0) < 1 THEN
+        RETURN;
+    END IF;
+    IF v_mode IS NULL THEN
+        RAISE EXCEPTION 'QPOP invalid subscription mode %', p_sub_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_mode = 'timestamp' AND p_sub_from IS NULL THEN
+        v_mode := 'new';
+    END IF;
+    IF v_group = '__QUEUE_MODE__' THEN
+        v_mode := 'all';
+    END IF;
+    v_ts := CASE v_mode WHEN 'all' THEN 'epoch'::TIMESTAMPTZ WHEN 'new' THEN now()
+                        ELSE p_sub_from END;
+
+    -- The durable discovery subscription.
+    INSERT INTO queen.consumer_groups_metadata
+        (tenant_id, consumer_group, queue_id, namespace, task, subscription_mode,
+         subscription_timestamp)
+    VALUES (p_tenant, v_group, NULL, v_ns, v_task, v_mode, v_ts)
+    ON CONFLICT DO NOTHING;
+    SELECT m.subscription_mode, m.subscription_timestamp INTO v_dmode, v_dts
+    FROM queen.consumer_groups_metadata m
+    WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id IS NULL
+      AND m.partition_name = '' AND m.namespace = v_ns AND m.task = v_task;
+
+    -- Register the group with every matching queue it has not met yet.
+    FOR q IN
+        SELECT x.id
+        FROM queen.queues x
+        WHERE x.tenant_id = p_tenant
+          AND (v_ns = '' OR x.namespace = v_ns) AND (v_task = '' OR x.task = v_task)
+          AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                          WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group
+                            AND m.queue_id = x.id AND m.partition_name = ''
+                            AND m.namespace = '' AND m.task = '')
+        ORDER BY x.id
+    LOOP
+        PERFORM queen.register_group(q.id, p_tenant, v_group,
+                                     CASE WHEN v_dmode = 'new' AND v_dts < now() THEN 'timestamp'
+                                          ELSE v_dmode END,
+                                     v_dts);
+    END LOOP;
+
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_qids
+    FROM queen.queues x
+    WHERE x.tenant_id = p_tenant
+      AND (v_ns = '' OR x.namespace = v_ns) AND (v_task = '' OR x.task = v_task);
+    IF v_qids IS NULL THEN
+        RETURN;
+    END IF;
+
+    FOR c IN
+        SELECT p.id, p.name, x.name AS qname, x.lease_time, x.delayed_processing,
+               x.window_buffer, m.subscription_mode, m.subscription_timestamp
+        FROM queen.queues x
+        JOIN queen.consumer_groups_metadata m
+          ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = x.id
+         AND m.partition_name = '' AND m.namespace = '' AND m.task = ''
+        JOIN queen.log_partitions p ON p.queue_id = x.id
+        LEFT JOIN queen.log_consumers k ON k.partition_id = p.id AND k.consumer_group = v_group
+        WHERE x.id = ANY (v_qids)
+          AND p.last_write_at >= coalesce(
+                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                   WHERE w.queue_id = x.id AND w.consumer_group = v_group),
+                  'epoch') - interval '2 minutes'
+          AND (k.partition_id IS NULL
+               OR (p.last_offset > k.committed
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+        ORDER BY random()
+        LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END
+    LOOP
+        v_got := 0;
+        FOR s IN
+            SELECT * FROM queen.pop_partition(
+                c.id, v_group, p_worker, coalesce(p_auto_ack, false),
+                CASE WHEN coalesce(p_lease_seconds, 0) > 0 THEN p_lease_seconds
+                     ELSE c.lease_time END,
+                c.delayed_processing, c.window_buffer, c.subscription_mode,
+                c.subscription_timestamp, v_left, v_bytes, v_first, p_max_bytes,
+                coalesce(p_msg_overhead, 0), coalesce(p_max_msg_bytes, 0))
+        LOOP
+            r_queue := c.qname;
+            r_partition := c.name;
+            r_pid := c.id;
+            r_base := s.o_base;
+            r_start_idx := s.o_start_idx;
+            r_take := s.o_take;
+            r_created_at := s.o_created_at;
+            r_blob := s.o_blob;
+            r_lease_expires_at := s.o_lease_expires_at;
+            RETURN NEXT;
+            v_got := v_got + s.o_take;
+            IF v_bytes IS NOT NULL THEN
+                v_bytes := v_bytes - s.o_cost;
+            END IF;
+            v_first := false;
+        END LOOP;
+        IF v_got > 0 THEN
+            v_claimed := v_claimed + 1;
+            v_left := v_left - v_got;
+        END IF;
+        EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
+    END LOOP;
+
+    IF v_claimed = 0 THEN
+        PERFORM queen.note_empty_scan(v_qids, v_group);
+    END IF;
+END;
+$$;
+
+-- has_pending_v1: the long-poll gate. True when the group may have something to
+-- pop: a missing queue, partition, subscription or cursor row answers true so
+-- that the full pop does the first contact. A live lease hides its partition
+-- (nothing to pop there until it is acked or expires).
+CREATE OR REPLACE FUNCTION queen.has_pending_v1(
+    p_queue     TEXT,
+    p_partition TEXT,
+    p_group     TEXT,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS BOOL
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_part  TEXT := nullif(p_partition, '');
+    v_qid   UUID;
+    v_reg   BOOL;
+    r       RECORD;
+BEGIN
+    SELECT q.id, EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                         WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group
+                           AND m.queue_id = q.id AND m.partition_name = ''
+                           AND m.namespace = '' AND m.task = '')
+    INTO v_qid, v_reg
+    FROM queen.queues q
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    IF NOT FOUND OR NOT v_reg THEN
+        RETURN true;
+    END IF;
+    IF v_part IS NOT NULL THEN
+        SELECT p.last_offset, p.log_start, k.committed, k.lease_expires_at,
+               k.partition_id IS NOT NULL AS has_row
+        INTO r
+        FROM queen.log_partitions p
+        LEFT JOIN queen.log_consumers k ON k.partition_id = p.id AND k.consumer_group = v_group
+        WHERE p.queue_id = v_qid AND p.name = v_part;
+        IF NOT FOUND OR NOT r.has_row THEN
+            RETURN true;
+        END IF;
+        RETURN r.last_offset > greatest(r.committed, r.log_start - 1)
+               AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now());
+    END IF;
+    RETURN EXISTS (
+        SELECT 1
+        FROM queen.log_partitions p
+        LEFT JOIN queen.log_consumers k ON k.partition_id = p.id AND k.consumer_group = v_group
+        WHERE p.queue_id = v_qid
+          AND p.last_write_at >= coalesce(
+                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                   WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
+                  'epoch') - interval '2 minutes'
+          AND (k.partition_id IS NULL
+               OR (p.last_offset > greatest(k.committed, p.log_start - 1)
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))));
+END;
+$$;

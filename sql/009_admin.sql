@@ -1,0 +1,354 @@
+-- 009_admin.sql - administration: partitions of a queue, delete queue, consumer
+-- groups (list, seek, delete), dead letters (list, get, delete), stats, the dedup
+-- cache's two reads, and the cross-broker wake-up.
+--
+-- None of these is on the message hot path; they favour exact answers over
+-- cached ones, and every cost is stated where it is not O(partitions).
+-- Lock order is the global one: log_partitions rows in ascending id, then
+-- log_consumers rows in ascending (partition_id, consumer_group).
+
+-- queue_partitions_v1: one row per partition, by name. depth = messages retained
+-- and not yet consumed by the group (committed -1 when it has no row).
+CREATE OR REPLACE FUNCTION queen.queue_partitions_v1(
+    p_queue  TEXT,
+    p_group  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_partition TEXT, r_pid UUID, r_last_offset INT8, r_log_start INT8,
+               r_committed INT8, r_depth INT8, r_leased BOOL, r_last_write_at TIMESTAMPTZ)
+LANGUAGE sql STABLE
+AS $$
+    SELECT p.name, p.id, p.last_offset, p.log_start, coalesce(c.committed, -1),
+           greatest(p.last_offset - greatest(coalesce(c.committed, -1), p.log_start - 1), 0),
+           coalesce(c.batch_end IS NOT NULL AND c.lease_expires_at > now(), false),
+           p.last_write_at
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    LEFT JOIN queen.log_consumers c
+           ON c.partition_id = p.id
+          AND c.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+    ORDER BY p.name
+$$;
+
+-- delete_queue_v1: idempotent; returns whether the queue existed. log_txns and
+-- log_dlq have no foreign key, so their rows are deleted here first (a sidecar
+-- row orphaned by a partition delete would be unreachable forever), and the
+-- queue's audit rows with them; the queue row's delete cascades to partitions,
+-- segments, cursors, watermarks and subscriptions. The queue row is locked first
+-- so no push can provision a new partition of it meanwhile, then its partitions
+-- in ascending id (the pushers' order).
+CREATE OR REPLACE FUNCTION queen.delete_queue_v1(
+    p_queue  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS BOOL
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_qid  UUID;
+    v_pids UUID[];
+BEGIN
+    SELECT q.id INTO v_qid FROM queen.queues q
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT array_agg(x.id) INTO v_pids
+    FROM (SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = v_qid
+          ORDER BY p.id FOR UPDATE) x;
+    IF v_pids IS NOT NULL THEN
+        DELETE FROM queen.log_txns WHERE partition_id = ANY (v_pids);
+        DELETE FROM queen.log_dlq WHERE partition_id = ANY (v_pids);
+        DELETE FROM queen.retention_history WHERE partition_id = ANY (v_pids);
+    END IF;
+    DELETE FROM queen.queues WHERE id = v_qid;
+    RETURN true;
+END;
+$$;
+
+-- list_consumer_groups_v1: one row per (group, partition) cursor; an empty or
+-- NULL queue / group matches all. lag = retained messages past the cursor; time
+-- lag = age in seconds of the oldest unconsumed segment (two primary-key probes),
+-- 0 when nothing is pending.
+CREATE OR REPLACE FUNCTION queen.list_consumer_groups_v1(
+    p_queue  TEXT,
+    p_group  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_group TEXT, r_queue TEXT, r_sub_mode TEXT, r_sub_from TIMESTAMPTZ,
+               r_partition TEXT, r_pid UUID, r_committed INT8, r_last_offset INT8, r_lag INT8,
+               r_time_lag_seconds INT8, r_leased BOOL, r_worker TEXT, r_total_consumed INT8,
+               r_retry_count INT4, r_attempt_count INT4)
+LANGUAGE sql STABLE
+AS $$
+    SELECT x.consumer_group, x.qname, x.subscription_mode, x.subscription_timestamp,
+           x.pname, x.pid, x.committed, x.last_offset, x.lag,
+           CASE WHEN x.lag > 0 THEN coalesce(
+               (SELECT greatest(floor(extract(epoch FROM now() - s.created_at)), 0)::INT8
+                FROM queen.log_segments s
+                WHERE s.partition_id = x.pid
+                  AND s.base_offset >= coalesce(
+                          (SELECT max(y.base_offset) FROM queen.log_segments y
+                           WHERE y.partition_id = x.pid AND y.base_offset <= x.committed + 1),
+                          x.committed + 1)
+                  AND s.end_offset > x.committed
+                ORDER BY s.base_offset LIMIT 1), 0)
+           ELSE 0 END,
+           x.leased, CASE WHEN x.leased THEN x.worker_id END, x.total_consumed,
+           x.batch_retry_count, x.attempt_count
+    FROM (SELECT c.consumer_group, q.name::TEXT AS qname, m.subscription_mode,
+                 m.subscription_timestamp, p.name AS pname, p.id AS pid, c.committed,
+                 p.last_offset,
+                 greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0) AS lag,
+                 (c.batch_end IS NOT NULL AND c.lease_expires_at > now()) AS leased,
+                 c.worker_id, c.total_consumed, c.batch_retry_count, c.attempt_count
+          FROM queen.queues q
+          JOIN queen.log_partitions p ON p.queue_id = q.id
+          JOIN queen.log_consumers c ON c.partition_id = p.id
+          LEFT JOIN queen.consumer_groups_metadata m
+                 ON m.tenant_id = q.tenant_id AND m.consumer_group = c.consumer_group
+                AND m.queue_id = q.id AND m.partition_name = '' AND m.namespace = ''
+                AND m.task = ''
+          WHERE q.tenant_id = p_tenant
+            AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
+            AND (coalesce(p_group, '') = '' OR c.consumer_group = p_group)) x
+    ORDER BY x.consumer_group, x.qname, x.pname
+$$;
+
+-- seek_consumer_group_v1: moves the group's cursor on every partition of the
+-- queue (or the named one) to the tail (p_to_end) or to just before the first
+-- segment created at or after p_ts (the tail when none is), clearing the lease,
+-- the retry budget and the attempt counters; deletes the group's empty-scan
+-- floor so the moved cursors are scanned again. Returns partitions updated.
+CREATE OR REPLACE FUNCTION queen.seek_consumer_group_v1(
+    p_group     TEXT,
+    p_queue     TEXT,
+    p_partition TEXT,
+    p_to_end    BOOL,
+    p_ts        TIMESTAMPTZ,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS INT4
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_part  TEXT := nullif(p_partition, '');
+    v_end   BOOL := coalesce(p_to_end, false);
+    v_qid   UUID;
+    v_n     INT4;
+BEGIN
+    IF NOT v_end AND p_ts IS NULL THEN
+        RAISE EXCEPTION 'QSEEK either to_end or a timestamp is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT q.id INTO v_qid FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'QNOTFOUND queue %', p_queue USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_part IS NOT NULL AND NOT EXISTS (SELECT 1 FROM queen.log_partitions p
+                                          WHERE p.queue_id = v_qid AND p.name = v_part) THEN
+        RAISE EXCEPTION 'QNOTFOUND partition %', v_part USING ERRCODE = 'no_data_found';
+    END IF;
+    INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
+    SELECT p.id, v_group,
+           CASE WHEN v_end THEN p.last_offset
+                ELSE coalesce(queen.first_base_since(p.id, p.log_start, p_ts) - 1, p.last_offset) END
+    FROM queen.log_partitions p
+    WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
+    ORDER BY p.id
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+    SET committed = EXCLUDED.committed, batch_end = NULL, worker_id = NULL,
+        lease_expires_at = NULL, lease_acquired_at = NULL, batch_retry_count = 0,
+        attempt_offset = NULL, attempt_count = 0, lease_conflated = false;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    DELETE FROM queen.consumer_watermarks WHERE queue_id = v_qid AND consumer_group = v_group;
+    RETURN v_n;
+END;
+$$;
+
+-- delete_consumer_group_v1: deletes the group's cursors on the queue (every
+-- queue of the tenant when p_queue is empty) and its empty-scan floors; with
+-- p_delete_metadata also its subscriptions, so the next pop subscribes afresh.
+-- Without it the stored subscription seeds the new cursors. Returns cursors deleted.
+CREATE OR REPLACE FUNCTION queen.delete_consumer_group_v1(
+    p_group           TEXT,
+    p_queue           TEXT,
+    p_delete_metadata BOOL,
+    p_tenant          UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS INT4
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_all   BOOL := coalesce(p_queue, '') = '';
+    v_qids  UUID[];
+    v_n     INT4;
+BEGIN
+    SELECT array_agg(q.id ORDER BY q.id) INTO v_qids
+    FROM queen.queues q
+    WHERE q.tenant_id = p_tenant AND (v_all OR q.name = p_queue);
+    WITH l AS (
+        SELECT c.partition_id, c.consumer_group
+        FROM queen.log_consumers c
+        JOIN queen.log_partitions p ON p.id = c.partition_id
+        WHERE p.queue_id = ANY (coalesce(v_qids, '{}')) AND c.consumer_group = v_group
+        ORDER BY c.partition_id, c.consumer_group
+        FOR UPDATE OF c
+    )
+    DELETE FROM queen.log_consumers c USING l
+    WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    DELETE FROM queen.consumer_watermarks
+    WHERE queue_id = ANY (coalesce(v_qids, '{}')) AND consumer_group = v_group;
+    IF coalesce(p_delete_metadata, false) THEN
+        DELETE FROM queen.consumer_groups_metadata m
+        WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group
+          AND (m.queue_id = ANY (coalesce(v_qids, '{}')) OR (v_all AND m.queue_id IS NULL));
+    END IF;
+    RETURN v_n;
+END;
+$$;
+
+-- list_dlq_v1: newest first; empty or NULL filters match all; p_limit <= 0
+-- means 100. Scans idx_log_dlq_partition_failed_at per partition.
+CREATE OR REPLACE FUNCTION queen.list_dlq_v1(
+    p_queue     TEXT,
+    p_group     TEXT,
+    p_partition TEXT,
+    p_limit     INT4,
+    p_offset    INT4,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TEXT,
+               r_offset INT8, r_message_id UUID, r_txn TEXT, r_payload BYTEA, r_error TEXT,
+               r_retry_count INT4, r_failed_at TIMESTAMPTZ)
+LANGUAGE sql STABLE
+AS $$
+    SELECT d.id, q.name::TEXT, p.name, p.id, d.consumer_group, d."offset", d.message_id,
+           d.transaction_id, d.payload, d.error, d.retry_count, d.failed_at
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    JOIN queen.log_dlq d ON d.partition_id = p.id
+    WHERE q.tenant_id = p_tenant
+      AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
+      AND (coalesce(p_partition, '') = '' OR p.name = p_partition)
+      AND (coalesce(p_group, '') = '' OR d.consumer_group = p_group)
+    ORDER BY d.failed_at DESC, d.id
+    LIMIT CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END
+    OFFSET greatest(coalesce(p_offset, 0), 0)
+$$;
+
+-- get_dlq_v1: one dead letter by id; no row when missing.
+CREATE OR REPLACE FUNCTION queen.get_dlq_v1(p_id UUID)
+RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TEXT,
+               r_offset INT8, r_message_id UUID, r_txn TEXT, r_payload BYTEA, r_error TEXT,
+               r_retry_count INT4, r_failed_at TIMESTAMPTZ)
+LANGUAGE sql STABLE
+AS $$
+    SELECT d.id, q.name::TEXT, p.name, d.partition_id, d.consumer_group, d."offset",
+           d.message_id, d.transaction_id, d.payload, d.error, d.retry_count, d.failed_at
+    FROM queen.log_dlq d
+    LEFT JOIN queen.log_partitions p ON p.id = d.partition_id
+    LEFT JOIN queen.queues q ON q.id = p.queue_id
+    WHERE d.id = p_id
+$$;
+
+-- delete_dlq_v1: by id when p_id is given, else every group's row at
+-- (p_pid, p_txn). Returns rows deleted.
+CREATE OR REPLACE FUNCTION queen.delete_dlq_v1(p_id UUID, p_pid UUID, p_txn TEXT)
+RETURNS INT4
+LANGUAGE sql
+AS $$
+    WITH d AS (
+        DELETE FROM queen.log_dlq d
+        WHERE (p_id IS NOT NULL AND d.id = p_id)
+           OR (p_id IS NULL AND d.partition_id = p_pid AND d.transaction_id = p_txn)
+        RETURNING 1)
+    SELECT count(*)::INT4 FROM d
+$$;
+
+-- stats_v1: one row per queue (the named one, or all of the tenant's by name).
+-- messages = retained; pending = retained and not yet consumed by the slowest
+-- group of each partition (all retained when the partition has no cursor);
+-- bytes = stored blob bytes (pg_column_size reads TOAST pointers, not values).
+-- Cost: segments and bytes read every segment row of the queue.
+CREATE OR REPLACE FUNCTION queen.stats_v1(
+    p_queue  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_queue TEXT, r_partitions INT4, r_messages INT8, r_segments INT8,
+               r_pending INT8, r_dead_letters INT8, r_groups INT4, r_bytes INT8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT q.name::TEXT,
+           coalesce(pa.parts, 0)::INT4,
+           coalesce(pa.msgs, 0)::INT8,
+           coalesce(sg.segs, 0)::INT8,
+           coalesce(pa.pending, 0)::INT8,
+           coalesce(dl.n, 0)::INT8,
+           coalesce(gr.n, 0)::INT4,
+           coalesce(sg.bytes, 0)::INT8
+    FROM queen.queues q
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS parts,
+               sum(greatest(p.last_offset + 1 - p.log_start, 0)) AS msgs,
+               sum(greatest(p.last_offset - greatest(
+                       coalesce((SELECT min(c.committed) FROM queen.log_consumers c
+                                 WHERE c.partition_id = p.id), -1),
+                       p.log_start - 1), 0)) AS pending
+        FROM queen.log_partitions p WHERE p.queue_id = q.id) pa ON true
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS segs, sum(pg_column_size(s.blob)) AS bytes
+        FROM queen.log_partitions p JOIN queen.log_segments s ON s.partition_id = p.id
+        WHERE p.queue_id = q.id) sg ON true
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS n
+        FROM queen.log_partitions p JOIN queen.log_dlq d ON d.partition_id = p.id
+        WHERE p.queue_id = q.id) dl ON true
+    LEFT JOIN LATERAL (
+        SELECT count(DISTINCT c.consumer_group) AS n
+        FROM queen.log_partitions p JOIN queen.log_consumers c ON c.partition_id = p.id
+        WHERE p.queue_id = q.id) gr ON true
+    WHERE q.tenant_id = p_tenant AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
+    ORDER BY q.name
+$$;
+
+-- partition_meta_v1: what the broker's dedup cache memoises per partition.
+CREATE OR REPLACE FUNCTION queen.partition_meta_v1(
+    p_queue     TEXT,
+    p_partition TEXT,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_pid UUID, r_window INT4, r_last_offset INT8, r_txns_start INT8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT p.id, q.dedup_window_seconds, p.last_offset, p.txns_start
+    FROM queen.queues q
+    JOIN queen.log_partitions p
+      ON p.queue_id = q.id AND p.name = coalesce(nullif(p_partition, ''), 'Default')
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+$$;
+
+-- txns_window_v1: the dedup cache's hydration, every sidecar row created within
+-- p_seconds of now, ascending. created_at is monotone in base order, so the
+-- qualifying rows are a suffix of the partition's (already purged) sidecar.
+CREATE OR REPLACE FUNCTION queen.txns_window_v1(p_pid UUID, p_seconds INT4)
+RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
+LANGUAGE sql STABLE
+AS $$
+    SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+    FROM queen.log_txns t
+    WHERE t.partition_id = p_pid
+      AND t.created_at >= now() - make_interval(secs => greatest(coalesce(p_seconds, 0), 0))
+    ORDER BY t.base_offset
+$$;
+
+-- notify_push_v1: wakes long-polling pops on other brokers. Sent after the
+-- pushes committed, outside their transaction; one notification per distinct
+-- queue, payload "tenant/queue" (tenant as UUID text). PostgreSQL folds identical
+-- notifications of one transaction, and delivers them at commit.
+CREATE OR REPLACE FUNCTION queen.notify_push_v1(
+    p_queues TEXT[],
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS VOID
+LANGUAGE sql
+AS $$
+    SELECT count(pg_notify('queen_push', p_tenant::TEXT || '/' || x.q))
+    FROM (SELECT DISTINCT q FROM unnest(p_queues) AS q WHERE q IS NOT NULL AND q <> '') x
+$$;
