@@ -50,7 +50,9 @@ struct qn_frame_error {
 /*
  * Bytes qn_frame_encode() will write for f, length prefix included.
  * Returns QN_OK and writes *size, or QN_EFRAME_FIELD_TOO_LONG when a field is
- * over its limit, or QN_EFRAME_FLAGS when f->flags has unknown bits.
+ * over its limit, or QN_EFRAME_FLAGS when f->flags has unknown bits, or
+ * QN_EINVAL when an argument is NULL or a non-zero length has a NULL pointer.
+ * Fields whose flag is clear (trace id, producer sub) are ignored.
  */
 int qn_frame_encoded_size(const struct qn_frame *f, size_t *size);
 
@@ -64,8 +66,10 @@ int qn_frame_encode(const struct qn_frame *f, uint8_t *out, size_t cap, size_t *
  * Decodes the frame starting at buf[0] (buf holds len bytes, possibly more
  * frames after it). On success fills *f (pointing into buf) and *consumed (prefix
  * + body). Errors: QN_EFRAME_TRUNCATED, QN_EFRAME_BODY_OVERRUN, QN_EFRAME_FLAGS,
- * QN_EFRAME_INNER_OVERRUN; *err_at (may be NULL) receives the byte offset within
- * buf of the offending field.
+ * QN_EFRAME_INNER_OVERRUN (checked in the order codec/SPEC.md section 1.3 gives);
+ * *err_at (may be NULL) receives the byte offset within buf of the offending
+ * field. QN_EINVAL for NULL f or consumed, or NULL buf with len > 0. A trace id
+ * that is absent decodes as 16 zero bytes; an absent producer sub as NULL, 0.
  */
 int qn_frame_decode(const uint8_t *buf, size_t len, struct qn_frame *f, size_t *consumed,
                     size_t *err_at);
