@@ -634,6 +634,7 @@ int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,
     if (s == NULL)
         return rc;
     qn__p_arr_text(&s->p, 0, queues, n, NULL);
+    qn__p_uuid(&s->p, 1, qn__req_tenant(r));
     qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
     return qn__req_submit(r, req);
 }

@@ -137,7 +137,8 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                        "r_dead_letters, r_groups, r_bytes FROM queen.stats_v1($1, $2)",
                        2,
                        {T, U}},
-    [QN_STMT_NOTIFY_PUSH] = {"qn_notify_push", "SELECT queen.notify_push_v1($1)", 1, {TA}},
+    [QN_STMT_NOTIFY_PUSH] = {"qn_notify_push", "SELECT queen.notify_push_v1($1, $2)", 2,
+                             {TA, U}},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -207,3 +207,173 @@ char *qt_db_schema(const char *name)
     ck_assert_ptr_nonnull(ci);
     return ci;
 }
+
+/* ---------------------------------------------------------------- segments */
+
+#include "queen/ids.h"
+#include "queen/segment.h"
+
+void qt_seg_make(struct qt_seg *s, uint32_t count, const char *prefix, uint64_t first)
+{
+    qn_zctx *z = NULL;
+    ck_assert_int_eq(qn_zctx_new(&z), QN_OK);
+    struct qn_frame *f = calloc(count, sizeof *f);
+    char (*txn)[64] = calloc(count, sizeof *txn);
+    char (*payload)[96] = calloc(count, sizeof *payload);
+    ck_assert(f && txn && payload);
+    for (uint32_t i = 0; i < count; i++) {
+        snprintf(txn[i], sizeof txn[i], "%s-%llu", prefix, (unsigned long long)(first + i));
+        int pl = snprintf(payload[i], sizeof payload[i], "{\"n\":%llu,\"kind\":\"test\"}",
+                          (unsigned long long)(first + i));
+        qt_bytes16(first + i, f[i].message_id);
+        f[i].txn = (const uint8_t *)txn[i];
+        f[i].txn_len = strlen(txn[i]);
+        f[i].payload = (const uint8_t *)payload[i];
+        f[i].payload_len = (size_t)pl;
+    }
+    struct qn_buf blob = {0};
+    s->hashes = malloc((size_t)count * 16);
+    ck_assert_int_eq(qn_segment_pack(z, f, count, 1, &blob, s->hashes), QN_OK);
+    s->blob = blob.data;
+    s->blob_len = blob.len;
+    s->count = count;
+    free(f);
+    free(txn);
+    free(payload);
+    qn_zctx_free(z);
+}
+
+void qt_seg_free(struct qt_seg *s)
+{
+    struct qn_buf b = {s->blob, s->blob_len};
+    qn_buf_free(&b);
+    free(s->hashes);
+    memset(s, 0, sizeof *s);
+}
+
+struct qn_push_segment qt_push_seg(const struct qt_seg *s, const char *queue,
+                                   const char *partition)
+{
+    struct qn_push_segment p = {queue, partition, s->count, s->hashes, -1, s->blob, s->blob_len};
+    return p;
+}
+
+/* ---------------------------------------------------------------- sync wrappers */
+
+static void push_cb(void *ud, const struct qn_store_status *st, const struct qn_push_result *r)
+{
+    struct qt_push_out *o = ud;
+    qt_copy_status(&o->s, st);
+    o->n = 0;
+    if (r == NULL)
+        return;
+    ck_assert_uint_le(r->n, 16);
+    o->n = r->n;
+    for (size_t i = 0; i < r->n; i++) {
+        o->segs[i] = r->segs[i];
+        ck_assert_uint_le(r->segs[i].ndups, 16);
+        for (size_t k = 0; k < r->segs[i].ndups; k++)
+            o->dups[i][k] = r->segs[i].dups[k];
+        o->segs[i].dups = o->dups[i];
+    }
+}
+
+int qt_push(struct event_base *b, qn_store *st, const struct qn_push_segment *segs, size_t n,
+            bool strict, struct qt_push_out *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = qn_store_push(st, segs, n, strict, NULL, push_cb, out, NULL);
+    if (rc != QN_OK)
+        return rc;
+    ck_assert(qt_run_until(b, &out->s.done, 10000));
+    return out->s.code;
+}
+
+int qt_push1(struct event_base *b, qn_store *st, const char *queue, const char *partition,
+             const struct qt_seg *seg, struct qt_push_out *out)
+{
+    struct qn_push_segment p = qt_push_seg(seg, queue, partition);
+    return qt_push(b, st, &p, 1, false, out);
+}
+
+static void pop_cb(void *ud, const struct qn_store_status *st, const struct qn_pop_result *r)
+{
+    struct qt_pop_out *o = ud;
+    qt_copy_status(&o->s, st);
+    o->n = 0;
+    if (r == NULL)
+        return;
+    ck_assert_uint_le(r->n, 32);
+    o->n = r->n;
+    for (size_t i = 0; i < r->n; i++) {
+        o->segs[i] = r->segs[i];
+        snprintf(o->queue[i], sizeof o->queue[i], "%s", r->segs[i].queue);
+        snprintf(o->partition[i], sizeof o->partition[i], "%s", r->segs[i].partition);
+        o->segs[i].queue = o->queue[i];
+        o->segs[i].partition = o->partition[i];
+        /* blobs are borrowed: keep a copy for comparisons (NULL if too big) */
+        o->segs[i].blob = NULL;
+        if (r->segs[i].blob_len <= sizeof o->blobdata - o->blobused) {
+            memcpy(o->blobdata + o->blobused, r->segs[i].blob, r->segs[i].blob_len);
+            o->segs[i].blob = o->blobdata + o->blobused;
+            o->blobused += r->segs[i].blob_len;
+        }
+    }
+}
+
+int qt_pop(struct event_base *b, qn_store *st, const struct qn_pop_args *a, struct qt_pop_out *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = qn_store_pop(st, a, NULL, pop_cb, out, NULL);
+    if (rc != QN_OK)
+        return rc;
+    ck_assert(qt_run_until(b, &out->s.done, 10000));
+    return out->s.code;
+}
+
+struct qn_pop_args qt_pop_args(const char *queue, const char *partition, const char *group,
+                               const char *worker, int32_t budget)
+{
+    struct qn_pop_args a;
+    memset(&a, 0, sizeof a);
+    a.queue = queue;
+    a.partition = partition;
+    a.group = group;
+    a.worker = worker;
+    a.budget = budget;
+    a.max_partitions = 1;
+    a.sub_mode = QN_SUB_ALL;
+    return a;
+}
+
+static void ack_cb(void *ud, const struct qn_store_status *st, const struct qn_ack_result *r)
+{
+    struct qt_ack_out *o = ud;
+    qt_copy_status(&o->s, st);
+    if (r == NULL)
+        return;
+    ck_assert_uint_le(r->n, 64);
+    o->r = *r;
+    for (size_t i = 0; i < r->n; i++)
+        o->items[i] = r->items[i];
+    o->r.items = o->items;
+    o->r.dlq_blob = NULL; /* borrowed; tests check dlq_blob_len */
+}
+
+int qt_ack(struct event_base *b, qn_store *st, const struct qn_ack_args *a, struct qt_ack_out *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = qn_store_ack(st, a, NULL, ack_cb, out, NULL);
+    if (rc != QN_OK)
+        return rc;
+    ck_assert(qt_run_until(b, &out->s.done, 10000));
+    return out->s.code;
+}
+
+char *qt_value(const char *conninfo, const char *sql)
+{
+    PGconn *c = qn_test_pg_connect(conninfo);
+    char *v = qn_test_pg_value(c, sql);
+    PQfinish(c);
+    return v;
+}

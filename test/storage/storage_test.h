@@ -64,4 +64,55 @@ char *qt_db_schema(const char *name);
 /* 16 bytes from a seed, for hashes and ids. */
 void qt_bytes16(uint64_t seed, uint8_t out[16]);
 
+/* A real segment (codec-packed, zstd) of count frames whose transaction ids are
+ * "<prefix>-<first + i>", with its hash blob. Free with qt_seg_free. */
+struct qt_seg {
+    uint8_t *blob;
+    size_t blob_len;
+    uint8_t *hashes; /* count * 16 */
+    uint32_t count;
+};
+void qt_seg_make(struct qt_seg *s, uint32_t count, const char *prefix, uint64_t first);
+void qt_seg_free(struct qt_seg *s);
+/* A push segment over s (verified -1). */
+struct qn_push_segment qt_push_seg(const struct qt_seg *s, const char *queue,
+                                   const char *partition);
+
+/* Synchronous wrappers for procedure tests: run the call, wait up to 10 s. The
+ * result pointers they return point to copies kept until the next call of the
+ * same wrapper (tests compare fields). */
+struct qt_push_out {
+    struct qt_status s;
+    size_t n;
+    struct qn_push_seg_result segs[16];
+    struct qn_push_dup dups[16][16];
+};
+int qt_push(struct event_base *b, qn_store *st, const struct qn_push_segment *segs, size_t n,
+            bool strict, struct qt_push_out *out);
+int qt_push1(struct event_base *b, qn_store *st, const char *queue, const char *partition,
+             const struct qt_seg *seg, struct qt_push_out *out);
+
+struct qt_pop_out {
+    struct qt_status s;
+    size_t n;
+    struct qn_pop_segment segs[32];
+    char queue[32][64], partition[32][64];
+    uint8_t blobdata[1 << 16];
+    size_t blobused;
+};
+int qt_pop(struct event_base *b, qn_store *st, const struct qn_pop_args *a, struct qt_pop_out *out);
+/* Defaults for a pop of queue/partition by worker (lease), budget messages. */
+struct qn_pop_args qt_pop_args(const char *queue, const char *partition, const char *group,
+                               const char *worker, int32_t budget);
+
+struct qt_ack_out {
+    struct qt_status s;
+    struct qn_ack_result r;
+    struct qn_ack_item_result items[64];
+};
+int qt_ack(struct event_base *b, qn_store *st, const struct qn_ack_args *a, struct qt_ack_out *out);
+
+/* A second plain connection to the same database, for checks behind the store. */
+char *qt_value(const char *conninfo, const char *sql);
+
 #endif
