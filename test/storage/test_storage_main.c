@@ -46,6 +46,9 @@ int main(int argc, char **argv)
     srunner_add_suite(sr, qn_test_errmap_suite());
     srunner_add_suite(sr, qn_test_store_suite());
     srunner_add_suite(sr, qn_test_push_suite());
+    srunner_add_suite(sr, qn_test_pop_suite());
+    srunner_add_suite(sr, qn_test_ack_suite());
+    srunner_add_suite(sr, qn_test_txn_suite());
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run(sr, only, NULL, CK_ENV); /* CK_VERBOSITY=verbose lists tests */
     int failed = srunner_ntests_failed(sr);

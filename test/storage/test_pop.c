@@ -1,0 +1,183 @@
+/*
+ * test_pop.c - pop.c against pop_v1 / pop_discover_v1 / has_pending_v1: leased
+ * segments with slicing bounds, auto-ack, discovery, the long-poll gate.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "queen/error.h"
+#include "queen/ids.h"
+#include "storage_test.h"
+#include "store_int.h"
+
+static struct event_base *B;
+static char *CI;
+static qn_store *S;
+
+static void setup(void)
+{
+    B = event_base_new();
+    CI = qt_db_schema("qn_storage_pop");
+    S = qt_store(B, CI, 2, 8);
+}
+
+static void teardown(void)
+{
+    qn_store_free(S);
+    event_base_free(B);
+    free(CI);
+}
+
+static struct qt_status bs;
+static bool bval;
+
+static void bool_cb(void *ud, const struct qn_store_status *st, bool v)
+{
+    (void)ud;
+    qt_copy_status(&bs, st);
+    bval = v;
+}
+
+static bool has_pending(const char *q, const char *p, const char *g)
+{
+    memset(&bs, 0, sizeof bs);
+    ck_assert_int_eq(qn_store_has_pending(S, q, p, g, NULL, bool_cb, NULL, NULL), QN_OK);
+    ck_assert(qt_run_until(B, &bs.done, 10000));
+    ck_assert_int_eq(bs.code, QN_OK);
+    return bval;
+}
+
+START_TEST(pop_leases_pushed_segments)
+{
+    struct qt_seg a, b;
+    qt_seg_make(&a, 3, "p", 0);
+    qt_seg_make(&b, 5, "p", 10);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "jobs", "P", &a, &po), QN_OK);
+    ck_assert_int_eq(qt_push1(B, S, "jobs", "P", &b, &po), QN_OK);
+    ck_assert(has_pending("jobs", "P", ""));
+
+    static struct qt_pop_out o;
+    struct qn_pop_args args = qt_pop_args("jobs", "P", "", "w-1", 6);
+    int64_t now_us = (int64_t)qn_now_ms() * 1000;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 2);
+    ck_assert_str_eq(o.segs[0].queue, "jobs");
+    ck_assert_str_eq(o.segs[0].partition, "P");
+    ck_assert_mem_eq(o.segs[0].pid, po.segs[0].pid, 16);
+    ck_assert_int_eq(o.segs[0].base, 0);
+    ck_assert_int_eq(o.segs[0].start_idx, 0);
+    ck_assert_int_eq(o.segs[0].take, 3);
+    ck_assert_uint_eq(o.segs[0].blob_len, a.blob_len);
+    ck_assert_mem_eq(o.segs[0].blob, a.blob, a.blob_len);
+    ck_assert_int_eq(o.segs[1].base, 3);
+    ck_assert_int_eq(o.segs[1].start_idx, 0);
+    ck_assert_int_eq(o.segs[1].take, 3); /* budget 6: half of the second segment */
+    /* leased for the queue's lease_time (60 s) */
+    ck_assert_int_gt(o.segs[0].lease_expires_at_us, now_us + 50 * 1000000LL);
+    ck_assert_int_lt(o.segs[0].lease_expires_at_us, now_us + 70 * 1000000LL);
+    /* the lease is held: another worker gets nothing */
+    args.worker = "w-2";
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 0);
+    qt_seg_free(&a);
+    qt_seg_free(&b);
+}
+END_TEST
+
+START_TEST(auto_ack_moves_the_cursor)
+{
+    struct qt_seg a;
+    qt_seg_make(&a, 4, "aa", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "auto", NULL, &a, &po), QN_OK);
+    static struct qt_pop_out o;
+    struct qn_pop_args args = qt_pop_args("auto", NULL, "g1", NULL, 100);
+    args.auto_ack = true;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    ck_assert_int_eq(o.segs[0].take, 4);
+    ck_assert_int_eq(o.segs[0].lease_expires_at_us, 0);
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 0);
+    /* another group starts from the beginning ('all') */
+    args.group = "g2";
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    /* 'new' subscribers of a third group see nothing already there */
+    args.group = "g3";
+    args.sub_mode = QN_SUB_NEW;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 0);
+    qt_seg_free(&a);
+}
+END_TEST
+
+START_TEST(discovery_and_any_partition)
+{
+    struct qt_seg a, b;
+    qt_seg_make(&a, 2, "d", 0);
+    qt_seg_make(&b, 2, "d", 10);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "billing.invoice.eu", "x", &a, &po), QN_OK);
+    ck_assert_int_eq(qt_push1(B, S, "billing.invoice.us", "y", &b, &po), QN_OK);
+    static struct qt_pop_out o;
+    struct qn_pop_args args = qt_pop_args(NULL, NULL, "grp", "w-d", 100);
+    args.namespace_ = "billing";
+    args.max_partitions = 4;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 2);
+    bool eu = false, us = false;
+    for (size_t i = 0; i < o.n; i++) {
+        eu = eu || (strcmp(o.segs[i].queue, "billing.invoice.eu") == 0 &&
+                    strcmp(o.segs[i].partition, "x") == 0);
+        us = us || (strcmp(o.segs[i].queue, "billing.invoice.us") == 0 &&
+                    strcmp(o.segs[i].partition, "y") == 0);
+    }
+    ck_assert(eu && us);
+    /* a queue, any partition */
+    struct qt_seg c;
+    qt_seg_make(&c, 1, "d", 20);
+    ck_assert_int_eq(qt_push1(B, S, "anyq", "k", &c, &po), QN_OK);
+    args = qt_pop_args("anyq", NULL, "", "w-any", 10);
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    ck_assert_str_eq(o.segs[0].partition, "k");
+    /* neither a queue nor a namespace/task: refused before the database */
+    args = qt_pop_args(NULL, NULL, "", "w", 10);
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_EINVAL);
+    args = qt_pop_args("q", NULL, "", "w", 0);
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_EINVAL);
+    qt_seg_free(&a);
+    qt_seg_free(&b);
+    qt_seg_free(&c);
+}
+END_TEST
+
+START_TEST(empty_and_missing)
+{
+    static struct qt_pop_out o;
+    struct qn_pop_args args = qt_pop_args("nothing-here", NULL, "", "w", 10);
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 0);
+    ck_assert(has_pending("never-seen", NULL, "g")); /* first contact: let pop decide */
+    ck_assert_int_eq(qn_store_has_pending(S, NULL, NULL, NULL, NULL, bool_cb, NULL, NULL),
+                     QN_EINVAL);
+}
+END_TEST
+
+Suite *qn_test_pop_suite(void)
+{
+    Suite *s = suite_create("pop");
+    TCase *t = tcase_create("pop");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, pop_leases_pushed_segments);
+    tcase_add_test(t, auto_ack_moves_the_cursor);
+    tcase_add_test(t, discovery_and_any_partition);
+    tcase_add_test(t, empty_and_missing);
+    suite_add_tcase(s, t);
+    return s;
+}
