@@ -42,9 +42,10 @@ int qn_zctx_set_pack_max(qn_zctx *ctx, size_t max_raw);
 
 /* An owned byte buffer returned by the codec; free with qn_buf_free(). */
 struct qn_buf {
-    uint8_t *data;
+    uint8_t *data; /* malloc'd; may be NULL when len is 0 */
     size_t len;
 };
+/* Frees b->data and resets *b to {NULL, 0}; b may be NULL. */
 void qn_buf_free(struct qn_buf *b);
 
 /*
