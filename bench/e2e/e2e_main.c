@@ -634,6 +634,19 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         cl->errors += e2e_status_errors(&st->pop_st) + e2e_status_errors(&st->ack_st);
     }
     if (do_e2e) {
+        /* A queue of its own: a backlog left by the phases above would show up as
+         * latency here. */
+        if (fresh && (do_push || do_consume)) {
+            drop_queue(r, o, qname, fresh);
+            snprintf(tag, sizeof tag, "b%u_p%u_%s_e2e", cl->batch, cl->parts,
+                     e2e_payload_kind_name(cl->kind));
+            fresh_name(qname, sizeof qname, tag);
+            rc = e2e_run_target(r, qname, cl->kind, cl->batch, cl->parts);
+            if (rc != QN_OK) {
+                free(st);
+                return rc;
+            }
+        }
         struct e2e_phase ph = {.label = "e2e", .push = true, .consume = true,
                                .duration_s = o->duration_s, .rate = o->rate};
         e2e_cpu_sample(&a);

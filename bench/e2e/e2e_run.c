@@ -1266,7 +1266,9 @@ out:
 
 /* ---------------------------------------------------------------- CPU */
 
-/* utime + stime of /proc/<pid>/stat, in clock ticks; false if unreadable. */
+/* utime + stime + cutime + cstime of /proc/<pid>/stat, in clock ticks: the
+ * children's times keep the CPU of exited PostgreSQL backends in the sum (the
+ * postmaster reaps them). False if unreadable. */
 static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, size_t commcap)
 {
     char path[300], buf[1024];
@@ -1286,31 +1288,28 @@ static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, s
         cl = commcap - 1;
     memcpy(comm, l + 1, cl);
     comm[cl] = '\0';
-    /* Fields after ")": state is field 3; utime is 14, stime 15. */
+    /* Fields after ")": state is field 3; utime 14, stime 15, cutime 16, cstime 17. */
     char *p = rp + 1;
-    unsigned long long ut = 0, stt = 0;
-    for (int field = 3; field <= 15; field++) {
+    unsigned long long sum = 0;
+    for (int field = 3; field <= 17; field++) {
         while (*p == ' ')
             p++;
         if (*p == '\0')
             return false;
         char *end = NULL;
-        if (field == 14 || field == 15) {
+        if (field >= 14) {
             errno = 0;
-            unsigned long long v = strtoull(p, &end, 10);
-            if (errno != 0 || end == p)
+            long long v = strtoll(p, &end, 10);
+            if (errno != 0 || end == p || v < 0)
                 return false;
-            if (field == 14)
-                ut = v;
-            else
-                stt = v;
+            sum += (unsigned long long)v;
             p = end;
         } else {
             while (*p != ' ' && *p != '\0')
                 p++;
         }
     }
-    *ticks = ut + stt;
+    *ticks = sum;
     return true;
 }
 
