@@ -43,6 +43,7 @@ struct cli {
     double rate_set;           /* --rate given */
     bool rate_given;
     bool duration_given;
+    bool inflight_given;
     char addr[300];
 };
 
@@ -63,7 +64,8 @@ static void usage(FILE *f)
         "  --addr HOST:PORT [127.0.0.1:6632]   --tls   --ca FILE (verify; without it TLS is unverified)\n"
         "  --queue NAME [fresh per run/cell]   --group NAME [\"\" = queue mode]\n"
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
-        "  --connections N [2]  --inflight N [32]  --duration S [10]  --rate MSG/S [0 = closed loop]\n"
+        "  --connections N [2]  --inflight N [32; cap 512 with --rate]  --duration S [10]\n"
+        "  --rate MSG/S [0 = closed loop]\n"
         "  --consumers N [4]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
         "  --txn (unique transaction ids)  --spread (one request's items over all partitions)\n"
@@ -292,6 +294,7 @@ static int parse(struct cli *c, int argc, char **argv)
         case OPT_INFLIGHT:
             if (!parse_uint(optarg, 1, 100000, &o->inflight))
                 return bad(name, optarg, "1..100000");
+            c->inflight_given = true;
             break;
         case OPT_DURATION:
             if (!parse_double(optarg, 0.1, 7 * 86400, &o->duration_s))
@@ -425,6 +428,9 @@ static int parse(struct cli *c, int argc, char **argv)
         if (!c->duration_given)
             o->duration_s = 300;
     }
+    /* Open loop: --inflight is only a safety cap, so make it roomy. */
+    if (o->rate > 0 && !c->inflight_given)
+        o->inflight = 512;
     return 0;
 }
 

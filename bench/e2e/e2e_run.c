@@ -1045,9 +1045,15 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
                 while (r->push_started < due && r->push_inflight < o->inflight)
                     if (!push_start(r, now))
                         break;
-                uint64_t next = t0 + (uint64_t)((double)r->push_started / req_rate * 1e9);
-                if (next < wake)
-                    wake = next > now ? next : now + NS / 10000;
+                /* At the in-flight cap a response wakes us; otherwise sleep until the
+                 * next request is due (at least 200 us when no stream was free). */
+                if (r->push_inflight < o->inflight) {
+                    uint64_t next = t0 + (uint64_t)((double)r->push_started / req_rate * 1e9);
+                    if (next < now + NS / 5000)
+                        next = now + NS / 5000;
+                    if (next < wake)
+                        wake = next;
+                }
             } else {
                 while (r->push_inflight < o->inflight)
                     if (!push_start(r, now))
