@@ -128,6 +128,13 @@ CREATE OR REPLACE FUNCTION queen.register_group(p_qid UUID, p_tenant UUID, p_gro
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    -- Pops never wait: a concurrent first contact of the same (group, queue)
+    -- would make our insert wait for its transaction. Whoever does not get this
+    -- lock returns NULL and its pop returns nothing this time.
+    IF NOT pg_try_advisory_xact_lock(hashtextextended(
+               p_tenant::TEXT || '/' || p_group || '/' || p_qid::TEXT, 43)) THEN
+        RETURN;
+    END IF;
     INSERT INTO queen.consumer_groups_metadata
         (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
     VALUES (p_tenant, p_group, p_qid, p_mode, p_ts)
@@ -443,6 +450,9 @@ BEGIN
     IF v_smode IS NULL THEN
         SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
         FROM queen.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
+        IF v_smode IS NULL THEN
+            RETURN;            -- another pop is registering this group right now
+        END IF;
     END IF;
     IF coalesce(p_lease_seconds, 0) > 0 THEN
         v_lease := p_lease_seconds;
@@ -569,7 +579,11 @@ BEGIN
     v_ts := CASE v_mode WHEN 'all' THEN 'epoch'::TIMESTAMPTZ WHEN 'new' THEN now()
                         ELSE p_sub_from END;
 
-    -- The durable discovery subscription.
+    -- The durable discovery subscription (never waiting, as in register_group).
+    IF NOT pg_try_advisory_xact_lock(hashtextextended(
+               p_tenant::TEXT || '/' || v_group || '/' || v_ns || '/' || v_task, 44)) THEN
+        RETURN;
+    END IF;
     INSERT INTO queen.consumer_groups_metadata
         (tenant_id, consumer_group, queue_id, namespace, task, subscription_mode,
          subscription_timestamp)

@@ -1,0 +1,619 @@
+/*
+ * test_sql_pop.c - 004_log_pop.sql: leases and SKIP LOCKED, lease expiry,
+ * subscription modes, the wildcard candidate scan and its empty-scan floor, gap
+ * tolerance, the cursor seal, delayed processing, window buffer, auto-ack, the
+ * byte budget, discovery, has_pending.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sql_test.h"
+
+static void fixture(void)
+{
+    qt_suite_db("pop");
+}
+
+static PGresult *pop(PGconn *c, const char *queue, const char *part, const char *group, int budget,
+                     const char *worker)
+{
+    struct qt_pop p = {.queue = queue, .part = part, .group = group, .budget = budget,
+                       .worker = worker, .max_partitions = 1};
+    return qt_pop(c, &p);
+}
+
+static int64_t popn(PGconn *c, const char *queue, const char *part, const char *group, int budget,
+                    const char *worker)
+{
+    PGresult *r = pop(c, queue, part, group, budget, worker);
+    int64_t n = qt_taken(r);
+    PQclear(r);
+    return n;
+}
+
+static int64_t committed(PGconn *c, const char *pid, const char *group)
+{
+    return qt_i(c, "SELECT committed FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                   "consumer_group = '%s'",
+                pid, group);
+}
+
+static void ack_to(PGconn *c, const char *pid, const char *group, int64_t off)
+{
+    struct qt_ack_item it = {.off = off, .status = 1};
+    PGresult *r = qt_ack(c, pid, group, "", &it, 1);
+    PQclear(r);
+}
+
+START_TEST(test_pop_lease_and_one_batch_per_group)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.basic", "", "b", 0, 3);
+    qt_push1(c, "pop.basic", "", "b", 3, 2);
+    qt_push1(c, "pop.basic", "", "b", 5, 5);
+    char pid[37];
+    qt_pid(c, "pop.basic", "", pid);
+    PGresult *r = pop(c, "pop.basic", "", "g", 4, "w1");
+    ck_assert_int_eq(PQntuples(r), 2);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 3);
+    ck_assert_int_eq(qt_gi(r, 1, "r_base"), 3);
+    ck_assert_int_eq(qt_gi(r, 1, "r_take"), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_queue"), "pop.basic");
+    ck_assert_str_eq(qt_gs(r, 0, "r_partition"), "Default");
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pid);
+    ck_assert(!qt_gnull(r, 0, "r_blob"));
+    PQclear(r);
+    /* the queue's lease_time (60) */
+    ck_assert(qt_b(c, "SELECT lease_expires_at - lease_acquired_at = interval '60 s' AND "
+                      "worker_id = 'w1' AND batch_end = 3 AND committed = -1 AND attempt_count = "
+                      "1 AND attempt_offset = 0 FROM queen.log_consumers WHERE partition_id = '%s' "
+                      "AND consumer_group = 'g'",
+                   pid));
+    /* one leased batch per (partition, group) */
+    ck_assert_int_eq(popn(c, "pop.basic", "", "g", 10, "w2"), 0);
+    ck_assert_int_eq(popn(c, "pop.basic", "Default", "g", 10, "w2"), 0);
+    /* another group is independent */
+    ck_assert_int_eq(popn(c, "pop.basic", "Default", "g2", 100, "w3"), 10);
+    /* ack, then the next batch starts after it */
+    ack_to(c, pid, "g", 3);
+    r = pop(c, "pop.basic", "", "g", 3, "w1");
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 3);
+    ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 1);
+    ck_assert_int_eq(qt_gi(r, 1, "r_base"), 5);
+    ck_assert_int_eq(qt_gi(r, 1, "r_take"), 2);
+    PQclear(r);
+    /* p_lease_seconds overrides the queue's */
+    struct qt_pop p = {.queue = "pop.basic", .group = "g6", .budget = 1, .worker = "w6",
+                       .lease_seconds = 5};
+    PQclear(qt_pop(c, &p));
+    ck_assert(qt_b(c, "SELECT lease_expires_at - lease_acquired_at = interval '5 s' FROM "
+                      "queen.log_consumers WHERE partition_id = '%s' AND consumer_group = 'g6'",
+                   pid));
+    PQfinish(c);
+}
+END_TEST
+
+/* A pop never waits: a row locked by an uncommitted pop is skipped. */
+START_TEST(test_skip_locked_never_waits)
+{
+    PGconn *a = qt_connect(), *b = qt_connect();
+    qt_push1(a, "pop.skip", "", "s", 0, 4);
+    PQclear(qt_q(b, "SET statement_timeout = '3s'"));
+    /* existing row */
+    ck_assert_int_eq(popn(a, "pop.skip", "", "g", 1, "wa"), 1);
+    ck_assert_int_eq(popn(a, "pop.skip", "", "g", 1, "wa"), 0);
+    PQclear(qt_q(a, "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
+                    "WHERE consumer_group = 'g'"));
+    PQclear(qt_q(a, "BEGIN"));
+    ck_assert_int_eq(popn(a, "pop.skip", "", "g", 4, "wa"), 4);
+    ck_assert_int_eq(popn(b, "pop.skip", "", "g", 4, "wb"), 0); /* skipped, no wait */
+    PQclear(qt_q(a, "ROLLBACK"));
+    ck_assert_int_eq(popn(b, "pop.skip", "", "g", 4, "wb"), 4);
+    /* first contact: the row being created by an uncommitted pop */
+    PQclear(qt_q(a, "BEGIN"));
+    ck_assert_int_eq(popn(a, "pop.skip", "", "fresh", 4, "wa"), 4);
+    ck_assert_int_eq(popn(b, "pop.skip", "Default", "fresh", 4, "wb"), 0);
+    PQclear(qt_q(a, "COMMIT"));
+    ck_assert_int_eq(popn(b, "pop.skip", "Default", "fresh", 4, "wb"), 0); /* leased by wa */
+    PQfinish(a);
+    PQfinish(b);
+}
+END_TEST
+
+START_TEST(test_lease_expiry_redelivers_without_budget)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.exp", "", "x", 0, 5);
+    char pid[37];
+    qt_pid(c, "pop.exp", "", pid);
+    ck_assert_int_eq(popn(c, "pop.exp", "", "g", 5, "w1"), 5);
+    PQclear(qt_q(c, "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
+                    "WHERE partition_id = '%s'",
+                 pid));
+    PGresult *r = pop(c, "pop.exp", "", "g", 5, "w2");
+    ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 0);
+    ck_assert_int_eq(qt_taken(r), 5);
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT attempt_count = 2 AND batch_retry_count = 0 AND worker_id = 'w2' "
+                      "AND committed = -1 FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                      "consumer_group = 'g'",
+                   pid));
+    /* the first worker's lease is gone */
+    struct qt_ack_item it = {.off = 4, .status = 1};
+    r = qt_ack(c, pid, "g", "w1", &it, 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_outcome"), 5);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_subscription_modes)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.sub", "p1", "a", 0, 2); /* 0..1 */
+    qt_push1(c, "pop.sub", "p1", "a", 2, 3); /* 2..4 */
+    char p1[37];
+    qt_pid(c, "pop.sub", "p1", p1);
+    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - CASE base_offset WHEN 0 "
+                    "THEN interval '2 hours' ELSE interval '1 hour' END WHERE partition_id = '%s'",
+                 p1));
+    struct qt_pop p = {.queue = "pop.sub", .part = "p1", .budget = 100, .max_partitions = 1};
+    /* all */
+    p.group = "ga", p.worker = "w", p.sub_mode = "all";
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_int_eq(qt_taken(r), 5);
+    PQclear(r);
+    /* new */
+    p.group = "gn", p.sub_mode = "new";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert_int_eq(committed(c, p1, "gn"), 4);
+    /* timestamp: segment granular */
+    p.group = "gt", p.sub_mode = "timestamp";
+    char *ts = qt_s(c, "SELECT now() - interval '90 minutes'");
+    p.sub_from = ts;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 2);
+    ck_assert_int_eq(qt_taken(r), 3);
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT subscription_mode = 'timestamp' AND subscription_timestamp = '%s' "
+                      "FROM queen.consumer_groups_metadata WHERE consumer_group = 'gt'",
+                   ts));
+    free(ts);
+    /* alias normalized */
+    p.group = "gn2", p.sub_mode = "new-only", p.sub_from = NULL;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    /* unknown mode */
+    char msg[256];
+    ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
+                             "SELECT * FROM queen.pop_v1('pop.sub', 'p1', 'gx', 10, 0, 0, 0, 0, "
+                             "'w', false, 1, 'bogus', NULL)"),
+                     "22023");
+    /* queue mode is always 'all' */
+    p.group = NULL, p.sub_mode = "new";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 5);
+    PQclear(r);
+
+    /* new data: gn gets only it */
+    qt_push1(c, "pop.sub", "p1", "a", 5, 2);
+    p.group = "gn", p.sub_mode = "all";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 5);
+    ck_assert_int_eq(qt_taken(r), 2);
+    PQclear(r);
+
+    /* a partition created after the subscription seeds from the stored one:
+     * everything in it is newer than the 'new' subscription */
+    qt_push1(c, "pop.sub", "p2", "b", 0, 3);
+    p.part = "p2", p.group = "gn", p.sub_mode = "all", p.worker = "w2";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_int_eq(qt_taken(r), 3);
+    PQclear(r);
+    /* an existing cursor is never re-seeded by a mode */
+    char p2[37];
+    qt_pid(c, "pop.sub", "p2", p2);
+    ack_to(c, p2, "gn", 2);
+    p.sub_mode = "all";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+
+    /* group first contact bulk-seeds a cursor for every partition */
+    p.part = NULL, p.group = "gbulk", p.sub_mode = "new", p.budget = 1;
+    PQclear(qt_pop(c, &p));
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE consumer_group = "
+                             "'gbulk'"),
+                     2);
+    ck_assert_int_eq(committed(c, p1, "gbulk"), 6);
+    ck_assert_int_eq(committed(c, p2, "gbulk"), 2);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_wildcard_budget_partitions_one_lease)
+{
+    PGconn *c = qt_connect();
+    for (int i = 0; i < 5; i++) {
+        char part[8];
+        snprintf(part, sizeof part, "p%d", i);
+        qt_push1(c, "pop.wild", part, part, 0, 10);
+    }
+    struct qt_pop p = {.queue = "pop.wild", .group = "g", .budget = 25, .worker = "W1",
+                       .max_partitions = 3};
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 25);
+    PQclear(r);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE consumer_group = "
+                             "'g' AND worker_id = 'W1' AND lease_expires_at > now()"),
+                     3);
+    /* the rest: the two untouched partitions; the partly taken one is leased */
+    p.budget = 100, p.max_partitions = 10, p.worker = "W2";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 20);
+    int distinct = 1;
+    for (int i = 1; i < PQntuples(r); i++)
+        distinct += strcmp(qt_gs(r, i, "r_pid"), qt_gs(r, i - 1, "r_pid")) != 0;
+    ck_assert_int_eq(distinct, 2);
+    PQclear(r);
+    /* max_partitions <= 0 means 1 */
+    p.group = "h", p.max_partitions = 0, p.worker = "W3";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 10);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_empty_scan_floor)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.floor", "p1", "f", 0, 2);
+    char pid[37];
+    qt_pid(c, "pop.floor", "p1", pid);
+    struct qt_pop p = {.queue = "pop.floor", .group = "g", .budget = 10, .worker = "w",
+                       .max_partitions = 4};
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 2);
+    PQclear(r);
+    ack_to(c, pid, "g", 1);
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    /* nothing pending at all: the floor moved to now */
+    ck_assert(qt_b(c, "SELECT last_empty_scan_at > now() - interval '1 minute' FROM "
+                      "queen.consumer_watermarks w JOIN queen.queues q ON q.id = w.queue_id "
+                      "WHERE q.name = 'pop.floor' AND w.consumer_group = 'g'"));
+    /* data in a partition not written since long before the floor is not scanned */
+    qt_push1(c, "pop.floor", "p1", "f", 2, 1);
+    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '10 "
+                    "minutes' WHERE id = '%s'",
+                 pid));
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.floor', '', 'g')"));
+    /* within the two minutes of slack it is */
+    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '100 "
+                    "seconds' WHERE id = '%s'",
+                 pid));
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.floor', '', 'g')"));
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 1);
+    PQclear(r);
+
+    /* a lease-held backlog never lets the floor move */
+    qt_push1(c, "pop.floor2", "p1", "f", 0, 2);
+    p.queue = "pop.floor2", p.worker = "w1";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 2);
+    PQclear(r);
+    p.worker = "w2";
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT last_empty_scan_at = 'epoch' FROM queen.consumer_watermarks w "
+                      "JOIN queen.queues q ON q.id = w.queue_id WHERE q.name = 'pop.floor2'"));
+    /* seek deletes the group's floor */
+    ck_assert_int_eq(qt_i(c, "SELECT queen.seek_consumer_group_v1('g', 'pop.floor', NULL, false, "
+                             "'epoch')"),
+                     1);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_watermarks w JOIN queen.queues "
+                             "q ON q.id = w.queue_id WHERE q.name = 'pop.floor'"),
+                     0);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_gap_tolerance_after_retention)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.gap", "", "g", 0, 2);
+    qt_push1(c, "pop.gap", "", "g", 2, 2);
+    qt_push1(c, "pop.gap", "", "g", 4, 3);
+    char pid[37];
+    qt_pid(c, "pop.gap", "", pid);
+    ck_assert_int_eq(popn(c, "pop.gap", "", "g", 1, "w"), 1);
+    ack_to(c, pid, "g", 0);
+    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
+                    "partition_id = '%s' AND base_offset < 4",
+                 pid));
+    PGresult *r = qt_q(c, "SELECT * FROM queen.retention_step_v1('%s', now() - interval '1 "
+                          "minute', NULL, 100)",
+                       pid);
+    ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 2);
+    ck_assert_int_eq(qt_gi(r, 0, "r_new_log_start"), 4);
+    PQclear(r);
+    /* cursor 0, offsets 1..3 gone: the batch starts at the next segment */
+    r = pop(c, "pop.gap", "", "g", 10, "w");
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 4);
+    ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 3);
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT attempt_offset = 4 AND batch_end = 6 FROM queen.log_consumers "
+                      "WHERE partition_id = '%s' AND consumer_group = 'g'",
+                   pid));
+    ack_to(c, pid, "g", 6);
+    ck_assert_int_eq(committed(c, pid, "g"), 6);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_cursor_seal_only_without_segments)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.seal", "", "s", 0, 2);
+    char pid[37];
+    qt_pid(c, "pop.seal", "", pid);
+    ck_assert_int_eq(popn(c, "pop.seal", "", "g", 1, "w-seal"), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT queen.release_lease_v1('w-seal')"), 1);
+    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
+                    "partition_id = '%s'",
+                 pid));
+    PQclear(qt_q(c, "SELECT * FROM queen.evict_max_wait_step_v1('%s', now(), 100)", pid));
+    ck_assert_int_eq(popn(c, "pop.seal", "", "g", 10, "w"), 0);
+    ck_assert_int_eq(committed(c, pid, "g"), 1); /* sealed at last_offset */
+
+    /* deferred segments are no reason to seal */
+    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.seal2', "
+                    "'{\"delayed_processing\": 3600}', false)"));
+    qt_push1(c, "pop.seal2", "", "s", 0, 2);
+    qt_pid(c, "pop.seal2", "", pid);
+    ck_assert_int_eq(popn(c, "pop.seal2", "", "g", 10, "w"), 0);
+    ck_assert_int_eq(committed(c, pid, "g"), -1);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_delayed_processing_and_window_buffer)
+{
+    PGconn *c = qt_connect();
+    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.delay', "
+                    "'{\"delayed_processing\": 60}', false)"));
+    qt_push1(c, "pop.delay", "", "d", 0, 2);
+    qt_push1(c, "pop.delay", "", "d", 2, 2);
+    char pid[37];
+    qt_pid(c, "pop.delay", "", pid);
+    ck_assert_int_eq(popn(c, "pop.delay", "", "g", 10, "w"), 0);
+    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '2 minutes' "
+                    "WHERE partition_id = '%s' AND base_offset = 0",
+                 pid));
+    PGresult *r = pop(c, "pop.delay", "", "g", 10, "w");
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_int_eq(qt_taken(r), 2);
+    PQclear(r);
+
+    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.wbuf', "
+                    "'{\"window_buffer\": 60}', false)"));
+    qt_push1(c, "pop.wbuf", "", "b", 0, 2);
+    qt_push1(c, "pop.wbuf", "", "b", 2, 1);
+    qt_pid(c, "pop.wbuf", "", pid);
+    ck_assert_int_eq(popn(c, "pop.wbuf", "", "g", 10, "w"), 0);
+    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '10 minutes' + "
+                    "base_offset * interval '1 s' WHERE partition_id = '%s'",
+                 pid));
+    ck_assert_int_eq(popn(c, "pop.wbuf", "", "g", 10, "w"), 3);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_auto_ack)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.auto", "", "a", 0, 4);
+    char pid[37];
+    qt_pid(c, "pop.auto", "", pid);
+    struct qt_pop p = {.queue = "pop.auto", .group = "g", .budget = 3, .worker = "w",
+                       .auto_ack = true, .max_partitions = 1};
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 3);
+    ck_assert(qt_gnull(r, 0, "r_lease_expires_at"));
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT committed = 2 AND batch_end IS NULL AND worker_id IS NULL AND "
+                      "lease_expires_at IS NULL AND total_consumed = 3 FROM queen.log_consumers "
+                      "WHERE partition_id = '%s' AND consumer_group = 'g'",
+                   pid));
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 1);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_byte_budget)
+{
+    PGconn *c = qt_connect();
+    /* three segments of 10 messages, 100 bytes each: content size 1000 */
+    for (int i = 0; i < 3; i++) {
+        struct qt_seg s;
+        qt_seg_make(&s, "pop.bytes", "", "y", i * 10, 10, 100);
+        PQclear(qt_push(c, &s, 1, false));
+        qt_seg_free(&s);
+    }
+    /* cost 1000 + 10 x 10 = 1100 per segment: two fit in 2500 */
+    struct qt_pop p = {.queue = "pop.bytes", .group = "g1", .budget = 100, .worker = "w",
+                       .max_bytes = 2500, .overhead = 10, .max_msg = 200, .max_partitions = 1};
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 2);
+    ck_assert_int_eq(qt_taken(r), 20);
+    PQclear(r);
+    /* the first segment alone over budget: a bounded partial take */
+    p.group = "g2", p.max_bytes = 500;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 2); /* 500 / (200 + 10) */
+    PQclear(r);
+    p.group = "g3", p.max_bytes = 1;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 1); /* at least one */
+    PQclear(r);
+    /* exactly at the budget */
+    p.group = "g4", p.max_bytes = 3300;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 30);
+    PQclear(r);
+    /* unknown content size counts as over budget */
+    struct qt_seg s;
+    qt_seg_make(&s, "pop.bytes2", "", "u", 0, 5, 0);
+    qt_seg_opaque_blob(&s, 100);
+    PQclear(qt_push(c, &s, 1, false));
+    qt_seg_free(&s);
+    qt_seg_make(&s, "pop.bytes2", "", "u", 5, 5, 0);
+    qt_seg_opaque_blob(&s, 100);
+    PQclear(qt_push(c, &s, 1, false));
+    qt_seg_free(&s);
+    p.queue = "pop.bytes2", p.group = "g1", p.max_bytes = 1000, p.max_msg = 300, p.overhead = 20;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 3); /* 1000 / 320 */
+    PQclear(r);
+    p.group = "g2", p.max_bytes = 0; /* unlimited */
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 10);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+static PGresult *discover(PGconn *c, const char *ns, const char *task, const char *group,
+                          const char *mode)
+{
+    return qt_q(c, "SELECT * FROM queen.pop_discover_v1('%s', '%s', '%s', 100, 0, 0, 0, 0, "
+                   "'wd-%s', false, 10, '%s', NULL)",
+                ns, task, group, group, mode);
+}
+
+START_TEST(test_discover)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "disc.a.x", "", "x", 0, 2);
+    qt_push1(c, "disc.a.y", "", "y", 0, 3);
+    qt_push1(c, "disc.b.z", "", "z", 0, 4);
+    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('disc.a.y', '{\"lease_time\": 120}', "
+                    "false)"));
+    PGresult *r = discover(c, "disc", "a", "g", "all");
+    ck_assert_int_eq(qt_taken(r), 5);
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *q = qt_gs(r, i, "r_queue");
+        ck_assert(strcmp(q, "disc.a.x") == 0 || strcmp(q, "disc.a.y") == 0);
+    }
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT lease_expires_at - lease_acquired_at = interval '120 s' FROM "
+                      "queen.log_consumers c JOIN queen.log_partitions p ON p.id = "
+                      "c.partition_id JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = "
+                      "'disc.a.y' AND c.consumer_group = 'g'"));
+    r = discover(c, "", "b", "g", "all");
+    ck_assert_int_eq(qt_taken(r), 4);
+    PQclear(r);
+    char msg[256];
+    ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
+                             "SELECT * FROM queen.pop_discover_v1('', '', 'g', 1, 0, 0, 0, 0, "
+                             "'w', false, 1, 'all', NULL)"),
+                     "22023");
+    ck_assert_str_eq(msg, "QPOP namespace or task required");
+    /* 'new': nothing old; a queue created later is read from its beginning */
+    r = discover(c, "disc", "", "gnew", "new");
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    qt_push1(c, "disc.a.w", "", "w", 0, 2);
+    r = discover(c, "disc", "", "gnew", "all");
+    ck_assert_int_eq(qt_taken(r), 2);
+    ck_assert_str_eq(qt_gs(r, 0, "r_queue"), "disc.a.w");
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_has_pending)
+{
+    PGconn *c = qt_connect();
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', NULL, 'g')")); /* no queue */
+    qt_push1(c, "pop.hp", "", "h", 0, 2);
+    char pid[37];
+    qt_pid(c, "pop.hp", "", pid);
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', '', 'g')")); /* not registered */
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'nope', 'g')"));
+    ck_assert_int_eq(popn(c, "pop.hp", "", "g", 10, "w"), 2);
+    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')")); /* leased */
+    ack_to(c, pid, "g", 1);
+    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', NULL, 'g')"));
+    qt_push1(c, "pop.hp", "", "h", 2, 1);
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', '', 'g')"));
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_provisioning_by_pop)
+{
+    PGconn *c = qt_connect();
+    ck_assert_int_eq(popn(c, "pop.prov.q", "nope", "g", 10, "w"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.queues WHERE name = 'pop.prov.q'"), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_partitions p JOIN queen.queues q ON "
+                             "q.id = p.queue_id WHERE q.name = 'pop.prov.q'"),
+                     0);
+    ck_assert_int_eq(popn(c, "pop.prov.q", "", "g", 10, "w"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_groups_metadata m JOIN "
+                             "queen.queues q ON q.id = m.queue_id WHERE q.name = 'pop.prov.q'"),
+                     1);
+    /* budget < 1: nothing */
+    qt_push1(c, "pop.prov.q", "", "p", 0, 1);
+    ck_assert_int_eq(popn(c, "pop.prov.q", "", "g", 0, "w"), 0);
+    PQfinish(c);
+}
+END_TEST
+
+Suite *qt_suite_pop(void)
+{
+    Suite *s = suite_create("pop");
+    TCase *tc = qt_tcase("pop", fixture, 120);
+    tcase_add_test(tc, test_pop_lease_and_one_batch_per_group);
+    tcase_add_test(tc, test_skip_locked_never_waits);
+    tcase_add_test(tc, test_lease_expiry_redelivers_without_budget);
+    tcase_add_test(tc, test_subscription_modes);
+    tcase_add_test(tc, test_wildcard_budget_partitions_one_lease);
+    tcase_add_test(tc, test_empty_scan_floor);
+    tcase_add_test(tc, test_gap_tolerance_after_retention);
+    tcase_add_test(tc, test_cursor_seal_only_without_segments);
+    tcase_add_test(tc, test_delayed_processing_and_window_buffer);
+    tcase_add_test(tc, test_auto_ack);
+    tcase_add_test(tc, test_byte_budget);
+    tcase_add_test(tc, test_discover);
+    tcase_add_test(tc, test_has_pending);
+    tcase_add_test(tc, test_provisioning_by_pop);
+    suite_add_tcase(s, tc);
+    return s;
+}
