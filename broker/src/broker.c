@@ -1,14 +1,192 @@
 /*
- * broker.c - the serving process: wires listeners, services and storage to one
- * libevent loop. (Skeleton: the gRPC server lands with the broker issue.)
+ * broker.c - the serving process: one libevent loop with the gRPC server, the
+ * health and reflection services, the modules (storage, queue and admin
+ * services: see `product_modules` below) and the signals that end it.
+ *
+ * Does: start the modules in order, listen, report the bound ports (log line and
+ * QUEEN_PORT_FILE), serve; on the first SIGTERM/SIGINT report NOT_SERVING, let
+ * modules stop taking work, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS
+ * and return; a second signal ends the loop at once.
+ * Does not: run migrations (main.c does, before), block once the loop runs.
+ *
+ * Invariants:
+ *   1. Teardown runs in reverse: server (cancels every call) -> modules -> health
+ *      and reflection -> loop, so no handler runs on freed module state.
+ *   2. The loop ends within QUEEN_SHUTDOWN_TIMEOUT_MS of the first signal (the
+ *      server's shutdown is bounded by it).
  */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
 #include "broker.h"
+#include "health.h"
 #include "log.h"
 #include "queen/error.h"
+#include "reflection.h"
+#include "rpc.h"
+
+/* ======================================================================
+ * SERVICES: the product's modules, started in this order. The lead adds
+ * storage, the queue/admin services and maintenance here, e.g.
+ *     {"storage", storage_start, storage_shutdown, storage_stop},
+ *     {"queue", services_start, services_shutdown, services_stop},
+ * (Health and reflection are built in: see qn_broker_serve().)
+ * ====================================================================== */
+static const struct qn_broker_module product_modules[] = {
+    {NULL, NULL, NULL, NULL},
+};
+
+#define MAX_MODULES 32
+
+struct run {
+    struct qn_broker_ctx ctx;
+    const struct qn_broker_module *mods[MAX_MODULES];
+    void *state[MAX_MODULES];
+    size_t nstarted;
+    int signals;              /* signals received */
+    struct event *sig_term, *sig_int;
+    bool wrote_port_file;
+};
+
+static void on_drained(void *ud)
+{
+    struct run *r = ud;
+    QN_INFO("shutdown complete");
+    event_base_loopexit(r->ctx.base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct run *r = arg;
+    if (r->signals++ > 0) {
+        QN_WARN("second signal %d: stopping now", (int)sig);
+        event_base_loopbreak(r->ctx.base);
+        return;
+    }
+    QN_INFO("signal %d: shutting down (up to %lld ms)", (int)sig,
+            (long long)r->ctx.cfg->shutdown_timeout_ms);
+    qn_health_set_all(r->ctx.health, false);
+    for (size_t i = 0; i < r->nstarted; i++)
+        if (r->mods[i]->shutdown)
+            r->mods[i]->shutdown(r->state[i]);
+    qn_rpc_server_shutdown(r->ctx.server, (int)r->ctx.cfg->shutdown_timeout_ms, on_drained, r);
+}
+
+static int write_port_file(const char *path, int port, int tls_port)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        QN_ERROR("QUEEN_PORT_FILE path is too long");
+        return QN_EINVAL;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        QN_ERROR("cannot write QUEEN_PORT_FILE %s", tmp);
+        return QN_EIO;
+    }
+    fprintf(f, "port=%d\ntls_port=%d\n", port, tls_port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        QN_ERROR("cannot write QUEEN_PORT_FILE %s", path);
+        unlink(tmp);
+        return QN_EIO;
+    }
+    return QN_OK;
+}
+
+int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *modules)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.ctx.cfg = cfg;
+    qn_reflection *refl = NULL;
+    size_t nmods = 0;
+    int rc = QN_OK;
+
+    signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write is an error return, not a signal */
+
+    r.ctx.base = event_base_new();
+    if (r.ctx.base == NULL) {
+        QN_ERROR("cannot create the event loop");
+        return QN_EINTERNAL;
+    }
+    rc = qn_rpc_server_new(r.ctx.base, cfg, &r.ctx.server);
+    if (rc != QN_OK)
+        goto out;
+    rc = qn_health_new(r.ctx.server, &r.ctx.health);
+    if (rc != QN_OK)
+        goto out;
+    rc = qn_reflection_new(r.ctx.server, &refl);
+    if (rc != QN_OK)
+        goto out;
+    qn_health_set_serving(r.ctx.health, "", true);
+
+    for (const struct qn_broker_module *m = modules; m != NULL && m->name != NULL; m++) {
+        if (nmods == MAX_MODULES) {
+            QN_ERROR("too many broker modules (more than %d)", MAX_MODULES);
+            rc = QN_ELIMIT;
+            goto out;
+        }
+        r.mods[nmods++] = m;
+    }
+    for (size_t i = 0; i < nmods; i++) {
+        rc = r.mods[i]->start(&r.ctx, &r.state[i]);
+        if (rc != QN_OK) {
+            QN_ERROR("module %s failed to start: %s", r.mods[i]->name, qn_strerror(rc));
+            goto out;
+        }
+        r.nstarted++;
+    }
+
+    rc = qn_rpc_server_listen(r.ctx.server);
+    if (rc != QN_OK)
+        goto out;
+    int port = qn_rpc_server_port(r.ctx.server), tls_port = qn_rpc_server_tls_port(r.ctx.server);
+    QN_INFO("listening h2c_port=%d tls_port=%d", port, tls_port);
+    if (cfg->port_file[0] != '\0') {
+        rc = write_port_file(cfg->port_file, port, tls_port);
+        if (rc != QN_OK)
+            goto out;
+        r.wrote_port_file = true;
+    }
+
+    r.sig_term = evsignal_new(r.ctx.base, SIGTERM, on_signal, &r);
+    r.sig_int = evsignal_new(r.ctx.base, SIGINT, on_signal, &r);
+    if (r.sig_term == NULL || r.sig_int == NULL || evsignal_add(r.sig_term, NULL) != 0 ||
+        evsignal_add(r.sig_int, NULL) != 0) {
+        QN_ERROR("cannot install signal handlers");
+        rc = QN_EINTERNAL;
+        goto out;
+    }
+    if (event_base_dispatch(r.ctx.base) < 0) {
+        QN_ERROR("event loop failed");
+        rc = QN_EINTERNAL;
+    }
+
+out:
+    qn_rpc_server_free(r.ctx.server);
+    while (r.nstarted > 0) {
+        r.nstarted--;
+        if (r.mods[r.nstarted]->stop)
+            r.mods[r.nstarted]->stop(r.state[r.nstarted]);
+    }
+    qn_reflection_free(refl);
+    qn_health_free(r.ctx.health);
+    if (r.sig_term)
+        event_free(r.sig_term);
+    if (r.sig_int)
+        event_free(r.sig_int);
+    event_base_free(r.ctx.base);
+    if (r.wrote_port_file)
+        unlink(cfg->port_file);
+    return rc;
+}
 
 int qn_broker_run(const struct qn_config *cfg)
 {
-    (void)cfg;
-    QN_ERROR("serving is not built yet");
-    return QN_EINTERNAL;
+    return qn_broker_serve(cfg, product_modules);
 }

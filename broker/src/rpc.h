@@ -75,9 +75,13 @@ struct qn_method {
     /* Client-streaming only: the client half-closed its side. May be NULL. */
     void (*on_half_close)(qn_call *call);
     /* The call ended without qn_call_finish() (see the lifecycle). reason is
-     * QN_ECLOSED (client reset / connection lost), QN_EDEADLINE or QN_ESHUTDOWN.
+     * QN_ECLOSED (client reset / connection lost), QN_EDEADLINE, QN_ESHUTDOWN, or
+     * QN_EBADREQUEST (client-streaming: a later request message was malformed or
+     * over QUEEN_MAX_RECV_BYTES; the transport already answered with the status).
      * May be NULL when the handler keeps no state beyond on_message(). */
     void (*on_cancel)(qn_call *call, int reason);
+    /* Free for the service (e.g. its state); read back with qn_call_method(). */
+    void *data;
 };
 
 /* ---------------------------------------------------------------- server */
@@ -90,11 +94,18 @@ struct qn_method {
 int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg,
                       qn_rpc_server **out);
 
-/* Registers methods (the array must outlive the server). Paths must be unique. */
+/* Registers methods (the array must outlive the server). Paths must be unique.
+ * Returns QN_OK, QN_EINVAL (duplicate or malformed path; nothing registered) or
+ * QN_ENOMEM. */
 int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n);
 
-/* Binds the h2c listener (QUEEN_PORT, unless 0) and the TLS listener (when a
- * certificate is configured). Returns QN_OK or QN_EIO with a logged reason. */
+/* True when a method of `service` (full name, "queen.v1.QueueService") is
+ * registered. */
+bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
+
+/* Binds the h2c listener (QUEEN_PORT, unless QUEEN_H2C is false; port 0 binds a
+ * free port) and the TLS listener (when a certificate is configured). Returns
+ * QN_OK or QN_EIO with a logged reason. */
 int qn_rpc_server_listen(qn_rpc_server *s);
 
 /* The ports actually bound (useful when the configured port was 0). -1 if none. */
@@ -109,7 +120,20 @@ int qn_rpc_server_tls_port(const qn_rpc_server *s);
  */
 void qn_rpc_server_shutdown(qn_rpc_server *s, int timeout_ms, void (*done)(void *ud), void *ud);
 
+/* True once qn_rpc_server_shutdown() was called. */
+bool qn_rpc_server_is_shutting_down(const qn_rpc_server *s);
+
+/* Closes every connection at once (open calls get on_cancel(QN_ECLOSED)) and frees
+ * the server. NULL is allowed. */
 void qn_rpc_server_free(qn_rpc_server *s);
+
+/*
+ * Long-lived streams (Consume, health Watch) share one budget, QUEEN_MAX_STREAMS.
+ * acquire returns QN_OK (the caller releases exactly once when its stream ends)
+ * or QN_EBUSY when the budget is spent (answer RESOURCE_EXHAUSTED).
+ */
+int qn_rpc_stream_acquire(qn_rpc_server *s);
+void qn_rpc_stream_release(qn_rpc_server *s);
 
 struct qn_rpc_stats {
     uint64_t connections_accepted;
@@ -127,7 +151,9 @@ void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out);
 /*
  * Serializes msg and queues it as one gRPC message. Unary methods send at most one
  * message before finishing with OK. Returns QN_OK, QN_ELIMIT when the encoded
- * message exceeds QUEEN_MAX_SEND_BYTES (nothing queued), or QN_ECLOSED when the
+ * message exceeds QUEEN_MAX_SEND_BYTES or would take the call's queued bytes past
+ * its hard cap (max(4 x QUEEN_MAX_SEND_BYTES, 16 MiB); nothing queued), QN_EINVAL
+ * when a unary method sends a second message, QN_ENOMEM, or QN_ECLOSED when the
  * call can no longer send. Borrows msg (serialized before return).
  */
 int qn_call_send(qn_call *call, const ProtobufCMessage *msg);
@@ -148,8 +174,10 @@ void qn_call_finishf(qn_call *call, enum qn_grpc_code code, const char *fmt, ...
  * control: producers stop producing while this is above their threshold). */
 size_t qn_call_pending_bytes(const qn_call *call);
 
-/* cb(call) runs once when the call's queued bytes have all been handed to the
- * peer (pending drops to 0). One callback; NULL clears. */
+/* cb(call) runs once, from the loop (never inside qn_call_send()), when the call's
+ * queued bytes have all been handed to the peer (pending drops to 0); when nothing
+ * is pending as it is set, it runs on the next loop pass. One callback; NULL clears.
+ * It does not run after the call finished or was cancelled. */
 void qn_call_on_drain(qn_call *call, void (*cb)(qn_call *call));
 
 void qn_call_set_data(qn_call *call, void *data);
@@ -165,6 +193,9 @@ const char *qn_call_header(const qn_call *call, const char *name);
 
 /* The server the call belongs to. */
 qn_rpc_server *qn_call_server(const qn_call *call);
+
+/* The method the call runs (its `data` carries the service's state). */
+const struct qn_method *qn_call_method(const qn_call *call);
 
 /* Limits the transport enforces, for services that size their own work. */
 size_t qn_rpc_max_send_bytes(const qn_rpc_server *s);

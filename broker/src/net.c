@@ -1,0 +1,860 @@
+/*
+ * net.c - listeners, connections, TLS and one nghttp2 server session per
+ * connection (see net.h for the connection lifecycle).
+ *
+ * Does: accept on the h2c and TLS listeners (evconnlistener), cap the number of
+ * connections, run TLS through bufferevent_openssl (TLS 1.2+, ALPN "h2" only,
+ * optional client certificates), feed received bytes to nghttp2_session_mem_recv
+ * and write what nghttp2_session_mem_send produces, close idle connections, send
+ * keepalive PINGs on connections with open calls (two unanswered -> close), GOAWAY
+ * and drain on shutdown.
+ * Does not: know about gRPC or calls (grpc.c does); block; allocate per byte.
+ *
+ * Buffering: bufferevents. Input is handed to nghttp2 as soon as it arrives and
+ * nghttp2 keeps none of it; request bodies are bounded by the flow-control windows
+ * grpc.c grants (no automatic WINDOW_UPDATE). Output is pulled from nghttp2 only
+ * while the bufferevent's output holds less than OUT_HIGH bytes; above it, reading
+ * stops too (a peer that does not read cannot make us queue replies without
+ * bound), and both resume when the output drains to OUT_LOW (write watermark).
+ *
+ * Invariants:
+ *   1. A connection is freed only in the reap pass, never inside a callback that
+ *      runs for it; a DEAD connection is never read, written or submitted to.
+ *   2. The bufferevent output of a connection holds at most OUT_HIGH plus one
+ *      mem_send chunk.
+ *   3. Live connections (not DEAD) never exceed QUEEN_MAX_CONNECTIONS.
+ *   4. Only "h2" is ever negotiated on the TLS listener; a handshake without it is
+ *      refused.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "queen/error.h"
+
+#define OUT_HIGH (256 * 1024)
+#define OUT_LOW (64 * 1024)
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define FLUSH_TIMEOUT_MS 2000
+#define ACCEPT_RETRY_MS 200
+#define LISTEN_BACKLOG 1024
+
+/*
+ * HANDSHAKE -> OPEN -> DRAINING -> FLUSHING -> DEAD; OPEN -> FLUSHING; any -> DEAD.
+ */
+enum conn_state {
+    CONN_HANDSHAKE, /* TLS handshake running; no session yet */
+    CONN_OPEN,      /* session serving */
+    CONN_DRAINING,  /* GOAWAY submitted; existing streams finish */
+    CONN_FLUSHING,  /* session done; waiting for the output to be written */
+    CONN_DEAD,      /* on the dead list, freed in the reap pass */
+};
+
+struct listener {
+    qn_net *net;
+    struct evconnlistener *lev; /* NULL when not listening */
+    struct event *retry_ev;     /* re-enables accepting after an accept error */
+    bool tls;
+    int port;                   /* bound port, -1 when none */
+};
+
+struct qn_conn {
+    qn_net *net;
+    enum conn_state state;
+    bool tls;
+    struct bufferevent *bev;    /* owns the socket (and the SSL) */
+    nghttp2_session *session;   /* NULL in HANDSHAKE */
+    void *data;                 /* grpc.c's per-connection state; NULL until opened */
+    struct event *flush_ev;     /* deferred flush, activated by qn__net_schedule_flush */
+    struct event *timer_ev;     /* handshake / idle / flush timeout, by state */
+    struct event *ping_ev;      /* keepalive period (persistent) */
+    bool ping_outstanding;      /* a keepalive PING is waiting for its ACK */
+    int pings_unanswered;       /* consecutive periods without an ACK */
+    bool read_paused;           /* reading stopped because output is backed up */
+    int64_t last_active_ms;     /* last time bytes arrived */
+    char peer[64];              /* "addr:port" for logs */
+    qn_conn *prev, *next;       /* in net->live or net->dead */
+};
+
+struct qn_net {
+    struct event_base *base;
+    struct qn_rpc_server *owner;
+    SSL_CTX *ssl_ctx;           /* NULL without TLS */
+    nghttp2_session_callbacks *cbs;
+    nghttp2_option *opt;
+    char *bind_addr;
+    bool h2c;
+    int cfg_port, cfg_tls_port;
+    size_t max_connections;
+    uint32_t max_streams;
+    int64_t idle_ms;
+    int64_t keepalive_ms;
+    struct listener plain, secure;
+    qn_conn *live;              /* not DEAD */
+    size_t nlive;
+    qn_conn *dead;              /* DEAD, waiting for reap */
+    size_t ndead;
+    struct event *reap_ev;
+    uint64_t refused;           /* connections refused over the cap (for rate-limited logs) */
+};
+
+int64_t qn__net_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timeval tv_ms(int64_t ms)
+{
+    if (ms < 0)
+        ms = 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
+static void arm(struct event *ev, int64_t ms)
+{
+    struct timeval tv = tv_ms(ms);
+    evtimer_add(ev, &tv);
+}
+
+/* ---------------------------------------------------------------- lists */
+
+static void list_push(qn_conn **head, qn_conn *c)
+{
+    c->prev = NULL;
+    c->next = *head;
+    if (*head)
+        (*head)->prev = c;
+    *head = c;
+}
+
+static void list_unlink(qn_conn **head, qn_conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        *head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* ---------------------------------------------------------------- closing */
+
+/* Marks c DEAD and queues it for the reap pass (closing is a request). */
+static void conn_kill(qn_conn *c, const char *why)
+{
+    if (c->state == CONN_DEAD)
+        return;
+    QN_DEBUG("connection closed peer=%s reason=\"%s\"", c->peer, why);
+    c->state = CONN_DEAD;
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    event_del(c->timer_ev);
+    event_del(c->ping_ev);
+    event_del(c->flush_ev);
+    qn_net *n = c->net;
+    list_unlink(&n->live, c);
+    n->nlive--;
+    list_push(&n->dead, c);
+    n->ndead++;
+    event_active(n->reap_ev, 0, 0);
+}
+
+/* The session has nothing more to do: write what is buffered, then kill. */
+static void conn_begin_flush(qn_conn *c)
+{
+    if (c->state == CONN_DEAD || c->state == CONN_FLUSHING)
+        return;
+    c->state = CONN_FLUSHING;
+    bufferevent_disable(c->bev, EV_READ);
+    event_del(c->ping_ev);
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+        conn_kill(c, "done");
+        return;
+    }
+    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+    arm(c->timer_ev, FLUSH_TIMEOUT_MS);
+}
+
+static void conn_free(qn_conn *c)
+{
+    qn_net *n = c->net;
+    if (c->data != NULL)
+        qn__grpc_conn_closed(n->owner, c);
+    c->data = NULL;
+    if (c->session != NULL)
+        nghttp2_session_del(c->session);
+    if (c->bev != NULL)
+        bufferevent_free(c->bev);
+    if (c->flush_ev)
+        event_free(c->flush_ev);
+    if (c->timer_ev)
+        event_free(c->timer_ev);
+    if (c->ping_ev)
+        event_free(c->ping_ev);
+    free(c);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    qn_net *n = arg;
+    size_t freed = 0;
+    while (n->dead != NULL) {
+        qn_conn *c = n->dead;
+        list_unlink(&n->dead, c);
+        n->ndead--;
+        conn_free(c);
+        freed++;
+    }
+    for (size_t i = 0; i < freed; i++)
+        qn__grpc_conn_freed(n->owner);
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+/* Writes what nghttp2 has for the peer, within OUT_HIGH, and decides whether the
+ * connection is finished. */
+static void conn_flush(qn_conn *c)
+{
+    if (c->state == CONN_DEAD || c->session == NULL || c->state == CONN_FLUSHING)
+        return;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    size_t sent = 0;
+    while (evbuffer_get_length(out) < OUT_HIGH) {
+        const uint8_t *data = NULL;
+        ssize_t n = nghttp2_session_mem_send(c->session, &data);
+        if (n < 0) {
+            QN_DEBUG("http2 send failed peer=%s detail=\"%s\"", c->peer,
+                     nghttp2_strerror((int)n));
+            conn_kill(c, "http2 send error");
+            return;
+        }
+        if (n == 0)
+            break;
+        if (evbuffer_add(out, data, (size_t)n) != 0) {
+            conn_kill(c, "out of memory");
+            return;
+        }
+        sent += (size_t)n;
+        if (c->state == CONN_DEAD)
+            return; /* a callback inside mem_send may not kill, but stay safe */
+    }
+    if (sent > 0)
+        qn__grpc_count_bytes(c->net->owner, 0, sent);
+    if (evbuffer_get_length(out) >= OUT_HIGH) {
+        if (!c->read_paused) {
+            bufferevent_disable(c->bev, EV_READ);
+            c->read_paused = true;
+        }
+    } else if (c->read_paused) {
+        bufferevent_enable(c->bev, EV_READ);
+        c->read_paused = false;
+    }
+    if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+        conn_begin_flush(c);
+}
+
+static void on_flush_ev(evutil_socket_t fd, short what, void *arg)
+{
+    conn_flush(arg);
+}
+
+void qn__net_flush(qn_conn *c)
+{
+    conn_flush(c);
+}
+
+void qn__net_schedule_flush(qn_conn *c)
+{
+    if (c == NULL || c->state == CONN_DEAD || c->state == CONN_FLUSHING)
+        return;
+    event_active(c->flush_ev, 0, 0); /* no-op when already active */
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    qn_conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    if (c->state != CONN_OPEN && c->state != CONN_DRAINING) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    c->last_active_ms = qn__net_now_ms();
+    size_t total = 0;
+    while (evbuffer_get_length(in) > 0) {
+        size_t len = evbuffer_get_contiguous_space(in);
+        const uint8_t *p = evbuffer_pullup(in, (ssize_t)len);
+        ssize_t rv = nghttp2_session_mem_recv(c->session, p, len);
+        if (rv < 0) {
+            QN_DEBUG("http2 receive failed peer=%s detail=\"%s\"", c->peer,
+                     nghttp2_strerror((int)rv));
+            evbuffer_drain(in, evbuffer_get_length(in));
+            qn__grpc_count_bytes(c->net->owner, total, 0);
+            /* nghttp2 may have queued a GOAWAY saying why: try to send it. */
+            if (rv != NGHTTP2_ERR_NOMEM && c->state != CONN_DEAD) {
+                nghttp2_session_terminate_session(c->session, NGHTTP2_PROTOCOL_ERROR);
+                conn_flush(c);
+                conn_begin_flush(c);
+            } else {
+                conn_kill(c, "http2 protocol error");
+            }
+            return;
+        }
+        evbuffer_drain(in, (size_t)rv);
+        total += (size_t)rv;
+        if (c->state == CONN_DEAD)
+            return;
+    }
+    qn__grpc_count_bytes(c->net->owner, total, 0);
+    conn_flush(c);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    qn_conn *c = arg;
+    if (c->state == CONN_FLUSHING) {
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            conn_kill(c, "done");
+        return;
+    }
+    conn_flush(c);
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    qn_conn *c = ud;
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        c->ping_outstanding = false;
+        c->pings_unanswered = 0;
+    }
+    return qn__grpc_on_frame_recv(session, frame, ud);
+}
+
+static int conn_start_session(qn_conn *c)
+{
+    qn_net *n = c->net;
+    int rv = nghttp2_session_server_new2(&c->session, n->cbs, c, n->opt);
+    if (rv != 0) {
+        c->session = NULL;
+        return QN_ENOMEM;
+    }
+    if (qn__grpc_conn_open(n->owner, c) != QN_OK)
+        return QN_ENOMEM;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, n->max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, QN_NET_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, QN_NET_MAX_HEADER_LIST},
+    };
+    if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0)
+        return QN_ENOMEM;
+    if (nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0,
+                                              QN_NET_CONN_WINDOW) != 0)
+        return QN_ENOMEM;
+    c->state = CONN_OPEN;
+    c->last_active_ms = qn__net_now_ms();
+    arm(c->timer_ev, n->idle_ms);
+    struct timeval ka = tv_ms(n->keepalive_ms);
+    event_add(c->ping_ev, &ka);
+    return QN_OK;
+}
+
+static bool alpn_is_h2(SSL *ssl)
+{
+    const unsigned char *p = NULL;
+    unsigned int len = 0;
+    SSL_get0_alpn_selected(ssl, &p, &len);
+    return len == 2 && memcmp(p, "h2", 2) == 0;
+}
+
+static void log_tls_errors(qn_conn *c, const char *what)
+{
+    unsigned long e;
+    char buf[256];
+    bool any = false;
+    while ((e = bufferevent_get_openssl_error(c->bev)) != 0) {
+        ERR_error_string_n(e, buf, sizeof buf);
+        QN_DEBUG("%s peer=%s detail=\"%s\"", what, c->peer, buf);
+        any = true;
+    }
+    if (!any)
+        QN_DEBUG("%s peer=%s", what, c->peer);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    qn_conn *c = arg;
+    if (c->state == CONN_DEAD)
+        return;
+    if (what & BEV_EVENT_CONNECTED) {
+        assert(c->state == CONN_HANDSHAKE);
+        SSL *ssl = bufferevent_openssl_get_ssl(bev);
+        if (ssl == NULL || !alpn_is_h2(ssl)) {
+            conn_kill(c, "tls client did not negotiate h2 (alpn)");
+            return;
+        }
+        event_del(c->timer_ev);
+        if (conn_start_session(c) != QN_OK) {
+            conn_kill(c, "out of memory");
+            return;
+        }
+        conn_flush(c);
+        return;
+    }
+    if (what & BEV_EVENT_ERROR) {
+        if (c->tls)
+            log_tls_errors(c, "connection error");
+        conn_kill(c, c->state == CONN_HANDSHAKE ? "tls handshake failed" : "socket error");
+        return;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
+        conn_kill(c, "peer closed");
+}
+
+/* Handshake timeout, idle timeout and flush timeout, by state. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    qn_conn *c = arg;
+    switch (c->state) {
+    case CONN_HANDSHAKE:
+        conn_kill(c, "tls handshake timed out");
+        return;
+    case CONN_FLUSHING:
+        conn_kill(c, "output not written in time");
+        return;
+    case CONN_OPEN:
+    case CONN_DRAINING: {
+        int64_t idle = c->net->idle_ms;
+        if (qn__grpc_conn_calls(c) > 0) {
+            arm(c->timer_ev, idle);
+            return;
+        }
+        int64_t quiet = qn__net_now_ms() - c->last_active_ms;
+        if (quiet < idle) {
+            arm(c->timer_ev, idle - quiet);
+            return;
+        }
+        QN_DEBUG("closing idle connection peer=%s", c->peer);
+        nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+        c->state = CONN_DRAINING;
+        conn_flush(c);
+        return;
+    }
+    case CONN_DEAD:
+        return;
+    }
+}
+
+static void on_ping(evutil_socket_t fd, short what, void *arg)
+{
+    static const uint8_t opaque[8] = {'q', 'n', 'k', 'a', 'l', 'i', 'v', 'e'};
+    qn_conn *c = arg;
+    if (c->state != CONN_OPEN && c->state != CONN_DRAINING)
+        return;
+    if (qn__grpc_conn_calls(c) == 0) {
+        c->ping_outstanding = false;
+        c->pings_unanswered = 0;
+        return;
+    }
+    if (c->ping_outstanding && ++c->pings_unanswered >= 2) {
+        QN_INFO("closing connection: keepalive pings unanswered peer=%s", c->peer);
+        conn_kill(c, "keepalive timeout");
+        return;
+    }
+    if (nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, opaque) == 0) {
+        c->ping_outstanding = true;
+        conn_flush(c);
+    }
+}
+
+/* ---------------------------------------------------------------- accepting */
+
+static void peer_name(const struct sockaddr *sa, socklen_t len, char *out, size_t cap)
+{
+    char host[48] = "?", serv[8] = "?";
+    if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    snprintf(out, cap, "%s:%s", host, serv);
+}
+
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    struct listener *li = arg;
+    qn_net *n = li->net;
+    if (n->nlive >= n->max_connections) {
+        if (n->refused++ % 1000 == 0)
+            QN_WARN("connection refused: QUEEN_MAX_CONNECTIONS (%zu) reached", n->max_connections);
+        evutil_closesocket(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+    qn_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        evutil_closesocket(fd);
+        return;
+    }
+    c->net = n;
+    c->tls = li->tls;
+    peer_name(sa, (socklen_t)salen, c->peer, sizeof c->peer);
+    if (li->tls) {
+        SSL *ssl = SSL_new(n->ssl_ctx);
+        if (ssl == NULL) {
+            evutil_closesocket(fd);
+            free(c);
+            return;
+        }
+        c->bev = bufferevent_openssl_socket_new(n->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+        if (c->bev != NULL)
+            bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+        else
+            SSL_free(ssl);
+    } else {
+        c->bev = bufferevent_socket_new(n->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    }
+    c->flush_ev = event_new(n->base, -1, 0, on_flush_ev, c);
+    c->timer_ev = evtimer_new(n->base, on_timer, c);
+    c->ping_ev = event_new(n->base, -1, EV_PERSIST, on_ping, c);
+    if (c->bev == NULL || c->flush_ev == NULL || c->timer_ev == NULL || c->ping_ev == NULL) {
+        if (c->bev == NULL)
+            evutil_closesocket(fd);
+        conn_free(c);
+        return;
+    }
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
+    list_push(&n->live, c);
+    n->nlive++;
+    qn__grpc_count_accept(n->owner);
+    if (li->tls) {
+        c->state = CONN_HANDSHAKE;
+        arm(c->timer_ev, HANDSHAKE_TIMEOUT_MS < n->idle_ms ? HANDSHAKE_TIMEOUT_MS : n->idle_ms);
+    } else {
+        c->state = CONN_HANDSHAKE; /* no handshake; becomes OPEN just below */
+        if (conn_start_session(c) != QN_OK) {
+            conn_kill(c, "out of memory");
+            return;
+        }
+    }
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    if (c->state == CONN_OPEN)
+        conn_flush(c);
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct listener *li = arg;
+    if (li->lev != NULL)
+        evconnlistener_enable(li->lev);
+}
+
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    struct listener *li = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+    QN_WARN("accept failed: %s", evutil_socket_error_to_string(err));
+    /* EMFILE and friends: back off instead of spinning on a readable listener. */
+    evconnlistener_disable(lev);
+    arm(li->retry_ev, ACCEPT_RETRY_MS);
+}
+
+/* ---------------------------------------------------------------- TLS */
+
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+    static const unsigned char h2[] = {2, 'h', '2'};
+    unsigned char *sel = NULL;
+    if (SSL_select_next_proto(&sel, outlen, h2, sizeof h2, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_ALERT_FATAL; /* no_application_protocol */
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static void log_ssl_error(const char *what, const char *file)
+{
+    char buf[256] = "";
+    unsigned long e = ERR_get_error();
+    if (e != 0)
+        ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    QN_ERROR("%s %s: %s", what, file, buf[0] ? buf : "unknown error");
+}
+
+static int make_ssl_ctx(const struct qn_config *cfg, SSL_CTX **out)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return QN_ENOMEM;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE);
+    /* RFC 9113 9.2.2: TLS 1.2 with ephemeral key exchange and AEAD only. */
+    if (SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20") != 1) {
+        log_ssl_error("cannot set tls ciphers", "");
+        goto fail;
+    }
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
+        log_ssl_error("cannot load QUEEN_TLS_CERT", cfg->tls_cert);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1) {
+        log_ssl_error("cannot load QUEEN_TLS_KEY", cfg->tls_key);
+        goto fail;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        log_ssl_error("QUEEN_TLS_KEY does not match QUEEN_TLS_CERT", cfg->tls_key);
+        goto fail;
+    }
+    if (cfg->tls_client_ca[0] != '\0') {
+        if (SSL_CTX_load_verify_locations(ctx, cfg->tls_client_ca, NULL) != 1) {
+            log_ssl_error("cannot load QUEEN_TLS_CLIENT_CA", cfg->tls_client_ca);
+            goto fail;
+        }
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg->tls_client_ca);
+        if (names == NULL) {
+            log_ssl_error("no certificate in QUEEN_TLS_CLIENT_CA", cfg->tls_client_ca);
+            goto fail;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        static const unsigned char sid[] = "queen-broker";
+        SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
+    }
+    *out = ctx;
+    return QN_OK;
+fail:
+    SSL_CTX_free(ctx);
+    return QN_EINVAL;
+}
+
+/* ---------------------------------------------------------------- the layer */
+
+int qn__net_new(struct event_base *base, const struct qn_config *cfg,
+                struct qn_rpc_server *owner, qn_net **out)
+{
+    int rc = QN_ENOMEM;
+    qn_net *n = calloc(1, sizeof *n);
+    if (n == NULL)
+        return QN_ENOMEM;
+    n->base = base;
+    n->owner = owner;
+    n->h2c = cfg->h2c;
+    n->cfg_port = (int)cfg->port;
+    n->cfg_tls_port = (int)cfg->tls_port;
+    n->max_connections = (size_t)cfg->max_connections;
+    n->max_streams = (uint32_t)cfg->max_concurrent_streams;
+    n->idle_ms = cfg->idle_timeout_ms;
+    n->keepalive_ms = cfg->keepalive_ms;
+    n->plain = (struct listener){n, NULL, NULL, false, -1};
+    n->secure = (struct listener){n, NULL, NULL, true, -1};
+    n->bind_addr = strdup(cfg->bind_addr);
+    n->reap_ev = event_new(base, -1, 0, on_reap, n);
+    n->plain.retry_ev = evtimer_new(base, on_accept_retry, &n->plain);
+    n->secure.retry_ev = evtimer_new(base, on_accept_retry, &n->secure);
+    if (n->bind_addr == NULL || n->reap_ev == NULL || n->plain.retry_ev == NULL ||
+        n->secure.retry_ev == NULL)
+        goto fail;
+    if (nghttp2_session_callbacks_new(&n->cbs) != 0 || nghttp2_option_new(&n->opt) != 0)
+        goto fail;
+    qn__grpc_set_callbacks(n->cbs);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(n->cbs, on_frame_recv);
+    /* Window updates are ours: grpc.c grants bytes back once it has handled them. */
+    nghttp2_option_set_no_auto_window_update(n->opt, 1);
+    if (cfg->tls_cert[0] != '\0') {
+        rc = make_ssl_ctx(cfg, &n->ssl_ctx);
+        if (rc != QN_OK)
+            goto fail;
+    }
+    *out = n;
+    return QN_OK;
+fail:
+    qn__net_free(n);
+    return rc;
+}
+
+static int bind_one(qn_net *n, struct listener *li, int port)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gai = getaddrinfo(n->bind_addr, ps, &hints, &res);
+    if (gai != 0 || res == NULL) {
+        QN_ERROR("cannot listen: QUEEN_BIND_ADDR \"%s\" is not a numeric address (%s)",
+                 n->bind_addr, gai_strerror(gai));
+        return QN_EIO;
+    }
+    li->lev = evconnlistener_new_bind(n->base, on_accept, li,
+                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                          LEV_OPT_CLOSE_ON_EXEC,
+                                      LISTEN_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
+    freeaddrinfo(res);
+    if (li->lev == NULL) {
+        QN_ERROR("cannot listen on %s port %d: %s", n->bind_addr, port, strerror(errno));
+        return QN_EIO;
+    }
+    evconnlistener_set_error_cb(li->lev, on_accept_error);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evconnlistener_get_fd(li->lev), (struct sockaddr *)&ss, &sl) != 0) {
+        QN_ERROR("cannot read the bound port: %s", strerror(errno));
+        return QN_EIO;
+    }
+    li->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return QN_OK;
+}
+
+int qn__net_listen(qn_net *n)
+{
+    if (n->h2c) {
+        int rc = bind_one(n, &n->plain, n->cfg_port);
+        if (rc != QN_OK)
+            return rc;
+    }
+    if (n->ssl_ctx != NULL) {
+        int rc = bind_one(n, &n->secure, n->cfg_tls_port);
+        if (rc != QN_OK)
+            return rc;
+    }
+    if (n->plain.lev == NULL && n->secure.lev == NULL) {
+        QN_ERROR("no listener: QUEEN_H2C is false and no TLS certificate is configured");
+        return QN_EIO;
+    }
+    return QN_OK;
+}
+
+int qn__net_port(const qn_net *n, bool tls)
+{
+    return tls ? n->secure.port : n->plain.port;
+}
+
+void qn__net_stop_accepting(qn_net *n)
+{
+    struct listener *ls[2] = {&n->plain, &n->secure};
+    for (int i = 0; i < 2; i++) {
+        if (ls[i]->lev != NULL) {
+            evconnlistener_free(ls[i]->lev);
+            ls[i]->lev = NULL;
+        }
+        event_del(ls[i]->retry_ev);
+    }
+}
+
+void qn__net_goaway_all(qn_net *n)
+{
+    qn_conn *next;
+    for (qn_conn *c = n->live; c != NULL; c = next) {
+        next = c->next;
+        if (c->state == CONN_HANDSHAKE) {
+            conn_kill(c, "shutdown");
+        } else if (c->state == CONN_OPEN) {
+            int32_t last = nghttp2_session_get_last_proc_stream_id(c->session);
+            nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+            c->state = CONN_DRAINING;
+            qn__net_schedule_flush(c);
+        }
+    }
+}
+
+void qn__net_close_all(qn_net *n)
+{
+    while (n->live != NULL)
+        conn_kill(n->live, "shutdown");
+}
+
+size_t qn__net_conn_count(const qn_net *n)
+{
+    return n->nlive + n->ndead;
+}
+
+void qn__net_each_conn(qn_net *n, void (*fn)(qn_conn *c, void *ud), void *ud)
+{
+    qn_conn *next;
+    for (qn_conn *c = n->live; c != NULL; c = next) {
+        next = c->next;
+        if (c->state != CONN_DEAD && c->session != NULL)
+            fn(c, ud);
+    }
+}
+
+void qn__net_free(qn_net *n)
+{
+    if (n == NULL)
+        return;
+    qn__net_stop_accepting(n);
+    qn__net_close_all(n);
+    while (n->dead != NULL) {
+        qn_conn *c = n->dead;
+        list_unlink(&n->dead, c);
+        n->ndead--;
+        conn_free(c);
+    }
+    if (n->plain.retry_ev)
+        event_free(n->plain.retry_ev);
+    if (n->secure.retry_ev)
+        event_free(n->secure.retry_ev);
+    if (n->reap_ev)
+        event_free(n->reap_ev);
+    if (n->cbs)
+        nghttp2_session_callbacks_del(n->cbs);
+    if (n->opt)
+        nghttp2_option_del(n->opt);
+    SSL_CTX_free(n->ssl_ctx);
+    free(n->bind_addr);
+    free(n);
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+nghttp2_session *qn__net_session(qn_conn *c)
+{
+    return c->session;
+}
+
+void *qn__net_conn_data(const qn_conn *c)
+{
+    return c->data;
+}
+
+void qn__net_conn_set_data(qn_conn *c, void *data)
+{
+    c->data = data;
+}
+
+bool qn__net_conn_is_dead(const qn_conn *c)
+{
+    return c->state == CONN_DEAD;
+}
