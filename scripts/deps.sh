@@ -18,6 +18,7 @@ PKGS=(
   libjansson-dev                           # JSON for queenctl and admin results
   postgresql-15 postgresql-client-15       # the database (tests start their own)
   python3 python3-grpcio python3-protobuf protobuf-compiler-grpc   # end-to-end tests
+  python3-h2                               # raw HTTP/2 in the transport's end-to-end tests
   python3-zstandard python3-xxhash         # independent segment cross-check
   clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
   nghttp2-client                           # h2load for load lines in the README
