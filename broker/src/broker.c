@@ -48,7 +48,7 @@ struct run {
     const struct qn_broker_module *mods[MAX_MODULES];
     void *state[MAX_MODULES];
     size_t nstarted;
-    int signals;              /* signals received */
+    int signals; /* signals received */
     struct event *sig_term, *sig_int;
     bool wrote_port_file;
 };

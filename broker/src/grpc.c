@@ -93,30 +93,30 @@ struct grpc_conn {
 struct qn_call {
     enum call_state state;
     qn_rpc_server *server;
-    struct grpc_conn *gc;           /* NULL once CLOSED */
+    struct grpc_conn *gc; /* NULL once CLOSED */
     int32_t stream_id;
     const struct qn_method *method; /* NULL until routed */
     qn_call *prev, *next;           /* in gc->calls, or server->dead when CLOSED */
     /* request headers */
-    char *hbuf;                     /* name\0value\0 pairs; <= QN_NET_MAX_HEADER_LIST */
+    char *hbuf; /* name\0value\0 pairs; <= QN_NET_MAX_HEADER_LIST */
     uint32_t hlen, hcap;
     struct hdr hdrs[MAX_HEADERS];
     uint32_t nhdrs;
-    bool hdr_overflow;              /* more than the limits: rejected at END_HEADERS */
+    bool hdr_overflow; /* more than the limits: rejected at END_HEADERS */
     /* inbound */
     struct qn_grpc_reader reader;
-    ProtobufCMessage *held;         /* unary / server-streaming: request awaiting END_STREAM */
+    ProtobufCMessage *held; /* unary / server-streaming: request awaiting END_STREAM */
     bool remote_closed;
     /* outbound */
-    struct evbuffer *out;           /* encoded messages not yet taken by nghttp2 */
-    uint32_t nsent;                 /* messages queued so far */
-    bool headers_sent;              /* response HEADERS submitted */
-    bool trailers_due;              /* finished: trailers follow the queued data */
+    struct evbuffer *out; /* encoded messages not yet taken by nghttp2 */
+    uint32_t nsent;       /* messages queued so far */
+    bool headers_sent;    /* response HEADERS submitted */
+    bool trailers_due;    /* finished: trailers follow the queued data */
     enum qn_grpc_code status;
-    char *status_msg;               /* percent-encoded grpc-message, NULL for none */
+    char *status_msg; /* percent-encoded grpc-message, NULL for none */
     void (*on_drain)(qn_call *call);
-    struct event *drain_ev;         /* made on first qn_call_on_drain() */
-    int64_t deadline_ms;            /* 0 = none */
+    struct event *drain_ev; /* made on first qn_call_on_drain() */
+    int64_t deadline_ms;    /* 0 = none */
     struct event *deadline_ev;
     void *data;
 };
@@ -133,13 +133,13 @@ struct qn_rpc_server {
     uint64_t max_stream_slots, stream_slots;
     struct method_table *tables;
     size_t ntables;
-    qn_call *dead;                  /* CLOSED calls waiting for the reap pass */
+    qn_call *dead; /* CLOSED calls waiting for the reap pass */
     struct event *reap_ev;
     /* shutdown */
     bool shutting_down;
     bool done_fired;
-    int shutdown_phase;             /* 0 before phase 1 (cancel all), 1 before phase 2 (close) */
-    int64_t shutdown_at_ms;         /* when the shutdown started */
+    int shutdown_phase;     /* 0 before phase 1 (cancel all), 1 before phase 2 (close) */
+    int64_t shutdown_at_ms; /* when the shutdown started */
     int64_t shutdown_timeout_ms;
     struct event *shutdown_ev;
     struct event *done_ev;
@@ -264,8 +264,8 @@ static void submit_trailers(qn_call *c, nghttp2_session *session)
                  nghttp2_strerror(rv));
 }
 
-static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-                         size_t length, uint32_t *flags, nghttp2_data_source *source, void *ud)
+static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *ud)
 {
     qn_call *c = source->ptr;
     size_t avail = evbuffer_get_length(c->out);
@@ -336,8 +336,8 @@ static void call_end(qn_call *c, int http_status, enum qn_grpc_code code, const 
         c->status_msg = strdup(enc); /* NULL on OOM: the status still goes out */
     }
     if (code != QN_GRPC_OK)
-        QN_DEBUG("call failed path=%s status=%d message=\"%s\"",
-                 c->method ? c->method->path : "?", (int)code, msg ? msg : "");
+        QN_DEBUG("call failed path=%s status=%d message=\"%s\"", c->method ? c->method->path : "?",
+                 (int)code, msg ? msg : "");
     nghttp2_session *session = call_session(c);
     if (session == NULL)
         return;
@@ -425,7 +425,7 @@ static void call_start(qn_call *c)
         return;
     }
     struct qn_grpc_req_headers h = {
-        find_header(c, ":method"),  find_header(c, "content-type"), find_header(c, "te"),
+        find_header(c, ":method"),       find_header(c, "content-type"), find_header(c, "te"),
         find_header(c, "grpc-encoding"), find_header(c, "grpc-timeout"),
     };
     struct qn_grpc_verdict v;
@@ -468,12 +468,11 @@ static void call_message(qn_call *c, struct qn_grpc_msg *m)
     static const uint8_t empty[1] = {0};
     if (m->compressed) {
         free(m->body);
-        call_abort(c, QN_GRPC_INTERNAL, "compressed message without grpc-encoding",
-                   QN_EBADREQUEST);
+        call_abort(c, QN_GRPC_INTERNAL, "compressed message without grpc-encoding", QN_EBADREQUEST);
         return;
     }
-    ProtobufCMessage *pm = protobuf_c_message_unpack(c->method->request, NULL, m->len,
-                                                     m->body ? m->body : empty);
+    ProtobufCMessage *pm =
+        protobuf_c_message_unpack(c->method->request, NULL, m->len, m->body ? m->body : empty);
     free(m->body);
     if (pm == NULL) {
         call_abort(c, QN_GRPC_INVALID_ARGUMENT, "cannot decode request", QN_EBADREQUEST);
@@ -565,8 +564,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 }
 
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* trailers from the client carry nothing we use */

@@ -34,13 +34,26 @@ int qn_grpc_timeout_parse(const char *s, size_t len, int64_t *ms)
     /* Milliseconds, rounded up; every product below stays far inside int64. */
     int64_t out;
     switch (s[digits]) {
-    case 'H': out = v * 3600 * 1000; break;
-    case 'M': out = v * 60 * 1000; break;
-    case 'S': out = v * 1000; break;
-    case 'm': out = v; break;
-    case 'u': out = (v + 999) / 1000; break;
-    case 'n': out = (v + 999999) / 1000000; break;
-    default: return QN_EINVAL;
+    case 'H':
+        out = v * 3600 * 1000;
+        break;
+    case 'M':
+        out = v * 60 * 1000;
+        break;
+    case 'S':
+        out = v * 1000;
+        break;
+    case 'm':
+        out = v;
+        break;
+    case 'u':
+        out = (v + 999) / 1000;
+        break;
+    case 'n':
+        out = (v + 999999) / 1000000;
+        break;
+    default:
+        return QN_EINVAL;
     }
     if (out > QN_GRPC_TIMEOUT_MAX_MS)
         out = QN_GRPC_TIMEOUT_MAX_MS;
@@ -286,8 +299,7 @@ bool qn_grpc_check_request(const struct qn_grpc_req_headers *h, int64_t *timeout
     if (h->method == NULL || strcmp(h->method, "POST") != 0)
         return reject(out, 405, QN_GRPC_INTERNAL, "grpc requires the POST method", false);
     if (!qn_grpc_content_type_ok(h->content_type))
-        return reject(out, 415, QN_GRPC_INTERNAL, "content-type must be application/grpc",
-                      false);
+        return reject(out, 415, QN_GRPC_INTERNAL, "content-type must be application/grpc", false);
     if (!qn_grpc_te_ok(h->te))
         return reject(out, 200, QN_GRPC_INTERNAL, "te: trailers is required", false);
     if (!qn_grpc_encoding_ok(h->encoding))

@@ -61,13 +61,13 @@ size_t qn_grpc_pct_decode(const char *in, size_t len, char *out, size_t cap);
  * more than the declared length), so a prefix alone reserves nothing.
  */
 struct qn_grpc_reader {
-    size_t max;       /* largest accepted message body, fixed at init */
-    uint8_t hdr[5];   /* prefix bytes collected so far */
-    uint8_t hdr_len;  /* 0..5; 5 means the body is being collected */
-    uint32_t len;     /* declared body length (valid when hdr_len == 5) */
-    uint8_t *body;    /* body bytes so far; NULL until the first one */
-    uint32_t have;    /* body bytes collected, <= len */
-    uint32_t cap;     /* allocated size of body, <= len */
+    size_t max;      /* largest accepted message body, fixed at init */
+    uint8_t hdr[5];  /* prefix bytes collected so far */
+    uint8_t hdr_len; /* 0..5; 5 means the body is being collected */
+    uint32_t len;    /* declared body length (valid when hdr_len == 5) */
+    uint8_t *body;   /* body bytes so far; NULL until the first one */
+    uint32_t have;   /* body bytes collected, <= len */
+    uint32_t cap;    /* allocated size of body, <= len */
 };
 
 /* One complete message. body is malloc'd and owned by the receiver (free()); it is
@@ -115,10 +115,10 @@ struct qn_grpc_req_headers {
 
 /* How to answer a request that fails the checks. */
 struct qn_grpc_verdict {
-    int http_status;          /* 200, or 405 (method) / 415 (content-type) */
-    enum qn_grpc_code code;   /* grpc-status */
-    const char *message;      /* static text for the client */
-    bool accept_encoding;     /* add grpc-accept-encoding: identity */
+    int http_status;        /* 200, or 405 (method) / 415 (content-type) */
+    enum qn_grpc_code code; /* grpc-status */
+    const char *message;    /* static text for the client */
+    bool accept_encoding;   /* add grpc-accept-encoding: identity */
 };
 
 /* application/grpc, optionally followed by "+subtype" or ";params" (case-insensitive

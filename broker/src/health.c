@@ -38,8 +38,8 @@ struct entry {
 struct watcher {
     qn_health *h;
     qn_call *call;
-    char *name;          /* the watched name (copy) */
-    int last_sent;       /* serving_status last queued, -1 before the first */
+    char *name;    /* the watched name (copy) */
+    int last_sent; /* serving_status last queued, -1 before the first */
     struct watcher *prev, *next;
 };
 

@@ -73,31 +73,31 @@ struct listener {
     struct evconnlistener *lev; /* NULL when not listening */
     struct event *retry_ev;     /* re-enables accepting after an accept error */
     bool tls;
-    int port;                   /* bound port, -1 when none */
+    int port; /* bound port, -1 when none */
 };
 
 struct qn_conn {
     qn_net *net;
     enum conn_state state;
     bool tls;
-    struct bufferevent *bev;    /* owns the socket (and the SSL) */
-    nghttp2_session *session;   /* NULL in HANDSHAKE */
-    void *data;                 /* grpc.c's per-connection state; NULL until opened */
-    struct event *flush_ev;     /* deferred flush, activated by qn__net_schedule_flush */
-    struct event *timer_ev;     /* handshake / idle / flush timeout, by state */
-    struct event *ping_ev;      /* keepalive period (persistent) */
-    bool ping_outstanding;      /* a keepalive PING is waiting for its ACK */
-    int pings_unanswered;       /* consecutive periods without an ACK */
-    bool read_paused;           /* reading stopped because output is backed up */
-    int64_t last_active_ms;     /* last time bytes arrived */
-    char peer[64];              /* "addr:port" for logs */
-    qn_conn *prev, *next;       /* in net->live or net->dead */
+    struct bufferevent *bev;  /* owns the socket (and the SSL) */
+    nghttp2_session *session; /* NULL in HANDSHAKE */
+    void *data;               /* grpc.c's per-connection state; NULL until opened */
+    struct event *flush_ev;   /* deferred flush, activated by qn__net_schedule_flush */
+    struct event *timer_ev;   /* handshake / idle / flush timeout, by state */
+    struct event *ping_ev;    /* keepalive period (persistent) */
+    bool ping_outstanding;    /* a keepalive PING is waiting for its ACK */
+    int pings_unanswered;     /* consecutive periods without an ACK */
+    bool read_paused;         /* reading stopped because output is backed up */
+    int64_t last_active_ms;   /* last time bytes arrived */
+    char peer[64];            /* "addr:port" for logs */
+    qn_conn *prev, *next;     /* in net->live or net->dead */
 };
 
 struct qn_net {
     struct event_base *base;
     struct qn_rpc_server *owner;
-    SSL_CTX *ssl_ctx;           /* NULL without TLS */
+    SSL_CTX *ssl_ctx; /* NULL without TLS */
     nghttp2_session_callbacks *cbs;
     nghttp2_option *opt;
     char *bind_addr;
@@ -108,12 +108,12 @@ struct qn_net {
     int64_t idle_ms;
     int64_t keepalive_ms;
     struct listener plain, secure;
-    qn_conn *live;              /* not DEAD */
+    qn_conn *live; /* not DEAD */
     size_t nlive;
-    qn_conn *dead;              /* DEAD, waiting for reap */
+    qn_conn *dead; /* DEAD, waiting for reap */
     size_t ndead;
     struct event *reap_ev;
-    uint64_t refused;           /* connections refused over the cap (for rate-limited logs) */
+    uint64_t refused; /* connections refused over the cap (for rate-limited logs) */
 };
 
 int64_t qn__net_now_ms(void)
@@ -244,8 +244,7 @@ static void conn_flush(qn_conn *c)
         const uint8_t *data = NULL;
         ssize_t n = nghttp2_session_mem_send(c->session, &data);
         if (n < 0) {
-            QN_DEBUG("http2 send failed peer=%s detail=\"%s\"", c->peer,
-                     nghttp2_strerror((int)n));
+            QN_DEBUG("http2 send failed peer=%s detail=\"%s\"", c->peer, nghttp2_strerror((int)n));
             conn_kill(c, "http2 send error");
             return;
         }
@@ -658,8 +657,8 @@ fail:
 
 /* ---------------------------------------------------------------- the layer */
 
-int qn__net_new(struct event_base *base, const struct qn_config *cfg,
-                struct qn_rpc_server *owner, qn_net **out)
+int qn__net_new(struct event_base *base, const struct qn_config *cfg, struct qn_rpc_server *owner,
+                qn_net **out)
 {
     int rc = QN_ENOMEM;
     qn_net *n = calloc(1, sizeof *n);
@@ -716,10 +715,9 @@ static int bind_one(qn_net *n, struct listener *li, int port)
                  n->bind_addr, gai_strerror(gai));
         return QN_EIO;
     }
-    li->lev = evconnlistener_new_bind(n->base, on_accept, li,
-                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                          LEV_OPT_CLOSE_ON_EXEC,
-                                      LISTEN_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
+    li->lev = evconnlistener_new_bind(
+        n->base, on_accept, li, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        LISTEN_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
     freeaddrinfo(res);
     if (li->lev == NULL) {
         QN_ERROR("cannot listen on %s port %d: %s", n->bind_addr, port, strerror(errno));

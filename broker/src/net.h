@@ -47,8 +47,8 @@ int64_t qn__net_now_ms(void);
 
 /* Makes the network layer (listeners not yet bound). Reads the TLS files when a
  * certificate is configured. Returns QN_OK, QN_ENOMEM, or QN_EINVAL (logged). */
-int qn__net_new(struct event_base *base, const struct qn_config *cfg,
-                struct qn_rpc_server *owner, qn_net **out);
+int qn__net_new(struct event_base *base, const struct qn_config *cfg, struct qn_rpc_server *owner,
+                qn_net **out);
 /* Binds the listeners. QN_OK or QN_EIO (logged). */
 int qn__net_listen(qn_net *n);
 /* Bound port of the plain / TLS listener, -1 when none. */

@@ -317,10 +317,17 @@ static int index_file(struct qn_refl_index *ix, struct pb fd)
             file->deps[file->ndeps++] = d;
             break;
         }
-        case 4: rc = index_message(ix, sub, scope, fi, 0); break;
-        case 5: rc = index_enum(ix, sub, scope, fi); break;
-        case 6: rc = index_service(ix, sub, scope, fi); break;
-        default: break;
+        case 4:
+            rc = index_message(ix, sub, scope, fi, 0);
+            break;
+        case 5:
+            rc = index_enum(ix, sub, scope, fi);
+            break;
+        case 6:
+            rc = index_service(ix, sub, scope, fi);
+            break;
+        default:
+            break;
         }
     }
     if (rc == QN_OK && r < 0)
@@ -487,8 +494,7 @@ static void send_or_fail(qn_call *call, refl_resp *resp)
 {
     int rc = qn_call_send(call, &resp->base);
     if (rc == QN_ELIMIT)
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
-                       "reflection responses are not being read");
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "reflection responses are not being read");
     else if (rc != QN_OK)
         qn_call_finish(call, QN_GRPC_INTERNAL, "cannot send the reflection response");
 }
@@ -554,7 +560,8 @@ static void send_services(qn_call *call, const qn_reflection *r, refl_resp *resp
         ptrs[n] = &items[n];
         n++;
     }
-    Grpc__Reflection__V1__ListServiceResponse lsr = GRPC__REFLECTION__V1__LIST_SERVICE_RESPONSE__INIT;
+    Grpc__Reflection__V1__ListServiceResponse lsr =
+        GRPC__REFLECTION__V1__LIST_SERVICE_RESPONSE__INIT;
     lsr.n_service = n;
     lsr.service = ptrs;
     resp->message_response_case =

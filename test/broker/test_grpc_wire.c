@@ -25,9 +25,9 @@ START_TEST(timeout_units)
     ck_assert_int_eq(tmo("2M"), 120000);
     ck_assert_int_eq(tmo("3S"), 3000);
     ck_assert_int_eq(tmo("250m"), 250);
-    ck_assert_int_eq(tmo("1500u"), 2);   /* rounded up */
+    ck_assert_int_eq(tmo("1500u"), 2); /* rounded up */
     ck_assert_int_eq(tmo("1000u"), 1);
-    ck_assert_int_eq(tmo("1n"), 1);      /* any positive timeout is at least 1 ms */
+    ck_assert_int_eq(tmo("1n"), 1); /* any positive timeout is at least 1 ms */
     ck_assert_int_eq(tmo("1000000n"), 1);
     ck_assert_int_eq(tmo("1000001n"), 2);
     ck_assert_int_eq(tmo("0m"), 0);
@@ -50,8 +50,8 @@ END_TEST
 
 START_TEST(timeout_garbage)
 {
-    const char *bad[] = {"", "S", "m", "10", "10s", "10h", "10x", "-1S", "+1S", " 1S", "1S ",
-                         "1 S", "1.5S", "0x10m", "10mm", "1SS", "１S"};
+    const char *bad[] = {"",    "S",   "m",   "10",   "10s",   "10h",  "10x", "-1S", "+1S",
+                         " 1S", "1S ", "1 S", "1.5S", "0x10m", "10mm", "1SS", "１S"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(tmo(bad[i]) == -1, "accepted \"%s\"", bad[i]);
     int64_t ms = 77;
@@ -91,7 +91,7 @@ START_TEST(pct_encode_truncation)
     /* Never splits an escape, never splits a UTF-8 character. */
     ck_assert_str_eq(enc("ab%", 5), "ab"); /* "%25" needs 3, only 2 left */
     ck_assert_str_eq(enc("ab%", 6), "ab%25");
-    ck_assert_str_eq(enc("a\xc3\xa9z", 7), "a");   /* "%C3%A9" needs 6, 5 left */
+    ck_assert_str_eq(enc("a\xc3\xa9z", 7), "a"); /* "%C3%A9" needs 6, 5 left */
     ck_assert_str_eq(enc("a\xc3\xa9z", 8), "a%C3%A9");
     ck_assert_str_eq(enc("hello", 1), "");
     char out[4] = "xyz";
@@ -210,13 +210,15 @@ START_TEST(reader_empty_message_and_sequence)
     ck_assert_uint_eq(m.len, 0);
     ck_assert_ptr_null(m.body); /* proto3: the empty message is valid */
     off += used;
-    ck_assert_int_eq(qn_grpc_reader_feed(&r, buf + off, sizeof buf - off, &used, &ready, &m), QN_OK);
+    ck_assert_int_eq(qn_grpc_reader_feed(&r, buf + off, sizeof buf - off, &used, &ready, &m),
+                     QN_OK);
     ck_assert(ready);
     ck_assert_uint_eq(m.len, 3);
     ck_assert_mem_eq(m.body, "abc", 3);
     free(m.body);
     off += used;
-    ck_assert_int_eq(qn_grpc_reader_feed(&r, buf + off, sizeof buf - off, &used, &ready, &m), QN_OK);
+    ck_assert_int_eq(qn_grpc_reader_feed(&r, buf + off, sizeof buf - off, &used, &ready, &m),
+                     QN_OK);
     ck_assert(ready);
     ck_assert_uint_eq(m.len, 0);
     off += used;

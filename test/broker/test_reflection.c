@@ -44,8 +44,8 @@ START_TEST(files_and_services)
     ck_assert_int_ge(qn_refl_index_find_file(ix, "queen/v1/queue.proto"), 0);
     ck_assert_int_ge(qn_refl_index_find_file(ix, "grpc/health/v1/health.proto"), 0);
     ck_assert_int_eq(qn_refl_index_find_file(ix, "queen/v1/nope.proto"), -1);
-    const char *want[] = {"queen.v1.QueueService", "queen.v1.AdminService",
-                          "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+    const char *want[] = {"queen.v1.QueueService", "queen.v1.AdminService", "grpc.health.v1.Health",
+                          "grpc.reflection.v1.ServerReflection",
                           "grpc.reflection.v1alpha.ServerReflection"};
     for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
         bool found = false;
@@ -173,10 +173,10 @@ START_TEST(malformed_sets)
     }
     ck_assert_uint_ge(ok, 1); /* at least the empty set */
     static const uint8_t garbage[][6] = {
-        {0x0a, 0x7f, 0x00, 0x00, 0x00, 0x00},             /* length past the end */
-        {0x0b, 0x00, 0x00, 0x00, 0x00, 0x00},             /* group wire type */
-        {0x0a, 0x04, 0x22, 0x02, 0x0a, 0x00},             /* message with no name */
-        {0x80, 0x80, 0x80, 0x80, 0x80, 0x80},             /* endless varint */
+        {0x0a, 0x7f, 0x00, 0x00, 0x00, 0x00}, /* length past the end */
+        {0x0b, 0x00, 0x00, 0x00, 0x00, 0x00}, /* group wire type */
+        {0x0a, 0x04, 0x22, 0x02, 0x0a, 0x00}, /* message with no name */
+        {0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, /* endless varint */
     };
     for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++)
         ck_assert_int_eq(qn_refl_index_build(garbage[i], 6, &bad), QN_EINVAL);

@@ -89,11 +89,20 @@ static void on_cancel(qn_call *call, int reason)
 {
     struct test_state *ts = state_of(call);
     switch (reason) {
-    case QN_ECLOSED: ts->cancels[0]++; break;
-    case QN_EDEADLINE: ts->cancels[1]++; break;
-    case QN_ESHUTDOWN: ts->cancels[2]++; break;
-    case QN_EBADREQUEST: ts->cancels[3]++; break;
-    default: break;
+    case QN_ECLOSED:
+        ts->cancels[0]++;
+        break;
+    case QN_EDEADLINE:
+        ts->cancels[1]++;
+        break;
+    case QN_ESHUTDOWN:
+        ts->cancels[2]++;
+        break;
+    case QN_EBADREQUEST:
+        ts->cancels[3]++;
+        break;
+    default:
+        break;
     }
     tcall_free(qn_call_data(call));
 }
@@ -284,26 +293,38 @@ static int test_start(struct qn_broker_ctx *ctx, void **state)
     ts->base = ctx->base;
     ts->server = ctx->server;
     const ProtobufCMessageDescriptor *req = &queen__test__v1__echo_request__descriptor;
-    ts->methods[0] = (struct qn_method){.path = "/queen.test.v1.TestService/Echo",
-                                        .request = req, .on_message = echo, .data = ts};
+    ts->methods[0] = (struct qn_method){
+        .path = "/queen.test.v1.TestService/Echo", .request = req, .on_message = echo, .data = ts};
     ts->methods[1] = (struct qn_method){.path = "/queen.test.v1.TestService/Hang",
-                                        .request = req, .on_message = hang,
-                                        .on_cancel = on_cancel, .data = ts};
+                                        .request = req,
+                                        .on_message = hang,
+                                        .on_cancel = on_cancel,
+                                        .data = ts};
     ts->methods[2] = (struct qn_method){.path = "/queen.test.v1.TestService/Stream",
-                                        .request = req, .server_streaming = true,
-                                        .on_message = stream, .on_cancel = on_cancel, .data = ts};
+                                        .request = req,
+                                        .server_streaming = true,
+                                        .on_message = stream,
+                                        .on_cancel = on_cancel,
+                                        .data = ts};
     ts->methods[3] = (struct qn_method){.path = "/queen.test.v1.TestService/Collect",
-                                        .request = req, .client_streaming = true,
-                                        .on_message = collect, .on_half_close = collect_done,
-                                        .on_cancel = on_cancel, .data = ts};
+                                        .request = req,
+                                        .client_streaming = true,
+                                        .on_message = collect,
+                                        .on_half_close = collect_done,
+                                        .on_cancel = on_cancel,
+                                        .data = ts};
     ts->methods[4] = (struct qn_method){.path = "/queen.test.v1.TestService/Bidi",
-                                        .request = req, .client_streaming = true,
-                                        .server_streaming = true, .on_message = bidi,
-                                        .on_half_close = bidi_done, .on_cancel = on_cancel,
+                                        .request = req,
+                                        .client_streaming = true,
+                                        .server_streaming = true,
+                                        .on_message = bidi,
+                                        .on_half_close = bidi_done,
+                                        .on_cancel = on_cancel,
                                         .data = ts};
     ts->methods[5] = (struct qn_method){.path = "/queen.test.v1.TestService/Stats",
                                         .request = &queen__test__v1__stats_request__descriptor,
-                                        .on_message = stats, .data = ts};
+                                        .on_message = stats,
+                                        .data = ts};
     int rc = qn_rpc_register(ctx->server, ts->methods, 6);
     if (rc != QN_OK) {
         free(ts);
