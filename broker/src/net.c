@@ -49,6 +49,7 @@
 #include "log.h"
 #include "net.h"
 #include "queen/error.h"
+#include "queen/store.h"
 
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
@@ -118,9 +119,7 @@ struct qn_net {
 
 int64_t qn__net_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return qn_store_now_ms(); /* one clock for deadlines across transport and storage */
 }
 
 static struct timeval tv_ms(int64_t ms)

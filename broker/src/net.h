@@ -42,7 +42,7 @@ typedef struct qn_conn qn_conn;
 /* Request header list we accept per stream (SETTINGS_MAX_HEADER_LIST_SIZE). */
 #define QN_NET_MAX_HEADER_LIST 16384
 
-/* Monotonic milliseconds (CLOCK_MONOTONIC, the qn_store_now_ms() clock). */
+/* Monotonic milliseconds: qn_store_now_ms(), the deadline clock of rpc.h. */
 int64_t qn__net_now_ms(void);
 
 /* Makes the network layer (listeners not yet bound). Reads the TLS files when a

@@ -193,6 +193,13 @@ class Raw(unittest.TestCase):
         self.assertEqual(res.headers[":status"], "200")
         self.assertEqual(grpc_status(res), 13)
 
+    def test_te_other_than_trailers_is_malformed(self):
+        # RFC 9113 8.2.2: a request whose TE is not "trailers" is malformed: the
+        # HTTP/2 layer resets the stream with PROTOCOL_ERROR before gRPC sees it.
+        self.h.conn.config.validate_outbound_headers = False
+        res = self.h.wait(self.h.request(SVC + "Echo", self.echo(), te="gzip"))
+        self.assertEqual(res.reset, 1)
+
     def test_unknown_method_trailers_only(self):
         res = self.h.wait(self.h.request(SVC + "Missing", self.echo()))
         self.assertEqual(grpc_status(res), 12)
@@ -405,6 +412,30 @@ class Connections(unittest.TestCase):
             self.assertTrue(h.wait_for(lambda: h.remote_settings_seen, 5))
             self.assertEqual(h.conn.remote_settings.max_concurrent_streams, 3)
             h.close()
+
+    def test_max_streams_counts_watches(self):
+        with Broker("test", env={"QUEEN_MAX_STREAMS": "2"}) as b:
+            with b.channel() as ch:
+                stub = HG.HealthStub(ch)
+                w1 = stub.Watch(H.HealthCheckRequest(), timeout=10)
+                w2 = stub.Watch(H.HealthCheckRequest(), timeout=10)
+                next(w1), next(w2)
+                with self.assertRaises(grpc.RpcError) as cm:
+                    next(stub.Watch(H.HealthCheckRequest(), timeout=10))
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                w1.cancel()
+                # The slot comes back once the broker saw the cancel.
+                def third_ok():
+                    w = stub.Watch(H.HealthCheckRequest(), timeout=10)
+                    try:
+                        next(w)
+                        return True
+                    except grpc.RpcError:
+                        return False
+                    finally:
+                        w.cancel()
+                self.assertTrue(wait_until(third_ok, 5))
+                w2.cancel()
 
     def test_small_recv_limit(self):
         with Broker("test", env={"QUEEN_MAX_RECV_BYTES": "1024"}) as b:
