@@ -7,6 +7,9 @@
  * nghttp2 data provider, send trailers (grpc-status always, grpc-message
  * percent-encoded) after the last DATA or as a trailers-only response, enforce
  * grpc-timeout deadlines, end streaming calls on shutdown.
+ * Unary and server-streaming methods get their one request message at END_STREAM
+ * (a second message is INTERNAL, none is INTERNAL); client-streaming methods get
+ * each message as it completes and on_half_close() at END_STREAM.
  * Does not: compress (only identity is accepted; anything else is UNIMPLEMENTED),
  * touch sockets or TLS (net.c), know what a method does.
  *

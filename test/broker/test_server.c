@@ -129,7 +129,7 @@ static void echo(qn_call *call, ProtobufCMessage *msg)
         memcpy(text, req->payload.data + 7, n);
         text[n] = '\0';
         char *colon = strchr(text, ':');
-        int code = atoi(text);
+        long code = strtol(text, NULL, 10);
         protobuf_c_message_free_unpacked(msg, NULL);
         qn_call_finish(call, (enum qn_grpc_code)code, colon ? colon + 1 : "");
         return;
