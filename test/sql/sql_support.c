@@ -108,6 +108,11 @@ bool qt_b(PGconn *c, const char *fmt, ...)
     return v;
 }
 
+/* Strings handed out by qt_s: a ring, so callers may use them inline without
+ * freeing (each stays valid until 64 more have been handed out). */
+static char *ring[64];
+static unsigned ring_next;
+
 char *qt_s(PGconn *c, const char *fmt, ...)
 {
     va_list ap;
@@ -116,6 +121,9 @@ char *qt_s(PGconn *c, const char *fmt, ...)
     va_end(ap);
     char *v = PQgetisnull(r, 0, 0) ? NULL : strdup(PQgetvalue(r, 0, 0));
     PQclear(r);
+    unsigned slot = ring_next++ % 64;
+    free(ring[slot]);
+    ring[slot] = v;
     return v;
 }
 
@@ -371,7 +379,6 @@ void qt_pid(PGconn *c, const char *queue, const char *part, char out[37])
                    queue, part && *part ? part : "Default");
     ck_assert_ptr_nonnull(v);
     snprintf(out, 37, "%s", v);
-    free(v);
 }
 
 PGresult *qt_pop(PGconn *c, const struct qt_pop *p)

@@ -34,7 +34,8 @@ PGresult *qt_q(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2,
  * test if it succeeded. The message goes into msg (may be NULL). */
 const char *qt_fail(PGconn *c, char *msg, size_t msgcap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* One value as int64 / bool / string (malloc'd, NULL for SQL NULL). */
+/* One value as int64 / bool / string (NULL for SQL NULL; owned by the helper and
+ * valid until 64 more strings were returned: do not free). */
 int64_t qt_i(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool qt_b(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *qt_s(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -464,7 +464,6 @@ START_TEST(test_delete_queue_leaves_no_orphans)
                              "queen.log_partitions p ON p.id = s.partition_id JOIN queen.queues q "
                              "ON q.id = p.queue_id WHERE q.name = 'del.keep'"),
                      1);
-    free(qid);
     PQfinish(c);
 }
 END_TEST

@@ -185,7 +185,6 @@ START_TEST(test_subscription_modes)
     ck_assert(qt_b(c, "SELECT subscription_mode = 'timestamp' AND subscription_timestamp = '%s' "
                       "FROM queen.consumer_groups_metadata WHERE consumer_group = 'gt'",
                    ts));
-    free(ts);
     /* alias normalized */
     p.group = "gn2", p.sub_mode = "new-only", p.sub_from = NULL;
     r = qt_pop(c, &p);

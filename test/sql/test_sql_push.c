@@ -562,7 +562,6 @@ START_TEST(test_quantized_and_coalesced_columns)
                       "queen.log_segments s ON s.partition_id = p.id AND s.base_offset = 2 "
                       "WHERE p.id = '%s'",
                    pid));
-    free(lw);
     PQfinish(c);
 }
 END_TEST

@@ -61,8 +61,6 @@ START_TEST(test_migrate_twice_changes_nothing)
                              "x.indexrelid WHERE i.relnamespace = 'queen'::regnamespace AND NOT "
                              "x.indisvalid"),
                      0);
-    free(before);
-    free(after);
     PQfinish(c);
     free(ci);
 }
