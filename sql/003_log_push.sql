@@ -21,6 +21,30 @@
 --      last_write_at only moves when more than a second old, so the allocator
 --      UPDATE of a partition that already holds data stays HOT.
 
+-- The zero-based index of hash p_h in the 16-byte-stride set p_set, or NULL.
+-- Only 16-aligned matches count (a match straddling two hashes is skipped).
+CREATE OR REPLACE FUNCTION queen.hash_index(p_set BYTEA, p_h BYTEA)
+RETURNS INT4
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    v_from INT := 0;
+    v_pos  INT;
+BEGIN
+    LOOP
+        v_pos := position(p_h IN substring(p_set FROM v_from + 1));
+        IF v_pos = 0 THEN
+            RETURN NULL;
+        END IF;
+        v_pos := v_from + v_pos - 1;          -- zero-based byte offset
+        IF v_pos % 16 = 0 THEN
+            RETURN v_pos / 16;
+        END IF;
+        v_from := v_pos + 1;
+    END LOOP;
+END;
+$$;
+
 -- push_v1: see sql/API.md. r_ord is the zero-based input position.
 --
 -- Elements naming the same partition are applied in input order. They are
@@ -59,6 +83,7 @@ DECLARE
     v_didx    INT4[] := '{}';
     v_doff    INT8[] := '{}';
     v_isdup   BOOL[];
+    v_all     BYTEA[];   -- every incoming hash of the elements probed this round
     v_rounds  INT := 0;
     v_found   INT;
     v_lastpid UUID;
@@ -187,30 +212,44 @@ BEGIN
             -- row covering v_from + 1 (one backward step), so its cost follows the
             -- unverified span, not the window (measured.md weak point 1). Per
             -- incoming index, MIN picks the original occurrence.
-            FOR r IN
-                SELECT s.ord, i.idx, min(s.off) AS off
-                FROM (SELECT e.ord, t.base_offset + th.idx AS off, th.h
-                      FROM unnest(v_pid, v_from, v_win, v_probe) WITH ORDINALITY
-                               AS e(pid, vfrom, win, probe, ord)
-                      CROSS JOIN LATERAL (
-                          SELECT t.base_offset, t.hashes
-                          FROM queen.log_txns t
-                          WHERE t.partition_id = e.pid
-                            AND t.base_offset >= coalesce(
-                                    (SELECT max(t2.base_offset) FROM queen.log_txns t2
-                                     WHERE t2.partition_id = e.pid
-                                       AND t2.base_offset <= e.vfrom + 1),
-                                    e.vfrom + 1)
-                            AND t.end_offset > e.vfrom
-                            AND t.created_at >= v_now - make_interval(secs => e.win)) t
-                      CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-                      WHERE e.probe) s
-                JOIN (SELECT e.ord, ih.idx, ih.h
-                      FROM unnest(p_hashes, v_probe) WITH ORDINALITY AS e(hashes, probe, ord)
-                      CROSS JOIN LATERAL queen.log_unnest_hashes(e.hashes) ih
-                      WHERE e.probe) i ON i.ord = s.ord AND i.h = s.h
-                GROUP BY s.ord, i.idx
-                ORDER BY s.ord, i.idx
+            --
+            -- Stored frames are filtered by "h = ANY(every incoming hash)". Run
+            -- through EXECUTE the array is a constant of a one-shot plan, which
+            -- PostgreSQL (>= 14) evaluates with a hash table: one lookup per
+            -- stored frame, no join for the planner to get wrong. (A cached
+            -- plan would see a parameter and scan the array linearly; a join
+            -- re-exploded the incoming side per stored row, or sorted the whole
+            -- window, depending on row estimates.) The few candidates are mapped
+            -- back to their incoming index with hash_index. The planning cost is
+            -- paid only when the broker cannot vouch for the span.
+            SELECT array_agg(ih.h) INTO v_all
+            FROM unnest(p_hashes, v_probe) AS e(hashes, probe)
+            CROSS JOIN LATERAL queen.log_unnest_hashes(e.hashes) ih
+            WHERE e.probe;
+            FOR r IN EXECUTE
+                'SELECT x.ord, x.idx, min(x.off) AS off
+                 FROM (SELECT e.ord::INT AS ord, queen.hash_index(e.hashes, th.h) AS idx,
+                              t.base_offset + th.idx AS off
+                       FROM unnest($1::UUID[], $2::INT8[], $3::INT4[], $4::BOOL[], $5::BYTEA[])
+                                WITH ORDINALITY AS e(pid, vfrom, win, probe, hashes, ord)
+                       CROSS JOIN LATERAL (
+                           SELECT t.base_offset, t.hashes
+                           FROM queen.log_txns t
+                           WHERE t.partition_id = e.pid
+                             AND t.base_offset >= coalesce(
+                                     (SELECT max(t2.base_offset) FROM queen.log_txns t2
+                                      WHERE t2.partition_id = e.pid
+                                        AND t2.base_offset <= e.vfrom + 1),
+                                     e.vfrom + 1)
+                             AND t.end_offset > e.vfrom
+                             AND t.created_at >= $6 - make_interval(secs => e.win)) t
+                       CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                       WHERE e.probe AND t.base_offset + th.idx > e.vfrom
+                         AND th.h = ANY ($7)) x
+                 WHERE x.idx IS NOT NULL
+                 GROUP BY x.ord, x.idx
+                 ORDER BY x.ord, x.idx'
+                USING v_pid, v_from, v_win, v_probe, p_hashes, v_now, v_all
             LOOP
                 IF p_strict THEN
                     RAISE EXCEPTION 'QDUP duplicate transaction id in segment %', r.ord - 1

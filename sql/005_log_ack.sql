@@ -50,6 +50,7 @@ DECLARE
     v_eff     INT8[];    -- offset resolved inside the ackable span
     v_below   BOOL[];    -- hash found below the cursor
     v_out     INT2[];
+    v_res     BYTEA[];   -- hashes still to resolve (NULL: resolved or rejected)
     v_found   BOOL;
     v_com     INT8;
     v_bend    INT8;
@@ -154,46 +155,60 @@ BEGIN
     END LOOP;
 
     IF v_hash_n > 0 THEN
+        -- Resolution, bounded through the primary key to the ackable span: the
+        -- sidecar rows from the one covering lo up to batch_end. Stored frames
+        -- are filtered by "h = ANY(the items' hashes)" in a one-shot plan
+        -- (EXECUTE), where the array is a constant and the test is a hash
+        -- lookup; the few matches are then joined to the items. A cached plan
+        -- chose nested loops that exploded every stored row once per item.
         v_lo := greatest(v_com + 1, v_txs);
+        v_res := p_hashes;
+        FOR i IN 1 .. v_n LOOP
+            IF v_out[i] IS NOT NULL THEN
+                v_res[i] := NULL;            -- rejected already: not resolved
+            END IF;
+        END LOOP;
         IF v_lo <= v_hi THEN
-            FOR r IN
-                SELECT i.ord::INT AS ord, min(s.off) AS off
-                FROM (SELECT u.ord, u.h
-                      FROM unnest(p_hashes, v_out) WITH ORDINALITY AS u(h, out, ord)
-                      WHERE u.h IS NOT NULL AND u.out IS NULL) i
-                JOIN (SELECT t.base_offset + th.idx AS off, th.h
-                      FROM queen.log_txns t
-                      CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-                      WHERE t.partition_id = p_pid
-                        AND t.base_offset >= coalesce(
-                                (SELECT max(t2.base_offset) FROM queen.log_txns t2
-                                 WHERE t2.partition_id = p_pid AND t2.base_offset <= v_lo),
-                                v_lo)
-                        AND t.base_offset <= v_hi) s ON s.h = i.h
-                WHERE s.off BETWEEN v_lo AND v_hi
-                GROUP BY i.ord
+            FOR r IN EXECUTE
+                'SELECT u.ord::INT AS ord, c.off
+                 FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
+                 JOIN (SELECT th.h, min(t.base_offset + th.idx) AS off
+                       FROM queen.log_txns t
+                       CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                       WHERE t.partition_id = $2
+                         AND t.base_offset >= coalesce(
+                                 (SELECT max(t2.base_offset) FROM queen.log_txns t2
+                                  WHERE t2.partition_id = $2 AND t2.base_offset <= $3),
+                                 $3)
+                         AND t.base_offset <= $4
+                         AND t.base_offset + th.idx BETWEEN $3 AND $4
+                         AND th.h = ANY ($1)
+                       GROUP BY th.h) c ON c.h = u.h'
+                USING v_res, p_pid, v_lo, v_hi
             LOOP
                 v_eff[r.ord] := r.off;
+                v_res[r.ord] := NULL;
             END LOOP;
         END IF;
         FOR i IN 1 .. v_n LOOP
-            IF p_hashes[i] IS NOT NULL AND v_out[i] IS NULL AND v_eff[i] IS NULL THEN
+            IF v_res[i] IS NOT NULL THEN
                 v_miss := true;
             END IF;
         END LOOP;
         -- Hashes not in the span: acked before (below the cursor) or unknown.
-        -- Only this uncommon path reads the sidecar below the cursor.
+        -- Only this uncommon path reads the sidecar below the cursor (from
+        -- txns_start: rows below it are gone).
         IF v_miss AND v_com >= v_txs THEN
-            FOR r IN
-                SELECT DISTINCT i.ord::INT AS ord
-                FROM (SELECT u.ord, u.h
-                      FROM unnest(p_hashes, v_out, v_eff) WITH ORDINALITY AS u(h, out, eff, ord)
-                      WHERE u.h IS NOT NULL AND u.out IS NULL AND u.eff IS NULL) i
-                JOIN (SELECT t.base_offset + th.idx AS off, th.h
-                      FROM queen.log_txns t
-                      CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-                      WHERE t.partition_id = p_pid AND t.base_offset <= v_com) s ON s.h = i.h
-                WHERE s.off <= v_com
+            FOR r IN EXECUTE
+                'SELECT u.ord::INT AS ord
+                 FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
+                 WHERE u.h IN (SELECT th.h
+                               FROM queen.log_txns t
+                               CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                               WHERE t.partition_id = $2 AND t.base_offset <= $3
+                                 AND t.base_offset + th.idx <= $3
+                                 AND th.h = ANY ($1))'
+                USING v_res, p_pid, v_com
             LOOP
                 v_below[r.ord] := true;
             END LOOP;

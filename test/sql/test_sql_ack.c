@@ -394,6 +394,34 @@ START_TEST(test_renew_release_check)
 }
 END_TEST
 
+/* Ack by hash of a large batch: every item resolved to its own offset. */
+START_TEST(test_large_hash_ack)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "ack.big", "", "b", 0, 400);
+    qt_push1(c, "ack.big", "", "b", 400, 400);
+    char pid[37];
+    qt_pid(c, "ack.big", "", pid);
+    ck_assert_int_eq(popn(c, "ack.big", "g", 700, "w-big"), 700);
+    enum { N = 600 };
+    struct qt_ack_item it[N];
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "b%d", 650 - i); /* 650 down to 51 */
+        it[i] = (struct qt_ack_item){.txn = names[i], .status = 1};
+    }
+    PGresult *r = qt_ack(c, pid, "g", "w-big", it, N);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(qt_gi(r, i, "r_outcome"), 1);
+        ck_assert_int_eq(qt_gi(r, i, "r_off"), 650 - i);
+    }
+    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_committed"), 650);
+    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_flags"), 0);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 static char *captured;
 static void capture(void *arg, const PGresult *res)
 {
@@ -450,6 +478,7 @@ Suite *qt_suite_ack(void)
     tcase_add_test(tc, test_poison_behind_unacked_head);
     tcase_add_test(tc, test_lease_less_ack);
     tcase_add_test(tc, test_renew_release_check);
+    tcase_add_test(tc, test_large_hash_ack);
     tcase_add_test(tc, test_hash_resolution_bounded);
     suite_add_tcase(s, tc);
     return s;

@@ -366,6 +366,37 @@ START_TEST(test_configure_keeps_window_replace_resets)
 }
 END_TEST
 
+/* A whole large segment pushed again (a broker retry after a timeout): every
+ * frame is reported with its original offset, whatever the probe's plan. */
+START_TEST(test_whole_segment_duplicate)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "dup.big", "", "other", 0, 300);
+    struct qt_seg s;
+    qt_seg_make(&s, "dup.big", "", "big", 0, 1000, 0);
+    PGresult *r = qt_push(c, &s, 1, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 300);
+    PQclear(r);
+    qt_push1(c, "dup.big", "", "after", 0, 50);
+    r = qt_push(c, &s, 1, false);
+    ck_assert_int_eq(PQntuples(r), 1000);
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_int_eq(qt_gi(r, i, "r_dup_idx"), i);
+        ck_assert_int_eq(qt_gi(r, i, "r_dup_off"), 300 + i);
+    }
+    PQclear(r);
+    /* the same with a vouched watermark inside the segment: only frames above
+     * the watermark are looked for */
+    s.verified = 300 + 899;
+    r = qt_push(c, &s, 1, false);
+    ck_assert_int_eq(PQntuples(r), 100);
+    ck_assert_int_eq(qt_gi(r, 0, "r_dup_idx"), 900);
+    PQclear(r);
+    qt_seg_free(&s);
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_strict_duplicate_raises_and_writes_nothing)
 {
     PGconn *c = qt_connect();
@@ -600,6 +631,7 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_dup_window_and_sidecar_purge);
     tcase_add_test(tc, test_dup_per_partition_and_window_zero);
     tcase_add_test(tc, test_configure_keeps_window_replace_resets);
+    tcase_add_test(tc, test_whole_segment_duplicate);
     tcase_add_test(tc, test_strict_duplicate_raises_and_writes_nothing);
     tcase_add_test(tc, test_same_partition_twice_in_one_call);
     tcase_add_test(tc, test_verified_narrows_probe);

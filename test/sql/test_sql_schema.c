@@ -195,6 +195,16 @@ START_TEST(test_unnest_hashes)
     PQclear(r);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_unnest_hashes(NULL)"), 0);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_unnest_hashes('\\x0102')"), 0);
+    /* hash_index: only 16-aligned matches count */
+    const char *set2 = "decode(repeat('00', 8) || repeat('11', 8) || repeat('22', 8) || "
+                       "repeat('33', 8), 'hex')";
+    const char *q = "decode(repeat('11', 8) || repeat('22', 8), 'hex')";
+    ck_assert(qt_null(c, "SELECT queen.hash_index(%s, %s)", set2, q)); /* straddles only */
+    ck_assert_int_eq(qt_i(c, "SELECT queen.hash_index(%s || %s, %s)", set2, q, q), 2);
+    ck_assert_int_eq(qt_i(c, "SELECT queen.hash_index(%s, decode(repeat('22', 8) || "
+                             "repeat('33', 8), 'hex'))",
+                          set2),
+                     1);
     /* inlined: the plan has no function scan of it */
     r = qt_q(c, "EXPLAIN (VERBOSE) SELECT t.base_offset + h.idx FROM queen.log_txns t CROSS "
                 "JOIN LATERAL queen.log_unnest_hashes(t.hashes) h");
