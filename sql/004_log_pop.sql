@@ -20,6 +20,7 @@
 --   5. Existing cursors are never re-seeded by a subscription mode.
 --   6. Lock order: consumer rows only (pops take no partition row lock), one at a
 --      time, never waiting.
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- The first segment (base >= p_from) created at or after p_ts, by binary search
 -- over the offset range: created_at is monotone per partition (storage model
@@ -179,6 +180,7 @@ CREATE OR REPLACE FUNCTION queen.pop_partition(
 RETURNS TABLE (o_base INT8, o_start_idx INT4, o_take INT4, o_created_at TIMESTAMPTZ,
                o_blob BYTEA, o_lease_expires_at TIMESTAMPTZ, o_cost INT8)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_now       TIMESTAMPTZ := now();
@@ -392,6 +394,7 @@ RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_
                r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
                r_lease_expires_at TIMESTAMPTZ)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
@@ -540,6 +543,7 @@ RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_
                r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
                r_lease_expires_at TIMESTAMPTZ)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_ns      TEXT := coalesce(p_namespace, '');
@@ -690,6 +694,7 @@ CREATE OR REPLACE FUNCTION queen.has_pending_v1(
     p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS BOOL
 LANGUAGE plpgsql STABLE
+SET jit = off
 AS $$
 DECLARE
     v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');

@@ -26,6 +26,7 @@
 --   5. Lock order: acks take only their consumer row (FOR UPDATE); several acks in
 --      one transaction are issued in ascending (partition_id, consumer_group) by
 --      the caller.
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- ack_v1: see sql/API.md. Outcomes: 1 applied, 2 noop, 3 stale, 4 unresolved,
 -- 5 lease_invalid, 6 rejected, 7 deferred. Summary flags: 1 lease released,
@@ -41,6 +42,7 @@ CREATE OR REPLACE FUNCTION queen.ack_v1(
 RETURNS TABLE (r_idx INT4, r_outcome INT2, r_off INT8, r_flags INT4, r_committed INT8,
                r_base INT8, r_blob BYTEA)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');

@@ -24,6 +24,7 @@
 --      one stalled group pins the history for every group.
 --   4. Whatever deletes a partition deletes its log_txns rows first (no foreign
 --      key), and a partition holding a dead letter is never deleted.
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- maint_worklist_v1: partitions with something possibly deletable, oldest first,
 -- from one range scan per queue over the partial indexes of 002_log_indexes.sql
@@ -34,6 +35,7 @@ CREATE OR REPLACE FUNCTION queen.maint_worklist_v1(p_now TIMESTAMPTZ, p_phase IN
 RETURNS TABLE (r_pid UUID, r_all_cutoff TIMESTAMPTZ, r_completed_cutoff TIMESTAMPTZ,
                r_cutoff TIMESTAMPTZ)
 LANGUAGE plpgsql STABLE
+SET jit = off
 AS $$
 DECLARE
     v_limit INT4 := CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 5000 END;
@@ -111,6 +113,7 @@ CREATE OR REPLACE FUNCTION queen.trim_segments(p_pid UUID, p_all_cutoff TIMESTAM
                                                p_max_rows INT4, p_type TEXT)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_max     INT4 := greatest(coalesce(p_max_rows, 1000), 1);
@@ -214,6 +217,7 @@ CREATE OR REPLACE FUNCTION queen.txns_purge_step_v1(p_pid UUID, p_cutoff TIMESTA
                                                     p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_new_txns_start INT8, r_done BOOL)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_max    INT4 := greatest(coalesce(p_max_rows, 1000), 1);
@@ -298,6 +302,7 @@ $$;
 CREATE OR REPLACE FUNCTION queen.partition_cleanup_step_v1(p_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_done BOOL)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
     v_max  INT4 := greatest(coalesce(p_max_rows, 1000), 1);

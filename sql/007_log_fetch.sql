@@ -12,6 +12,7 @@
 -- r_entry is the zero-based entry position. Errors: 0 none, 1 unknown partition,
 -- 2 offset out of range (< log_start or > last_offset + 1; = last_offset + 1 is a
 -- valid empty read). Budgets <= 0 mean unlimited.
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 CREATE OR REPLACE FUNCTION queen.fetch_v1(
     p_queues        TEXT[],
     p_partitions    TEXT[],
@@ -26,6 +27,7 @@ RETURNS TABLE (r_entry INT4, r_error INT2, r_pid UUID, r_high INT8, r_log_start 
                r_base INT8, r_start_idx INT4, r_take INT4, r_created_at TIMESTAMPTZ,
                r_blob BYTEA)
 LANGUAGE plpgsql STABLE
+SET jit = off
 AS $$
 DECLARE
     v_n     INT := coalesce(cardinality(p_queues), 0);

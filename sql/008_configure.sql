@@ -7,6 +7,7 @@
 -- disabled dedup back on" was its most surprising edge.) The defaults are the
 -- column defaults of queen.queues: one truth, shared with implicit creation.
 -- Invalid input raises QCONF ... with SQLSTATE 22023 and changes nothing.
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- Every column of a queue row as the admin functions return it, in the order of
 -- p_ids. r_messages counts retained messages (watermark arithmetic);
@@ -22,6 +23,7 @@ RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_
                r_dedup_window_seconds INT4, r_partitions INT4, r_segments INT8,
                r_messages INT8)
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
     SELECT q.id, q.name::TEXT, q.namespace::TEXT, q.task::TEXT, q.created_at,
            q.priority, q.lease_time, q.retry_limit, q.retry_delay, q.max_queue_size, q.ttl,

@@ -6,6 +6,7 @@
 -- cached ones, and every cost is stated where it is not O(partitions).
 -- Lock order is the global one: log_partitions rows in ascending id, then
 -- log_consumers rows in ascending (partition_id, consumer_group).
+-- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- queue_partitions_v1: one row per partition, by name. depth = messages retained
 -- and not yet consumed by the group (committed -1 when it has no row).
@@ -79,6 +80,7 @@ RETURNS TABLE (r_group TEXT, r_queue TEXT, r_sub_mode TEXT, r_sub_from TIMESTAMP
                r_time_lag_seconds INT8, r_leased BOOL, r_worker TEXT, r_total_consumed INT8,
                r_retry_count INT4, r_attempt_count INT4)
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
     SELECT x.consumer_group, x.qname, x.subscription_mode, x.subscription_timestamp,
            x.pname, x.pid, x.committed, x.last_offset, x.lag,
@@ -276,6 +278,7 @@ CREATE OR REPLACE FUNCTION queen.stats_v1(
 RETURNS TABLE (r_queue TEXT, r_partitions INT4, r_messages INT8, r_segments INT8,
                r_pending INT8, r_dead_letters INT8, r_groups INT4, r_bytes INT8)
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
     SELECT q.name::TEXT,
            coalesce(pa.parts, 0)::INT4,
