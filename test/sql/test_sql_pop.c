@@ -595,6 +595,39 @@ START_TEST(test_provisioning_by_pop)
 }
 END_TEST
 
+/* Timestamp subscriptions and seeks find "the first segment created at or after
+ * ts" by binary search over offsets (created_at is monotone per partition): it
+ * must agree with the plain forward walk for every timestamp and start, ties and
+ * gaps below the start included. */
+START_TEST(test_first_base_since_matches_walk)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.bs", "", "b", 0, 1);
+    char pid[37];
+    qt_pid(c, "pop.bs", "", pid);
+    PQclear(qt_q(c, "SELECT setseed(0.42)"));
+    PQclear(qt_q(c, "DELETE FROM queen.log_segments WHERE partition_id = '%s'", pid));
+    PQclear(qt_q(c, "WITH s AS (SELECT g, 1 + (random() * 5)::int AS n, random() < 0.3 AS tie "
+                    "FROM generate_series(1, 400) g), o AS (SELECT g, n, sum(n) OVER (ORDER BY g) "
+                    "- n + 40 AS base, sum(CASE WHEN tie THEN 0 ELSE 1 END) OVER (ORDER BY g) AS "
+                    "t FROM s) INSERT INTO queen.log_segments SELECT '%s', base, base + n - 1, "
+                    "timestamptz '2020-01-01' + t * interval '1 s', 'x'::bytea FROM o",
+                 pid));
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM generate_series(0, 300, 7) AS f, "
+                             "generate_series(-3, 410, 3) AS k, LATERAL (SELECT timestamptz "
+                             "'2020-01-01' + k * interval '1 s' - (k %% 2) * interval '0.5 s' AS "
+                             "ts, (SELECT min(base_offset) FROM queen.log_segments WHERE "
+                             "partition_id = '%s' AND base_offset >= 40 + f) AS start) x, LATERAL "
+                             "(SELECT queen.first_base_since('%s', x.start, x.ts) AS fast, (SELECT "
+                             "base_offset FROM queen.log_segments WHERE partition_id = '%s' AND "
+                             "base_offset >= x.start AND created_at >= x.ts ORDER BY base_offset "
+                             "LIMIT 1) AS walk) y WHERE y.fast IS DISTINCT FROM y.walk",
+                          pid, pid, pid),
+                     0);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_pop(void)
 {
     Suite *s = suite_create("pop");
@@ -613,6 +646,7 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_discover);
     tcase_add_test(tc, test_has_pending);
     tcase_add_test(tc, test_provisioning_by_pop);
+    tcase_add_test(tc, test_first_base_since_matches_walk);
     suite_add_tcase(s, tc);
     return s;
 }
