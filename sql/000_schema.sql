@@ -3,12 +3,55 @@
 --
 -- Applied at every start by qn_migrate (storage/src/migrate.c) in one transaction,
 -- skipped when unchanged. Every statement is idempotent: IF NOT EXISTS for
--- objects, ADD COLUMN IF NOT EXISTS for columns that later versions add, and
--- storage parameters re-applied with ALTER ... SET (which rewrites nothing).
+-- tables, the guarded ensure_* helpers below for indexes, columns and storage,
+-- storage parameters re-applied with ALTER ... SET (which rewrites nothing and
+-- does not block reads or writes).
 --
 -- Deliberately not here: the log tables (001_log_schema.sql) and any procedure.
 
 CREATE SCHEMA IF NOT EXISTS queen;
+
+-- Guarded DDL for the schema files. A file is re-applied whole when it changes,
+-- on a live database. "CREATE INDEX IF NOT EXISTS" takes its SHARE lock on the
+-- table before it looks for the index, "ADD COLUMN IF NOT EXISTS" and "SET
+-- STORAGE" take ACCESS EXCLUSIVE: held to the end of the file's transaction,
+-- they would stop every push for the whole migration. These run the statement
+-- only when there is something to do, so a re-apply takes no such lock.
+CREATE OR REPLACE FUNCTION queen.ensure_index(p_name TEXT, p_ddl TEXT) RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF to_regclass('queen.' || quote_ident(p_name)) IS NULL THEN
+        EXECUTE p_ddl;
+    END IF;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION queen.ensure_column(p_table TEXT, p_column TEXT, p_type TEXT)
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                   WHERE attrelid = ('queen.' || quote_ident(p_table))::regclass
+                     AND attname = p_column AND NOT attisdropped) THEN
+        EXECUTE format('ALTER TABLE queen.%I ADD COLUMN %I %s', p_table, p_column, p_type);
+    END IF;
+END;
+$$;
+
+-- p_storage: 'e' external, 'm' main, 'x' extended, 'p' plain (pg_attribute.attstorage)
+CREATE OR REPLACE FUNCTION queen.ensure_storage(p_table TEXT, p_column TEXT, p_storage "char")
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute
+               WHERE attrelid = ('queen.' || quote_ident(p_table))::regclass
+                 AND attname = p_column AND attstorage <> p_storage) THEN
+        EXECUTE format('ALTER TABLE queen.%I ALTER COLUMN %I SET STORAGE %s', p_table, p_column,
+                       CASE p_storage WHEN 'e' THEN 'EXTERNAL' WHEN 'm' THEN 'MAIN'
+                                      WHEN 'x' THEN 'EXTENDED' ELSE 'PLAIN' END);
+    END IF;
+END;
+$$;
 
 -- One row per queue: its identity (tenant_id, name) and its whole configuration.
 -- There is no separate engine-side queue table and no engine selector: one
@@ -49,10 +92,16 @@ CREATE TABLE IF NOT EXISTS queen.queues (
 );
 
 -- On the wire a queue is (tenant, name): two tenants may hold the same name.
-CREATE UNIQUE INDEX IF NOT EXISTS queues_tenant_name_uk ON queen.queues (tenant_id, name);
-CREATE INDEX IF NOT EXISTS idx_queues_name ON queen.queues (name);
+SELECT queen.ensure_index('queues_tenant_name_uk', $ddl$
+    CREATE UNIQUE INDEX queues_tenant_name_uk
+    ON queen.queues (tenant_id, name)$ddl$);
+SELECT queen.ensure_index('idx_queues_name', $ddl$
+    CREATE INDEX idx_queues_name
+    ON queen.queues (name)$ddl$);
 -- Discovery pops (namespace/task) select queues of one tenant by these.
-CREATE INDEX IF NOT EXISTS idx_queues_tenant_ns_task ON queen.queues (tenant_id, namespace, task);
+SELECT queen.ensure_index('idx_queues_tenant_ns_task', $ddl$
+    CREATE INDEX idx_queues_tenant_ns_task
+    ON queen.queues (tenant_id, namespace, task)$ddl$);
 
 -- A consumer group's durable subscription, one row per (tenant, group, queue) for
 -- queue pops, or per (tenant, group, namespace, task) with queue_id NULL for
@@ -73,9 +122,14 @@ CREATE TABLE IF NOT EXISTS queen.consumer_groups_metadata (
 );
 -- NULLS NOT DISTINCT (PostgreSQL 15): discovery rows have queue_id NULL and must
 -- still be unique per (tenant, group, namespace, task).
-CREATE UNIQUE INDEX IF NOT EXISTS cgm_identity_uk ON queen.consumer_groups_metadata
-    (tenant_id, consumer_group, queue_id, partition_name, namespace, task) NULLS NOT DISTINCT;
-CREATE INDEX IF NOT EXISTS idx_cgm_queue ON queen.consumer_groups_metadata (queue_id);
+SELECT queen.ensure_index('cgm_identity_uk', $ddl$
+    CREATE UNIQUE INDEX cgm_identity_uk
+    ON queen.consumer_groups_metadata
+       (tenant_id, consumer_group, queue_id, partition_name, namespace, task)
+    NULLS NOT DISTINCT$ddl$);
+SELECT queen.ensure_index('idx_cgm_queue', $ddl$
+    CREATE INDEX idx_cgm_queue
+    ON queen.consumer_groups_metadata (queue_id)$ddl$);
 
 -- The wildcard pop's empty-scan floor per (queue, group): when a scan found
 -- nothing pending (leased or not), partitions not written since then cannot hold
@@ -100,5 +154,9 @@ CREATE TABLE IF NOT EXISTS queen.retention_history (
     retention_type   VARCHAR(50) NOT NULL,
     executed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS idx_retention_history_partition ON queen.retention_history (partition_id);
-CREATE INDEX IF NOT EXISTS idx_retention_history_executed ON queen.retention_history (executed_at);
+SELECT queen.ensure_index('idx_retention_history_partition', $ddl$
+    CREATE INDEX idx_retention_history_partition
+    ON queen.retention_history (partition_id)$ddl$);
+SELECT queen.ensure_index('idx_retention_history_executed', $ddl$
+    CREATE INDEX idx_retention_history_executed
+    ON queen.retention_history (executed_at)$ddl$);

@@ -20,8 +20,8 @@
 --      reader takes the next segment whose base is greater.
 --
 -- Applied at every start in one transaction; every statement is idempotent
--- (IF NOT EXISTS, guarded ADD COLUMN, storage parameters re-applied by
--- ALTER TABLE ... SET, CREATE OR REPLACE FUNCTION).
+-- (IF NOT EXISTS, the guarded ensure_* helpers of 000_schema.sql, storage
+-- parameters re-applied by ALTER TABLE ... SET, CREATE OR REPLACE FUNCTION).
 
 -- ---------------------------------------------------------------------------
 -- log_partitions: one row per partition, and that row is the partition's write
@@ -46,15 +46,16 @@ CREATE TABLE IF NOT EXISTS queen.log_partitions (
 -- queue's configuration at query time. Moved in the same transaction, under the
 -- same row lock, as the watermark it mirrors; push only fills them on the
 -- empty-to-non-empty transition (COALESCE) so its UPDATE stays HOT.
-ALTER TABLE queen.log_partitions ADD COLUMN IF NOT EXISTS oldest_live_at TIMESTAMPTZ;
-ALTER TABLE queen.log_partitions ADD COLUMN IF NOT EXISTS oldest_txn_at TIMESTAMPTZ;
+SELECT queen.ensure_column('log_partitions', 'oldest_live_at', 'TIMESTAMPTZ');
+SELECT queen.ensure_column('log_partitions', 'oldest_txn_at', 'TIMESTAMPTZ');
 
 -- Lets a wildcard pop range-scan only recently written partitions instead of the
 -- whole set. Because it exists, push bumps last_write_at only when it is more than
 -- a second old (otherwise every allocator UPDATE would be non-HOT); the candidate
 -- scan absorbs the staleness with two minutes of slack.
-CREATE INDEX IF NOT EXISTS idx_log_partitions_queue_write
-    ON queen.log_partitions (queue_id, last_write_at);
+SELECT queen.ensure_index('idx_log_partitions_queue_write', $ddl$
+    CREATE INDEX idx_log_partitions_queue_write
+    ON queen.log_partitions (queue_id, last_write_at)$ddl$);
 
 -- Tuned against churn. Every push updates its partition's row, so between
 -- autovacuum passes dead tuples dwarf the live row count:
@@ -92,7 +93,7 @@ CREATE TABLE IF NOT EXISTS queen.log_segments (
 -- The broker already compressed the bytes: EXTERNAL stops TOAST from spending CPU
 -- trying again, and keeps an out-of-line value uncompressed so that
 -- substring(blob, 1, 18) (zstd_content_size) fetches one chunk, not the value.
-ALTER TABLE queen.log_segments ALTER COLUMN blob SET STORAGE EXTERNAL;
+SELECT queen.ensure_storage('log_segments', 'blob', 'e');
 -- Set by measurement at 1M msg/s (reference broker, 2026-08): factors 0.02 /
 -- 0.05 re-fired vacuum about every 13 s, and each pass over the growing heap and
 -- its TOAST table competed for I/O exactly when there was no headroom left (a
@@ -135,7 +136,7 @@ CREATE TABLE IF NOT EXISTS queen.log_txns (
 );
 -- 128-bit hashes are incompressible: EXTERNAL skips the futile compression
 -- attempt on large rows.
-ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
+SELECT queen.ensure_storage('log_txns', 'hashes', 'e');
 -- Same insert-heavy, prefix-deleted shape as log_segments, same reasoning.
 ALTER TABLE queen.log_txns SET (
     autovacuum_vacuum_scale_factor = 0.1,
@@ -198,8 +199,9 @@ CREATE TABLE IF NOT EXISTS queen.log_dlq (
     failed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 -- What the DLQ browse and depth queries scan.
-CREATE INDEX IF NOT EXISTS idx_log_dlq_partition_failed_at
-    ON queen.log_dlq (partition_id, failed_at DESC);
+SELECT queen.ensure_index('idx_log_dlq_partition_failed_at', $ddl$
+    CREATE INDEX idx_log_dlq_partition_failed_at
+    ON queen.log_dlq (partition_id, failed_at DESC)$ddl$);
 
 -- ---------------------------------------------------------------------------
 -- Explodes a 16-byte-stride blob into (idx, hash) rows, idx zero-based; trailing

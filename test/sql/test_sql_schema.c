@@ -66,6 +66,45 @@ START_TEST(test_migrate_twice_changes_nothing)
 }
 END_TEST
 
+/* The embedded schema files (storage/sql_files.c, generated). */
+struct qn_embedded_file {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+};
+extern const struct qn_embedded_file qn_sql_files[];
+extern const size_t qn_sql_files_count;
+
+/* A changed file is re-applied whole on a live database: none may take a lock
+ * that blocks pushes, pops or acks (SHARE or stronger on a table), which a bare
+ * CREATE INDEX IF NOT EXISTS or ADD COLUMN IF NOT EXISTS would, until the end of
+ * the file's transaction. */
+START_TEST(test_reapply_takes_no_blocking_lock)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "reapply", "", "r", 0, 1);
+    int checked = 0;
+    for (size_t i = 0; i < qn_sql_files_count; i++) {
+        const char *sql = (const char *)qn_sql_files[i].data;
+        if (strstr(sql, "-- queen:no-transaction") != NULL)
+            continue;
+        PQclear(qt_q(c, "BEGIN"));
+        PQclear(qt_q(c, "%s", sql));
+        PGresult *r = qt_q(c, "SELECT string_agg(relation::regclass::text || ' ' || mode, ', ') "
+                              "FROM pg_locks WHERE pid = pg_backend_pid() AND relation IS NOT "
+                              "NULL AND mode IN ('ShareLock', 'ShareRowExclusiveLock', "
+                              "'ExclusiveLock', 'AccessExclusiveLock')");
+        ck_assert_msg(PQgetisnull(r, 0, 0), "%s takes %s", qn_sql_files[i].name,
+                      PQgetvalue(r, 0, 0));
+        PQclear(r);
+        PQclear(qt_q(c, "ROLLBACK"));
+        checked++;
+    }
+    ck_assert_int_ge(checked, 9);
+    PQfinish(c);
+}
+END_TEST
+
 struct mig_arg {
     const char *ci;
     int rc;
@@ -333,6 +372,7 @@ Suite *qt_suite_schema(void)
     TCase *tc = qt_tcase("schema", fixture, 120);
     tcase_add_test(tc, test_migrate_twice_changes_nothing);
     tcase_add_test(tc, test_concurrent_migrations);
+    tcase_add_test(tc, test_reapply_takes_no_blocking_lock);
     tcase_add_test(tc, test_tuning_and_shape);
     tcase_add_test(tc, test_unnest_hashes);
     tcase_add_test(tc, test_zstd_content_size);
