@@ -597,6 +597,22 @@ START_TEST(test_quantized_and_coalesced_columns)
 }
 END_TEST
 
+/* Invariant 1: a rolled-back push rolls its allocator bump back (no hole). */
+START_TEST(test_rolled_back_push_leaves_no_hole)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "rollback", "", "r", 0, 3);
+    PQclear(qt_q(c, "BEGIN"));
+    ck_assert_int_eq(qt_push1(c, "rollback", "", "r", 3, 5), 3);
+    PQclear(qt_q(c, "ROLLBACK"));
+    ck_assert_int_eq(qt_push1(c, "rollback", "", "r", 3, 2), 3);
+    char pid[37];
+    qt_pid(c, "rollback", "", pid);
+    check_invariants(c, pid);
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_segment_at)
 {
     PGconn *c = qt_connect();
@@ -638,6 +654,7 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_probe_uses_primary_key_range);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_quantized_and_coalesced_columns);
+    tcase_add_test(tc, test_rolled_back_push_leaves_no_hole);
     tcase_add_test(tc, test_segment_at);
     suite_add_tcase(s, tc);
     return s;
