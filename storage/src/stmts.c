@@ -139,6 +139,45 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                        {T, U}},
     [QN_STMT_NOTIFY_PUSH] = {"qn_notify_push", "SELECT queen.notify_push_v1($1, $2)", 2,
                              {TA, U}},
+    [QN_STMT_PARTITION_META] = {"qn_partition_meta",
+                                "SELECT r_pid, r_window, r_last_offset, r_txns_start "
+                                "FROM queen.partition_meta_v1($1, $2, $3)",
+                                3,
+                                {T, T, U}},
+    [QN_STMT_TXNS_WINDOW] = {"qn_txns_window",
+                             "SELECT r_base, r_end, r_created_at, r_hashes "
+                             "FROM queen.txns_window_v1($1, $2)",
+                             2,
+                             {U, I4}},
+    [QN_STMT_MAINT_WORKLIST] = {"qn_maint_worklist",
+                                "SELECT r_pid, r_all_cutoff, r_completed_cutoff, r_cutoff "
+                                "FROM queen.maint_worklist_v1($1, $2, $3)",
+                                3,
+                                {TS, QN_OID_INT2, I4}},
+    [QN_STMT_RETENTION_STEP] = {"qn_retention_step",
+                                "SELECT r_deleted, r_frames, r_new_log_start, r_done "
+                                "FROM queen.retention_step_v1($1, $2, $3, $4)",
+                                4,
+                                {U, TS, TS, I4}},
+    [QN_STMT_TXNS_PURGE_STEP] = {"qn_txns_purge_step",
+                                 "SELECT r_deleted, 0::INT8, r_new_txns_start, r_done "
+                                 "FROM queen.txns_purge_step_v1($1, $2, $3)",
+                                 3,
+                                 {U, TS, I4}},
+    [QN_STMT_EVICT_MAX_WAIT_STEP] = {"qn_evict_max_wait_step",
+                                     "SELECT r_deleted, r_frames, r_new_log_start, r_done "
+                                     "FROM queen.evict_max_wait_step_v1($1, $2, $3)",
+                                     3,
+                                     {U, TS, I4}},
+    [QN_STMT_PARTITION_DEAD] = {"qn_partition_dead",
+                                "SELECT coalesce(queen.partition_dead_v1($1, $2), false)", 2,
+                                {U, TS}},
+    [QN_STMT_PARTITION_CLEANUP_STEP] = {"qn_partition_cleanup_step",
+                                        "SELECT r_deleted, 0::INT8, NULL::INT8, r_done "
+                                        "FROM queen.partition_cleanup_step_v1($1, $2)",
+                                        2,
+                                        {TS, I4}},
+    [QN_STMT_METRICS_PURGE] = {"qn_metrics_purge", "SELECT queen.metrics_purge_v1($1)", 1, {TS}},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -247,6 +247,15 @@ enum qn__stmt_id {
     QN_STMT_DELETE_DLQ,
     QN_STMT_STATS,
     QN_STMT_NOTIFY_PUSH,
+    QN_STMT_PARTITION_META,
+    QN_STMT_TXNS_WINDOW,
+    QN_STMT_MAINT_WORKLIST,
+    QN_STMT_RETENTION_STEP,
+    QN_STMT_TXNS_PURGE_STEP,
+    QN_STMT_EVICT_MAX_WAIT_STEP,
+    QN_STMT_PARTITION_DEAD,
+    QN_STMT_PARTITION_CLEANUP_STEP,
+    QN_STMT_METRICS_PURGE,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */

@@ -57,10 +57,14 @@ qn_store *qt_store_cfg(struct event_base *b, const struct qn_store_config *cfg)
 {
     qn_store *st = NULL;
     ck_assert_int_eq(qn_store_new(b, cfg, &st), QN_OK);
+    /* every connection, so that tests relying on several sessions get them */
+    struct qn_store_stats s;
     int64_t end = qn_store_now_ms() + 10000;
-    while (!qn_store_is_up(st) && qn_store_now_ms() < end)
-        qt_run_for(b, 10);
-    ck_assert_msg(qn_store_is_up(st), "store did not come up");
+    do {
+        qt_run_for(b, 5);
+        qn_store_get_stats(st, &s);
+    } while (s.connections_up < (uint32_t)cfg->pool_size && qn_store_now_ms() < end);
+    ck_assert_msg(s.connections_up == (uint32_t)cfg->pool_size, "store did not come up");
     return st;
 }
 

@@ -26,6 +26,7 @@ Suite *qn_test_ack_suite(void);
 Suite *qn_test_txn_suite(void);
 Suite *qn_test_fetch_suite(void);
 Suite *qn_test_admin_suite(void);
+Suite *qn_test_maint_suite(void);
 
 /* Runs the loop until *flag or timeout_ms passed; returns *flag. */
 bool qt_run_until(struct event_base *b, const bool *flag, int timeout_ms);
@@ -34,8 +35,8 @@ bool qt_run_until_count(struct event_base *b, const int *n, int target, int time
 /* Runs the loop for ms milliseconds. */
 void qt_run_for(struct event_base *b, int ms);
 
-/* A store on conninfo with pool/depth (others default), waited up (fails the
- * test after 10 s). */
+/* A store on conninfo with pool/depth (others default), waited until every
+ * connection is up (fails the test after 10 s). */
 qn_store *qt_store(struct event_base *b, const char *conninfo, int pool, int depth);
 qn_store *qt_store_cfg(struct event_base *b, const struct qn_store_config *cfg);
 

@@ -51,6 +51,7 @@ int main(int argc, char **argv)
     srunner_add_suite(sr, qn_test_txn_suite());
     srunner_add_suite(sr, qn_test_fetch_suite());
     srunner_add_suite(sr, qn_test_admin_suite());
+    srunner_add_suite(sr, qn_test_maint_suite());
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run(sr, only, NULL, CK_ENV); /* CK_VERBOSITY=verbose lists tests */
     int failed = srunner_ntests_failed(sr);

@@ -529,6 +529,83 @@ typedef void (*qn_stats_cb)(void *ud, const struct qn_store_status *st,
 int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts,
                    qn_stats_cb cb, void *ud, qn_store_req **req);
 
+/* ---------------------------------------------------------------- dedup cache support */
+
+/* partition_meta_v1: what the broker's dedup cache memoises per partition. */
+struct qn_partition_meta {
+    uint8_t pid[16];
+    int32_t window;            /* the queue's dedup window, seconds */
+    int64_t last_offset;
+    int64_t txns_start;        /* sidecar purge watermark */
+};
+/* meta is NULL when the queue or partition does not exist. */
+typedef void (*qn_partition_meta_cb)(void *ud, const struct qn_store_status *st,
+                                     const struct qn_partition_meta *meta);
+int qn_store_partition_meta(qn_store *st, const char *queue, const char *partition,
+                            const struct qn_call_opts *opts, qn_partition_meta_cb cb, void *ud,
+                            qn_store_req **req);
+
+/* txns_window_v1: the sidecar rows created within `seconds` of now, ascending;
+ * each row's blob holds its hashes (16 bytes per offset of [base, end]). */
+int qn_store_txns_window(qn_store *st, const uint8_t pid[16], int32_t seconds,
+                         const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
+                         qn_store_req **req);
+
+/* ---------------------------------------------------------------- maintenance */
+
+/* A timestamp argument or result that is SQL NULL ("rule off"). */
+#define QN_STORE_NO_TS INT64_MIN
+
+struct qn_maint_item {
+    uint8_t pid[16];
+    int64_t all_cutoff_us;       /* phase 1: rule 1 cutoff, or QN_STORE_NO_TS */
+    int64_t completed_cutoff_us; /* phase 1: rule 2 cutoff, or QN_STORE_NO_TS */
+    int64_t cutoff_us;           /* phases 2 and 3, or QN_STORE_NO_TS */
+};
+struct qn_maint_list {
+    size_t n;
+    const struct qn_maint_item *items; /* oldest first */
+};
+typedef void (*qn_maint_list_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_maint_list *res);
+/* maint_worklist_v1: phase 1 retention, 2 sidecar purge, 3 max-wait eviction. */
+int qn_store_maint_worklist(qn_store *st, int64_t now_us, int phase, int32_t limit,
+                            const struct qn_call_opts *opts, qn_maint_list_cb cb, void *ud,
+                            qn_store_req **req);
+
+struct qn_maint_step {
+    int32_t deleted;           /* rows deleted */
+    int64_t frames;            /* messages in the deleted segments (0 for sidecar purges) */
+    int64_t new_start;         /* new log_start / txns_start, -1 when unchanged/unknown */
+    bool done;                 /* nothing more to delete under these cutoffs */
+};
+typedef void (*qn_maint_step_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_maint_step *res);
+/* retention_step_v1 (either cutoff may be QN_STORE_NO_TS) */
+int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cutoff_us,
+                            int64_t completed_cutoff_us, int32_t max_rows,
+                            const struct qn_call_opts *opts, qn_maint_step_cb cb, void *ud,
+                            qn_store_req **req);
+/* txns_purge_step_v1 */
+int qn_store_txns_purge_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
+                             int32_t max_rows, const struct qn_call_opts *opts,
+                             qn_maint_step_cb cb, void *ud, qn_store_req **req);
+/* evict_max_wait_step_v1 */
+int qn_store_evict_max_wait_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
+                                 int32_t max_rows, const struct qn_call_opts *opts,
+                                 qn_maint_step_cb cb, void *ud, qn_store_req **req);
+/* partition_dead_v1: value false also when the partition is missing */
+int qn_store_partition_dead(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
+                            const struct qn_call_opts *opts, qn_bool_cb cb, void *ud,
+                            qn_store_req **req);
+/* partition_cleanup_step_v1 (frames and new_start unused) */
+int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max_rows,
+                                    const struct qn_call_opts *opts, qn_maint_step_cb cb,
+                                    void *ud, qn_store_req **req);
+/* metrics_purge_v1: value = rows deleted */
+int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call_opts *opts,
+                           qn_int_cb cb, void *ud, qn_store_req **req);
+
 /* ---------------------------------------------------------------- cross-broker wake-ups */
 
 /* notify_push_v1 (fire and forget; cb may be NULL). */
