@@ -58,6 +58,15 @@ $$;
 -- writes of a round are one statement each; a later round's probe sees the
 -- earlier rounds' sidecar rows. The common bundle (one segment per partition) is
 -- a single round: lock, probe (only when the broker cannot vouch), write.
+-- The signature grew p_cache_windows: drop the older overload so callers never
+-- reach a version without the guard.
+DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], BYTEA[], BOOL, UUID);
+
+-- p_cache_windows[i]: the dedup window (seconds) under which the broker computed
+-- p_verified[i]. A watermark vouched under a smaller window than the queue's
+-- current one is ignored (a /configure that widened the window is not yet known
+-- to that broker's cache, which may miss older hashes). NULL array: trust
+-- p_verified as given.
 CREATE OR REPLACE FUNCTION queen.push_v1(
     p_queues     TEXT[],
     p_partitions TEXT[],
@@ -66,7 +75,8 @@ CREATE OR REPLACE FUNCTION queen.push_v1(
     p_verified   INT8[],
     p_blobs      BYTEA[],
     p_strict     BOOL DEFAULT false,
-    p_tenant     UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+    p_tenant     UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_cache_windows INT4[] DEFAULT NULL)
 RETURNS TABLE (r_ord INT4, r_pid UUID, r_window INT4, r_status INT2, r_base INT8,
                r_created_at TIMESTAMPTZ, r_dup_idx INT4, r_dup_off INT8)
 LANGUAGE plpgsql
@@ -105,7 +115,8 @@ BEGIN
        OR coalesce(cardinality(p_hashes), 0) <> v_n
        OR coalesce(cardinality(p_blobs), 0) <> v_n
        OR (p_partitions IS NOT NULL AND cardinality(p_partitions) <> v_n)
-       OR (p_verified IS NOT NULL AND cardinality(p_verified) <> v_n) THEN
+       OR (p_verified IS NOT NULL AND cardinality(p_verified) <> v_n)
+       OR (p_cache_windows IS NOT NULL AND cardinality(p_cache_windows) <> v_n) THEN
         RAISE EXCEPTION 'QPUSH misaligned arrays';
     END IF;
 
@@ -206,7 +217,11 @@ BEGIN
             -- Two lower bounds: the sidecar purge watermark (nothing below it to
             -- compare against, so an older transaction id is accepted as new) and
             -- the broker's vouched watermark p_verified.
-            v_from[i] := greatest(coalesce(p_verified[i], -1), v_txs[i] - 1);
+            v_from[i] := greatest(
+                CASE WHEN p_cache_windows IS NOT NULL
+                          AND coalesce(p_cache_windows[i], 0) < v_win[i] THEN -1
+                     ELSE coalesce(p_verified[i], -1) END,
+                v_txs[i] - 1);
             IF v_win[i] > 0 AND v_last[i] > v_from[i] THEN
                 v_probe[i] := true;
                 v_any := true;

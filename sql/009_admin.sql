@@ -342,6 +342,25 @@ AS $$
     ORDER BY t.base_offset
 $$;
 
+-- txns_since_v1: the sidecar rows after offset p_after (end_offset > p_after),
+-- ascending, found through the primary key from the row covering p_after + 1.
+-- The dedup cache reads it to close a gap another broker left, instead of
+-- hydrating the whole window again.
+CREATE OR REPLACE FUNCTION queen.txns_since_v1(p_pid UUID, p_after INT8)
+RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
+LANGUAGE sql STABLE
+AS $$
+    SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+    FROM queen.log_txns t
+    WHERE t.partition_id = p_pid
+      AND t.base_offset >= coalesce(
+              (SELECT max(t2.base_offset) FROM queen.log_txns t2
+               WHERE t2.partition_id = p_pid AND t2.base_offset <= p_after + 1),
+              p_after + 1)
+      AND t.end_offset > p_after
+    ORDER BY t.base_offset
+$$;
+
 -- notify_push_v1: wakes long-polling pops on other brokers. Sent after the
 -- pushes committed, outside their transaction; one notification per distinct
 -- queue, payload "tenant/queue" (tenant as UUID text). PostgreSQL folds identical

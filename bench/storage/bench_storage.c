@@ -266,8 +266,10 @@ static void push_next(struct group *g)
     for (int i = 0; i < n; i++) {
         const struct seg *s = &R->segs[R->rot++ % POOL_SEGS];
         struct part *p = &R->parts[g->first + i];
-        segs[i] = (struct qn_push_segment){R->queue, p->name, s->count, s->hashes, p->last,
-                                           s->blob.data, s->blob.len};
+        segs[i] = (struct qn_push_segment){.queue = R->queue, .partition = p->name,
+                                           .count = s->count, .hashes = s->hashes,
+                                           .verified = p->last, .blob = s->blob.data,
+                                           .blob_len = s->blob.len};
     }
     int rc = qn_store_push(R->st, segs, (size_t)n, false, NULL, push_done, g, NULL);
     if (rc != QN_OK) {

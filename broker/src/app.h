@@ -37,6 +37,12 @@ struct qn_app {
     uint64_t rpcs;               /* RPCs started */
 };
 
+/* The broker module (see broker.h) that owns a struct qn_app. */
+struct qn_broker_ctx;
+int qn_app_start(struct qn_broker_ctx *ctx, void **state);
+void qn_app_shutdown(void *state);
+void qn_app_stop(void *state);
+
 /* A fresh UUIDv7 (message ids, lease ids). */
 void qn_app_new_id(struct qn_app *app, uint8_t out[QN_UUID_LEN]);
 

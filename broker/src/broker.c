@@ -27,6 +27,7 @@
 #include "health.h"
 #include "log.h"
 #include "queen/error.h"
+#include "app.h"
 #include "reflection.h"
 #include "rpc.h"
 
@@ -38,6 +39,7 @@
  * (Health and reflection are built in: see qn_broker_serve().)
  * ====================================================================== */
 static const struct qn_broker_module product_modules[] = {
+    {"queue", qn_app_start, qn_app_shutdown, qn_app_stop},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -314,7 +314,8 @@ static int cmp_pending(const void *a, const void *b)
     return x->base < y->base ? -1 : x->base > y->base;
 }
 
-static void rows_done(void *ud, const struct qn_store_status *st, const struct qn_txns_result *r)
+static void rows_done(void *ud, const struct qn_store_status *st,
+                      const struct qn_segments_result *r)
 {
     struct dd_entry *e = ud;
     struct qn_dedup *d = e->d;
@@ -329,13 +330,13 @@ static void rows_done(void *ud, const struct qn_store_status *st, const struct q
         qn_hring_clear(&e->ring);
         e->verified_upto = -1;
         for (size_t i = 0; ok && i < r->n; i++) {
-            const struct qn_txns_row *row = &r->rows[i];
+            const struct qn_segment_row *row = &r->rows[i];
             size_t n = (size_t)(row->end - row->base + 1);
-            if (row->end < row->base || row->hashes_len != n * 16) {
+            if (row->end < row->base || row->blob_len != n * 16) {
                 ok = false;
                 break;
             }
-            ok = qn_hring_append(&e->ring, row->hashes, n, row->base,
+            ok = qn_hring_append(&e->ring, row->blob, n, row->base,
                                  row->created_at_us / 1000) == QN_OK;
             if (row->end > e->verified_upto)
                 e->verified_upto = row->end;
@@ -345,10 +346,10 @@ static void rows_done(void *ud, const struct qn_store_status *st, const struct q
             e->verified_upto = e->load_l0;
     } else {
         for (size_t i = 0; ok && i < r->n; i++) {
-            const struct qn_txns_row *row = &r->rows[i];
+            const struct qn_segment_row *row = &r->rows[i];
             size_t n = (size_t)(row->end - row->base + 1);
-            ok = row->end >= row->base && row->hashes_len == n * 16 &&
-                 apply_commit(e, row->base, row->created_at_us / 1000, row->hashes, n);
+            ok = row->end >= row->base && row->blob_len == n * 16 &&
+                 apply_commit(e, row->base, row->created_at_us / 1000, row->blob, n);
         }
     }
     if (!ok) {
@@ -376,7 +377,7 @@ static void meta_done(void *ud, const struct qn_store_status *st, const struct q
     struct dd_entry *e = ud;
     struct qn_dedup *d = e->d;
     e->req = NULL;
-    if (st->code != QN_OK || m == NULL || !m->found) {
+    if (st->code != QN_OK || m == NULL) {
         entry_forget(e, DD_COLD);
         return;
     }

@@ -568,7 +568,8 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
                 f->app->pushed += sg->nleaders;
                 if (f->dedup.committed)
                     f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition,
-                                       r->pid, r->window, r->base, sg->hashes, sg->nleaders);
+                                       r->pid, r->window, r->base, r->created_at_us, sg->hashes,
+                                       sg->nleaders);
                 if (f->on_commit)
                     f->on_commit(f->on_commit_ud, sg->slot->queue, sg->slot->partition);
             } else {
@@ -634,13 +635,20 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
             p->hashes = sg->hashes;
             p->blob = sg->blob.data;
             p->blob_len = sg->blob.len;
-            if (seg_all_minted(sg))
+            if (seg_all_minted(sg)) {
+                /* fresh ids cannot repeat anything stored, whatever the window */
                 p->verified = INT64_MAX;
-            else if (f->dedup.verified)
+                p->cache_window = INT32_MAX;
+            } else if (f->dedup.verified) {
                 p->verified = f->dedup.verified(f->dedup.ud, s->queue, s->partition, sg->hashes,
                                                 sg->nleaders);
-            else
+                p->cache_window = p->verified >= 0 ? f->dedup.window(f->dedup.ud, s->queue,
+                                                                     s->partition)
+                                                   : 0;
+            } else {
                 p->verified = -1;
+                p->cache_window = 0;
+            }
             f->stats.frames += sg->nleaders;
             b->nsegs++;
         }

@@ -70,15 +70,18 @@ struct qn_push_job {
 
 struct qn_fusion;
 
-/* Hooks for the dedup cache (issue 5); NULL hooks mean "cannot vouch". */
+/* Hooks for the dedup cache; NULL hooks mean "cannot vouch". */
 struct qn_fusion_dedup_hooks {
     /* The p_verified watermark for these hashes in (queue, partition), -1 when the
      * cache cannot vouch (a local hit also answers -1). */
     int64_t (*verified)(void *ud, const char *queue, const char *partition,
                         const uint8_t *hashes, size_t n);
+    /* The dedup window (seconds) the watermark was computed under. */
+    int32_t (*window)(void *ud, const char *queue, const char *partition);
     /* A segment committed at base with these hashes. */
     void (*committed)(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                      int32_t window, int64_t base, const uint8_t *hashes, size_t n);
+                      int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
+                      size_t n);
     void *ud;
 };
 

@@ -875,8 +875,9 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
     if (rc == QN_OK)
         rc = qn_store_txn_new(a->app->store, &t);
     if (rc == QN_OK) {
-        struct qn_push_segment seg = {a->queue, a->partition, 1, a->hash, -1,
-                                      a->blob.data, a->blob.len};
+        struct qn_push_segment seg = {.queue = a->queue, .partition = a->partition, .count = 1,
+                                      .hashes = a->hash, .verified = -1, .blob = a->blob.data,
+                                      .blob_len = a->blob.len};
         rc = qn_store_txn_push(t, &seg, 1);
     }
     if (rc == QN_OK)

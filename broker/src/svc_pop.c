@@ -364,6 +364,10 @@ static void pop_wake(struct qn_waiter *w)
         return;
     }
     evtimer_del(p->timer);
+    if (p->app->shutting_down) {
+        pop_answer_empty(p);
+        return;
+    }
     pop_issue(p);
 }
 
@@ -394,7 +398,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         return;
     }
     /* empty */
-    if (!p->waiting || qn_store_now_ms() >= p->wait_until_ms) {
+    if (!p->waiting || qn_store_now_ms() >= p->wait_until_ms || p->app->shutting_down) {
         pop_answer_empty(p);
         return;
     }
@@ -538,8 +542,6 @@ struct consume_rpc {
     bool counted;                    /* counted in open streams */
 };
 
-static uint32_t open_streams;
-
 static void consume_pump(struct consume_rpc *c);
 
 static void consume_free(struct consume_rpc *c)
@@ -563,7 +565,7 @@ static void consume_free(struct consume_rpc *c)
     if (c->sub)
         protobuf_c_message_free_unpacked(&c->sub->base, NULL);
     if (c->counted)
-        open_streams--;
+        qn_rpc_stream_release(app->rpc);
     free(c);
 }
 
@@ -704,7 +706,8 @@ static void consume_drained(qn_call *call)
  * previous batches were read (outbound flow control). */
 static void consume_pump(struct consume_rpc *c)
 {
-    if (c->state != CS_SUBSCRIBED || c->pop_req != NULL || c->credits == 0 || c->half_closed)
+    if (c->state != CS_SUBSCRIBED || c->pop_req != NULL || c->credits == 0 || c->half_closed ||
+        c->app->shutting_down)
         return;
     if (qn_call_pending_bytes(c->call) > 0) {
         qn_call_on_drain(c->call, consume_drained);
@@ -781,7 +784,7 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
             qn_call_finish(call, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
             return;
         }
-        if (open_streams >= (uint32_t)app->cfg->max_streams) {
+        if (qn_rpc_stream_acquire(app->rpc) != QN_OK) {
             protobuf_c_message_free_unpacked(msg, NULL);
             qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
                            "too many open streams on this broker (QUEEN_MAX_STREAMS)");
@@ -790,6 +793,7 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
         c = calloc(1, sizeof *c);
         if (c == NULL || (c->timer = evtimer_new(app->base, consume_timer_cb, c)) == NULL) {
             free(c);
+            qn_rpc_stream_release(app->rpc);
             protobuf_c_message_free_unpacked(msg, NULL);
             qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
             return;
@@ -797,7 +801,6 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
         c->app = app;
         c->call = call;
         c->counted = true;
-        open_streams++;
         uint8_t wid[16];
         qn_app_new_id(app, wid);
         qn_uuid_format(wid, c->worker);
@@ -892,9 +895,4 @@ void qn_svc_consume_cancel(qn_call *call, int reason)
     struct consume_rpc *c = qn_call_data(call);
     if (c != NULL)
         consume_free(c); /* releases the stream's leases */
-}
-
-uint32_t qn_svc_open_streams(void)
-{
-    return open_streams;
 }

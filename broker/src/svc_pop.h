@@ -27,7 +27,4 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *arena,
                       const char *partition, const char *group, const char *lease,
                       Queen__V1__Message ***out, size_t *count);
 
-/* Consume streams open now. */
-uint32_t qn_svc_open_streams(void);
-
 #endif

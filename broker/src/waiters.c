@@ -12,6 +12,7 @@
  *      does not exist.
  *   3. count == number of parked waiters <= max_parked.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,4 +242,46 @@ void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *par
         qn_waiters_unpark(ws, wake[i]);
     for (size_t i = 0; i < n; i++)
         wake[i]->wake(wake[i]);
+}
+
+struct name_list {
+    char **names;
+    size_t n, cap;
+};
+
+static void collect_name(struct qn_map_node *n, void *ud)
+{
+    struct name_list *l = ud;
+    struct qn_wait_queue *q = qn_container_of(n, struct qn_wait_queue, node);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **p = realloc(l->names, cap * sizeof *p);
+        if (p == NULL)
+            return;
+        l->names = p;
+        l->cap = cap;
+    }
+    char *copy = strdup(q->name);
+    if (copy != NULL)
+        l->names[l->n++] = copy;
+}
+
+void qn_waiters_wake_all(struct qn_waiters *ws)
+{
+    /* Names first: waking unparks (and may free) the map's nodes. A woken owner
+     * may park again; passes stop when a pass wakes nobody new. */
+    for (int pass = 0; pass < 1000 && ws->count > 0; pass++) {
+        size_t before = ws->count;
+        struct name_list l = {NULL, 0, 0};
+        qn_map_each(&ws->queues, collect_name, &l);
+        for (size_t i = 0; i < l.n; i++) {
+            qn_waiters_notify(ws, l.names[i], NULL, SIZE_MAX);
+            free(l.names[i]);
+        }
+        free(l.names);
+        if (ws->discovery != NULL)
+            qn_waiters_notify(ws, NULL, NULL, SIZE_MAX);
+        if (ws->count >= before)
+            break;
+    }
 }

@@ -57,4 +57,7 @@ void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *par
 
 size_t qn_waiters_count(const struct qn_waiters *ws);
 
+/* Wakes every parked waiter (shutdown). */
+void qn_waiters_wake_all(struct qn_waiters *ws);
+
 #endif

@@ -1,6 +1,6 @@
 /*
  * maint.c - the retention loop's procedures and the dedup cache's two reads
- * (sql/006_log_maintenance.sql, partition_meta_v1 and txns_window_v1 of
+ * (sql/006_log_maintenance.sql, partition_meta_v1, txns_window_v1 and txns_since_v1 of
  * sql/009_admin.sql).
  *
  * Does: encode arguments (a QN_STORE_NO_TS timestamp is SQL NULL: "rule off"),
@@ -125,6 +125,23 @@ int qn_store_txns_window(qn_store *st, const uint8_t pid[16], int32_t seconds,
     struct qn__step *s = qn__req_add(r, QN_STMT_TXNS_WINDOW, decode_window);
     qn__p_uuid(&s->p, 0, pid);
     qn__p_i32(&s->p, 1, seconds);
+    qn__req_set_finish(r, finish_window, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+int qn_store_txns_since(qn_store *st, const uint8_t pid[16], int64_t after,
+                        const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
+                        qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (pid == NULL || cb == NULL)
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_TXNS_SINCE, decode_window);
+    qn__p_uuid(&s->p, 0, pid);
+    qn__p_i64(&s->p, 1, after);
     qn__req_set_finish(r, finish_window, (qn__anyfn)cb, ud);
     return qn__req_submit(r, req);
 }
@@ -321,6 +338,52 @@ int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call
     if (s == NULL)
         return rc;
     p_ts_or_null(&s->p, 0, cutoff_us);
+    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+/* ---------------------------------------------------------------- session helpers */
+
+int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
+                               qn_bool_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = start(st, QN_STMT_TRY_LOCK, qn__decode_scalar_bool, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_i64(&s->p, 0, key);
+    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+int qn_store_advisory_unlock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
+                             qn_bool_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = start(st, QN_STMT_UNLOCK, qn__decode_scalar_bool, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_i64(&s->p, 0, key);
+    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                    qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = start(st, QN_STMT_DB_NOW, qn__decode_scalar_int, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
     qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
     return qn__req_submit(r, req);
 }

@@ -36,9 +36,10 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     const uint8_t **hashes = qn__arena_alloc(a, sizeof *hashes * n);
     size_t *hlens = qn__arena_alloc(a, sizeof *hlens * n);
     int64_t *verified = qn__arena_alloc(a, sizeof *verified * n);
+    int32_t *windows = qn__arena_alloc(a, sizeof *windows * n);
     const uint8_t **blobs = qn__arena_alloc(a, sizeof *blobs * n);
     size_t *blens = qn__arena_alloc(a, sizeof *blens * n);
-    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !blobs || !blens)
+    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !windows || !blobs || !blens)
         return p->err = QN_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct qn_push_segment *s = &segs[i];
@@ -51,6 +52,8 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
         hashes[i] = s->hashes;
         hlens[i] = (size_t)s->count * 16u;
         verified[i] = s->verified;
+        /* 0 (unknown) must not make SQL ignore the watermark: send the largest */
+        windows[i] = s->cache_window > 0 ? s->cache_window : INT32_MAX;
         blobs[i] = s->blob;
         blens[i] = s->blob_len;
     }
@@ -62,6 +65,7 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     qn__p_arr_bytea(p, 5, blobs, blens, n);
     qn__p_bool(p, 6, strict);
     qn__p_uuid(p, 7, tenant);
+    qn__p_arr_i32(p, 8, windows, n);
     return p->err;
 }
 

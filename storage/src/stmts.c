@@ -46,9 +46,10 @@
 const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
     [QN_STMT_PUSH] = {"qn_push",
                       "SELECT r_ord, r_pid, r_window, r_status, r_base, r_created_at, "
-                      "r_dup_idx, r_dup_off FROM queen.push_v1($1, $2, $3, $4, $5, $6, $7, $8)",
-                      8,
-                      {TA, TA, I4A, BYA, I8A, BYA, B, U}},
+                      "r_dup_idx, r_dup_off FROM queen.push_v1($1, $2, $3, $4, $5, $6, $7, $8, "
+                      "$9)",
+                      9,
+                      {TA, TA, I4A, BYA, I8A, BYA, B, U, I4A}},
     [QN_STMT_SEGMENT_AT] = {"qn_segment_at",
                             "SELECT r_base, r_end, r_created_at, r_blob "
                             "FROM queen.segment_at_v1($1, $2)",
@@ -144,6 +145,11 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                                 "FROM queen.partition_meta_v1($1, $2, $3)",
                                 3,
                                 {T, T, U}},
+    [QN_STMT_TXNS_SINCE] = {"qn_txns_since",
+                            "SELECT r_base, r_end, r_created_at, r_hashes "
+                            "FROM queen.txns_since_v1($1, $2)",
+                            2,
+                            {U, I8}},
     [QN_STMT_TXNS_WINDOW] = {"qn_txns_window",
                              "SELECT r_base, r_end, r_created_at, r_hashes "
                              "FROM queen.txns_window_v1($1, $2)",
@@ -178,6 +184,10 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                                         2,
                                         {TS, I4}},
     [QN_STMT_METRICS_PURGE] = {"qn_metrics_purge", "SELECT queen.metrics_purge_v1($1)", 1, {TS}},
+    [QN_STMT_TRY_LOCK] = {"qn_try_lock", "SELECT pg_try_advisory_lock($1)", 1, {I8}},
+    [QN_STMT_UNLOCK] = {"qn_unlock", "SELECT pg_advisory_unlock($1)", 1, {I8}},
+    [QN_STMT_DB_NOW] = {"qn_db_now",
+                        "SELECT (extract(epoch FROM now()) * 1000000)::INT8", 0, {0}},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -249,6 +249,7 @@ enum qn__stmt_id {
     QN_STMT_NOTIFY_PUSH,
     QN_STMT_PARTITION_META,
     QN_STMT_TXNS_WINDOW,
+    QN_STMT_TXNS_SINCE,
     QN_STMT_MAINT_WORKLIST,
     QN_STMT_RETENTION_STEP,
     QN_STMT_TXNS_PURGE_STEP,
@@ -256,6 +257,9 @@ enum qn__stmt_id {
     QN_STMT_PARTITION_DEAD,
     QN_STMT_PARTITION_CLEANUP_STEP,
     QN_STMT_METRICS_PURGE,
+    QN_STMT_TRY_LOCK,
+    QN_STMT_UNLOCK,
+    QN_STMT_DB_NOW,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */

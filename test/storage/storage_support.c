@@ -258,7 +258,9 @@ void qt_seg_free(struct qt_seg *s)
 struct qn_push_segment qt_push_seg(const struct qt_seg *s, const char *queue,
                                    const char *partition)
 {
-    struct qn_push_segment p = {queue, partition, s->count, s->hashes, -1, s->blob, s->blob_len};
+    struct qn_push_segment p = {.queue = queue, .partition = partition, .count = s->count,
+                                .hashes = s->hashes, .verified = -1, .blob = s->blob,
+                                .blob_len = s->blob_len};
     return p;
 }
 

@@ -131,6 +131,8 @@ struct qn_push_segment {
     uint32_t count;            /* frames in blob, >= 1 */
     const uint8_t *hashes;     /* count * 16 bytes, distinct */
     int64_t verified;          /* dedup-cache watermark; -1 = cannot vouch */
+    int32_t cache_window;      /* window (s) `verified` was vouched under; 0 = unknown
+                                  (the watermark is then taken as given) */
     const uint8_t *blob;       /* compressed segment */
     size_t blob_len;
 };
@@ -551,6 +553,11 @@ int qn_store_txns_window(qn_store *st, const uint8_t pid[16], int32_t seconds,
                          const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
                          qn_store_req **req);
 
+/* txns_since_v1: the sidecar rows after offset `after` (end > after), ascending. */
+int qn_store_txns_since(qn_store *st, const uint8_t pid[16], int64_t after,
+                        const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
+                        qn_store_req **req);
+
 /* ---------------------------------------------------------------- maintenance */
 
 /* A timestamp argument or result that is SQL NULL ("rule off"). */
@@ -605,6 +612,21 @@ int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max
 /* metrics_purge_v1: value = rows deleted */
 int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call_opts *opts,
                            qn_int_cb cb, void *ud, qn_store_req **req);
+
+/*
+ * Session-level advisory locks and the database clock, for the maintenance loop.
+ * A session lock belongs to the connection that took it: call these on a store
+ * made with pool_size 1 (a dedicated connection) so every call of the loop runs
+ * on the session that holds the lock. The lock is released when the connection
+ * is lost.
+ */
+int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
+                               qn_bool_cb cb, void *ud, qn_store_req **req);
+int qn_store_advisory_unlock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
+                             qn_bool_cb cb, void *ud, qn_store_req **req);
+/* now() of the database, Unix microseconds. */
+int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                    qn_store_req **req);
 
 /* ---------------------------------------------------------------- cross-broker wake-ups */
 
