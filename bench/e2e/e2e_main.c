@@ -44,6 +44,9 @@ struct cli {
     bool rate_given;
     bool duration_given;
     bool inflight_given;
+    double e2e_load;           /* matrix e2e phase: fraction of the measured rate */
+    uint64_t total_pushed;     /* over all cells, to compare with GetStats */
+    uint64_t total_consumed;
     char addr[300];
 };
 
@@ -71,7 +74,11 @@ static void usage(FILE *f)
         "  --txn (unique transaction ids)  --spread (one request's items over all partitions)\n"
         "  --batches 1,100,1000  --parts-list 1,16,256  --payloads json,random\n"
         "  --phases push,consume,e2e [all]  --report S [10]  --drain S [30]  --keep  --quiet\n"
-        "  --out FILE (make-body)\n",
+        "  --e2e-load F [0.5]: matrix e2e phase pushes at F x min(push, pop+ack msg/s) measured\n"
+        "             in the same cell (0 or no push/consume phase: closed loop, or --rate)\n"
+        "  --out FILE (make-body)\n"
+        "  --broker-pid PID  --pg-pid POSTMASTER_PID: whose CPU the result lines report\n"
+        "             (default: every process named queen-broker / postgres)\n",
         f);
 }
 
@@ -161,7 +168,8 @@ enum {
     OPT_PAYLOAD, OPT_SIZE, OPT_CONNECTIONS, OPT_INFLIGHT, OPT_DURATION, OPT_RATE,
     OPT_CONSUMERS, OPT_POP_BATCH, OPT_POP_WAIT, OPT_POP_PARTS, OPT_ACK, OPT_API, OPT_CREDITS,
     OPT_TXN, OPT_SPREAD, OPT_BATCHES, OPT_PARTS_LIST, OPT_PAYLOADS, OPT_PHASES, OPT_REPORT,
-    OPT_DRAIN, OPT_KEEP, OPT_QUIET, OPT_OUT, OPT_HELP,
+    OPT_DRAIN, OPT_KEEP, OPT_QUIET, OPT_OUT, OPT_E2E_LOAD, OPT_BROKER_PID, OPT_PG_PID,
+    OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -196,6 +204,9 @@ static const struct option long_opts[] = {
     {"keep", no_argument, NULL, OPT_KEEP},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"out", required_argument, NULL, OPT_OUT},
+    {"e2e-load", required_argument, NULL, OPT_E2E_LOAD},
+    {"broker-pid", required_argument, NULL, OPT_BROKER_PID},
+    {"pg-pid", required_argument, NULL, OPT_PG_PID},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -234,6 +245,7 @@ static int parse(struct cli *c, int argc, char **argv)
     c->parts[0] = 1, c->parts[1] = 16, c->parts[2] = 256, c->nparts = 3;
     c->kinds[0] = E2E_PAYLOAD_JSON, c->kinds[1] = E2E_PAYLOAD_RANDOM, c->nkinds = 2;
     c->ph_push = c->ph_consume = c->ph_e2e = true;
+    c->e2e_load = 0.5;
 
     if (argc < 2 || argv[1][0] == '-') {
         usage(stderr);
@@ -406,6 +418,16 @@ static int parse(struct cli *c, int argc, char **argv)
         case OPT_OUT:
             c->out = optarg;
             break;
+        case OPT_BROKER_PID:
+        case OPT_PG_PID:
+            if (!parse_uint(optarg, 1, INT_MAX, &u))
+                return bad(name, optarg, "a process id");
+            *(ch == OPT_BROKER_PID ? &o->broker_pid : &o->pg_pid) = (int)u;
+            break;
+        case OPT_E2E_LOAD:
+            if (!parse_double(optarg, 0, 1, &c->e2e_load))
+                return bad(name, optarg, "a fraction 0 .. 1 (0 = closed loop)");
+            break;
         case OPT_HELP:
             usage(stdout);
             exit(0);
@@ -486,6 +508,7 @@ struct cell {
     bool has_push, has_consume, has_e2e;
     double push_rate, push_p50, push_p99;
     double cons_rate, pop_p50, pop_p99;
+    double e2e_rate; /* target push rate of the e2e phase; 0 = closed loop */
     double e2e_push_rate, e2e_cons_rate, e2e_p50, e2e_p99;
     uint64_t errors;
 };
@@ -536,10 +559,10 @@ static void print_e2e(const char *label, const struct cell *cl, const struct e2e
     char errs[512];
     e2e_status_format(&all, errs, sizeof errs);
     uint64_t end = st->consume_last_ns != 0 ? st->consume_last_ns : st->phase_end_ns;
-    printf("%s batch=%u parts=%u payload=%s push_msg/s=%.0f msg/s=%.0f p50_ms=%.2f"
+    printf("%s batch=%u parts=%u payload=%s rate=%.0f push_msg/s=%.0f msg/s=%.0f p50_ms=%.2f"
            " p99_ms=%.2f ok=%" PRIu64 " pushed=%" PRIu64 " consumed=%" PRIu64
            " backlog_at_push_end=%" PRId64 " errors=%s conn_failures=%" PRIu64 " %s\n",
-           label, cl->batch, cl->parts, e2e_payload_kind_name(cl->kind),
+           label, cl->batch, cl->parts, e2e_payload_kind_name(cl->kind), cl->e2e_rate,
            per_s(st->pushed, st->push_first_ns, st->push_last_ns),
            per_s(st->acked, st->phase_start_ns, end), ms(e2e_hist_quantile(&st->e2e_lat, 0.50)),
            ms(e2e_hist_quantile(&st->e2e_lat, 0.99)), all.code[0], st->pushed, st->acked,
@@ -611,9 +634,9 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
     if (do_push) {
         struct e2e_phase ph = {.label = "push", .push = true, .duration_s = o->duration_s,
                                .rate = o->rate};
-        e2e_cpu_sample(&a);
+        e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
-        e2e_cpu_sample(&b);
+        e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
         cpu_line(&a, &b, cpu, sizeof cpu);
         print_push(cl, st, cpu);
         cl->has_push = true;
@@ -622,14 +645,15 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         cl->push_p99 = ms(e2e_hist_quantile(&st->push_rtt, 0.99));
         cl->errors += e2e_status_errors(&st->push_st);
         pushed = st->pushed;
+        c->total_pushed += st->pushed;
     }
     if (do_consume) {
         struct e2e_phase ph = {.label = "consume", .consume = true,
                                .duration_s = do_push ? o->duration_s * 3 : o->duration_s,
                                .consume_target = pushed};
-        e2e_cpu_sample(&a);
+        e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
-        e2e_cpu_sample(&b);
+        e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
         cpu_line(&a, &b, cpu, sizeof cpu);
         print_consume(cl, st, cpu, o);
         cl->has_consume = true;
@@ -638,6 +662,7 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         cl->pop_p50 = ms(e2e_hist_quantile(&st->pop_rtt, 0.5));
         cl->pop_p99 = ms(e2e_hist_quantile(&st->pop_rtt, 0.99));
         cl->errors += e2e_status_errors(&st->pop_st) + e2e_status_errors(&st->ack_st);
+        c->total_consumed += st->acked;
     }
     if (do_e2e) {
         /* A queue of its own: a backlog left by the phases above would show up as
@@ -653,11 +678,21 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
                 return rc;
             }
         }
+        /* Latency means little at saturation (it is the backlog's age): unless
+         * --rate says otherwise, push at a fraction of what this cell sustained. */
+        cl->e2e_rate = o->rate;
+        if (cl->e2e_rate == 0 && c->e2e_load > 0 && cl->has_push) {
+            double cap = cl->push_rate;
+            if (cl->has_consume && cl->cons_rate < cap)
+                cap = cl->cons_rate;
+            cl->e2e_rate = floor(cap * c->e2e_load);
+        }
         struct e2e_phase ph = {.label = "e2e", .push = true, .consume = true,
-                               .duration_s = o->duration_s, .rate = o->rate};
-        e2e_cpu_sample(&a);
+                               .duration_s = o->duration_s, .rate = cl->e2e_rate,
+                               .inflight = cl->e2e_rate > 0 && !c->inflight_given ? 512 : 0};
+        e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
-        e2e_cpu_sample(&b);
+        e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
         cpu_line(&a, &b, cpu, sizeof cpu);
         print_e2e("e2e", cl, st, cpu);
         cl->has_e2e = true;
@@ -668,6 +703,8 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         cl->e2e_p99 = ms(e2e_hist_quantile(&st->e2e_lat, 0.99));
         cl->errors += e2e_status_errors(&st->push_st) + e2e_status_errors(&st->pop_st) +
                       e2e_status_errors(&st->ack_st);
+        c->total_pushed += st->pushed;
+        c->total_consumed += st->acked;
     }
     free(st);
     drop_queue(r, o, qname, fresh);
@@ -718,6 +755,8 @@ static int mode_cells(struct cli *c, bool matrix)
         do_e2e = true;
     }
     struct cell cells[2 * MAX_LIST * MAX_LIST];
+    if (!matrix)
+        c->e2e_load = 0; /* e2e mode: closed loop unless --rate */
     unsigned n = 0;
     unsigned nk = matrix ? c->nkinds : 1, nb = matrix ? c->nbatches : 1,
              np = matrix ? c->nparts : 1;
@@ -736,7 +775,7 @@ static int mode_cells(struct cli *c, bool matrix)
                 }
             }
     broker_stats(r, &bs1, &ok1);
-    broker_delta(&bs0, ok0, &bs1, ok1, 0, 0);
+    broker_delta(&bs0, ok0, &bs1, ok1, c->total_pushed, c->total_consumed);
     if (matrix) {
         printf("\n| payload | batch | parts | push msg/s | push p50/p99 ms | pop+ack msg/s |"
                " pop p50/p99 ms | e2e push msg/s | e2e msg/s | e2e p50/p99 ms | errors |\n"
@@ -792,11 +831,12 @@ static int mode_soak(struct cli *c)
                            .report_s = o->report_s};
     struct e2e_cpu a, b;
     char cpu[128];
-    e2e_cpu_sample(&a);
+    e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
     (void)e2e_run_phase(r, &ph, st);
-    e2e_cpu_sample(&b);
+    e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
     cpu_line(&a, &b, cpu, sizeof cpu);
-    struct cell cl = {.kind = o->payload, .batch = o->batch, .parts = o->partitions};
+    struct cell cl = {.kind = o->payload, .batch = o->batch, .parts = o->partitions,
+                      .e2e_rate = o->rate};
     print_e2e("soak-total", &cl, st, cpu);
     double pushed_rate = per_s(st->pushed, st->push_first_ns, st->push_last_ns);
     /* Kept up: pushed at >= 98 % of the target and the backlog when pushing

@@ -1026,6 +1026,7 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
     uint64_t next_report = report ? t0 + report : UINT64_MAX;
     uint64_t last_pushed = 0, last_acked = 0, last_ns = t0;
     double req_rate = ph->rate > 0 ? ph->rate / (double)r->batch : 0; /* requests per second */
+    unsigned inflight = ph->inflight > 0 ? ph->inflight : o->inflight;
     r->pushing = ph->push;
     r->consuming = ph->consume;
     /* Past this, stop waiting for stragglers: cancel whatever is still open. */
@@ -1042,12 +1043,12 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
         if (r->pushing) {
             if (req_rate > 0) {
                 uint64_t due = (uint64_t)((double)(now - t0) / 1e9 * req_rate) + 1;
-                while (r->push_started < due && r->push_inflight < o->inflight)
+                while (r->push_started < due && r->push_inflight < inflight)
                     if (!push_start(r, now))
                         break;
                 /* At the in-flight cap a response wakes us; otherwise sleep until the
                  * next request is due (at least 200 us when no stream was free). */
-                if (r->push_inflight < o->inflight) {
+                if (r->push_inflight < inflight) {
                     uint64_t next = t0 + (uint64_t)((double)r->push_started / req_rate * 1e9);
                     if (next < now + NS / 5000)
                         next = now + NS / 5000;
@@ -1055,7 +1056,7 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
                         wake = next;
                 }
             } else {
-                while (r->push_inflight < o->inflight)
+                while (r->push_inflight < inflight)
                     if (!push_start(r, now))
                         break;
             }
@@ -1275,7 +1276,8 @@ out:
 /* utime + stime + cutime + cstime of /proc/<pid>/stat, in clock ticks: the
  * children's times keep the CPU of exited PostgreSQL backends in the sum (the
  * postmaster reaps them). False if unreadable. */
-static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, size_t commcap)
+static bool proc_ticks(const char *pid, unsigned long long *ticks, long *ppid, char *comm,
+                       size_t commcap)
 {
     char path[300], buf[1024];
     snprintf(path, sizeof path, "/proc/%s/stat", pid);
@@ -1294,7 +1296,8 @@ static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, s
         cl = commcap - 1;
     memcpy(comm, l + 1, cl);
     comm[cl] = '\0';
-    /* Fields after ")": state is field 3; utime 14, stime 15, cutime 16, cstime 17. */
+    /* Fields after ")": state is field 3, ppid 4; utime 14, stime 15, cutime 16,
+     * cstime 17. */
     char *p = rp + 1;
     unsigned long long sum = 0;
     for (int field = 3; field <= 17; field++) {
@@ -1303,7 +1306,14 @@ static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, s
         if (*p == '\0')
             return false;
         char *end = NULL;
-        if (field >= 14) {
+        if (field == 4) {
+            errno = 0;
+            long v = strtol(p, &end, 10);
+            if (errno != 0 || end == p)
+                return false;
+            *ppid = v;
+            p = end;
+        } else if (field >= 14) {
             errno = 0;
             long long v = strtoll(p, &end, 10);
             if (errno != 0 || end == p || v < 0)
@@ -1319,7 +1329,7 @@ static bool proc_ticks(const char *pid, unsigned long long *ticks, char *comm, s
     return true;
 }
 
-void e2e_cpu_sample(struct e2e_cpu *c)
+void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1344,13 +1354,18 @@ void e2e_cpu_sample(struct e2e_cpu *c)
         if (!isdigit((unsigned char)e->d_name[0]))
             continue;
         unsigned long long t = 0;
+        long ppid = 0;
         char comm[64];
-        if (!proc_ticks(e->d_name, &t, comm, sizeof comm))
+        if (!proc_ticks(e->d_name, &t, &ppid, comm, sizeof comm))
             continue;
-        if (strcmp(comm, "queen-broker") == 0) {
+        long pid = strtol(e->d_name, NULL, 10);
+        bool is_b = broker_pid > 0 ? pid == broker_pid : strcmp(comm, "queen-broker") == 0;
+        bool is_pg = pg_pid > 0 ? (pid == pg_pid || ppid == pg_pid)
+                                : strcmp(comm, "postgres") == 0;
+        if (is_b) {
             b += t;
             seen_b = true;
-        } else if (strcmp(comm, "postgres") == 0) {
+        } else if (is_pg) {
             pg += t;
             seen_pg = true;
         }

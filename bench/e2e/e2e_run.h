@@ -58,6 +58,8 @@ struct e2e_opts {
     double drain_s;         /* after pushing stops, let consumers catch up this long */
     size_t max_msg;         /* largest response message accepted */
     bool quiet;
+    int broker_pid;         /* CPU accounting: the broker's pid (0 = by name) */
+    int pg_pid;             /* CPU accounting: the postmaster's pid (0 = by name) */
 };
 
 /* Counts of call outcomes of one kind of RPC. */
@@ -104,6 +106,7 @@ struct e2e_phase {
     bool consume;
     double duration_s;       /* push for this long; consume-only: at most this long */
     double rate;             /* push rate, msg/s; 0 = closed loop */
+    unsigned inflight;       /* push requests in flight (cap); 0 = opts inflight */
     uint64_t consume_target; /* consume-only: stop after this many acked (0 = none) */
     double report_s;         /* > 0: print progress every report_s seconds */
 };
@@ -153,14 +156,16 @@ uint64_t e2e_status_errors(const struct e2e_status_count *sc);
 int e2e_make_push_body(const char *queue, unsigned batch, unsigned partitions,
                        enum e2e_payload_kind kind, size_t size, uint8_t **out, size_t *len);
 
-/* CPU seconds used so far by this process, by processes named queen-broker,
- * and by processes named postgres (from /proc); -1 where unavailable. */
+/* CPU seconds used so far by this process, by the broker (broker_pid, or every
+ * process named queen-broker when 0) and by PostgreSQL (the postmaster pg_pid
+ * and its children, or every process named postgres when 0), from /proc;
+ * -1 where unavailable. Exited children count through their parent's cutime. */
 struct e2e_cpu {
     double self;
     double broker;
     double pg;
     double wall;
 };
-void e2e_cpu_sample(struct e2e_cpu *c);
+void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid);
 
 #endif
