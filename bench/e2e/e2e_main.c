@@ -63,11 +63,12 @@ static void usage(FILE *f)
         "  matrix     every cell of --batches x --parts-list x --payloads, phases --phases\n"
         "  make-body  write a gRPC-framed PushRequest (no transaction ids) to --out, for h2load\n"
         "  stats      print AdminService.GetStats counters\n"
+        "  delete     delete --queue (AdminService.DeleteQueue)\n"
         "options (defaults in brackets):\n"
         "  --addr HOST:PORT [127.0.0.1:6632]   --tls   --ca FILE (verify; without it TLS is unverified)\n"
         "  --queue NAME [fresh per run/cell]   --group NAME [\"\" = queue mode]\n"
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
-        "  --connections N [2]  --inflight N [32; cap 512 with --rate]  --duration S [10]\n"
+        "  --connections N [2]  --inflight N [64; cap 512 with --rate]  --duration S [10]\n"
         "  --rate MSG/S [0 = closed loop]\n"
         "  --consumers N [4]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
@@ -229,7 +230,7 @@ static int parse(struct cli *c, int argc, char **argv)
     o->payload = E2E_PAYLOAD_JSON;
     o->size = 256;
     o->connections = 2;
-    o->inflight = 32;
+    o->inflight = 64;
     o->duration_s = 10;
     o->consumers = 4;
     o->pop_batch = 1000;
@@ -888,6 +889,23 @@ static int mode_make_body(struct cli *c)
     return 0;
 }
 
+static int mode_delete(struct cli *c)
+{
+    if (c->o.queue == NULL) {
+        fprintf(stderr, "bench_e2e: delete needs --queue NAME\n");
+        return 2;
+    }
+    e2e_run *r = NULL;
+    if (e2e_run_new(&c->o, &r) != QN_OK)
+        return 1;
+    char err[256];
+    int rc = e2e_run_delete_queue(r, c->o.queue, err, sizeof err);
+    if (rc != QN_OK)
+        fprintf(stderr, "bench_e2e: DeleteQueue %s: %s\n", c->o.queue, err);
+    e2e_run_free(r);
+    return rc == QN_OK ? 0 : 1;
+}
+
 static int mode_stats(struct cli *c)
 {
     e2e_run *r = NULL;
@@ -925,6 +943,8 @@ int main(int argc, char **argv)
         return mode_make_body(&c);
     if (strcmp(c.mode, "stats") == 0)
         return mode_stats(&c);
+    if (strcmp(c.mode, "delete") == 0)
+        return mode_delete(&c);
     fprintf(stderr, "bench_e2e: unknown mode \"%s\"\n", c.mode);
     usage(stderr);
     return 2;
