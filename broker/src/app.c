@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "app.h"
 #include "broker.h"
 #include "dedup.h"
@@ -25,10 +27,42 @@
 #include "services.h"
 #include "waiters.h"
 
+/* Seconds between rate log lines (only written when something moved). */
+#define RATES_INTERVAL_S 10
+
 struct app_module {
     struct qn_app app;
     qn_health *health;
+    struct event *rates;           /* periodic rate line */
+    struct qn_fusion_stats last;   /* fusion counters at the previous line */
+    uint64_t last_delivered;
 };
+
+/* One INFO line every RATES_INTERVAL_S when messages moved: what operators read
+ * to see segment sizes emerge from load (pushed/s, segments/s, frames/segment). */
+static void rates_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct app_module *m = ud;
+    struct qn_fusion_stats now;
+    qn_fusion_stats(m->app.fusion, &now);
+    uint64_t frames = now.frames - m->last.frames;
+    uint64_t segs = now.segments - m->last.segments;
+    uint64_t flushes = now.flushes - m->last.flushes;
+    uint64_t delivered = m->app.delivered - m->last_delivered;
+    if (frames > 0 || delivered > 0)
+        QN_INFO("rates pushed_per_s=%llu delivered_per_s=%llu commits_per_s=%llu "
+                "segments_per_s=%llu frames_per_segment=%.1f duplicates=%llu",
+                (unsigned long long)(frames / RATES_INTERVAL_S),
+                (unsigned long long)(delivered / RATES_INTERVAL_S),
+                (unsigned long long)(flushes / RATES_INTERVAL_S),
+                (unsigned long long)(segs / RATES_INTERVAL_S),
+                segs ? (double)frames / (double)segs : 0.0,
+                (unsigned long long)(now.duplicates - m->last.duplicates));
+    m->last = now;
+    m->last_delivered = m->app.delivered;
+}
 
 static void on_store_state(void *ud, bool up)
 {
@@ -92,6 +126,11 @@ int qn_app_start(struct qn_broker_ctx *ctx, void **state)
         QN_ERROR("cannot register the queue services: %s", qn_strerror(rc));
         return rc;
     }
+    m->rates = event_new(ctx->base, -1, EV_PERSIST, rates_cb, m);
+    if (m->rates == NULL)
+        return QN_ENOMEM;
+    struct timeval tv = {RATES_INTERVAL_S, 0};
+    event_add(m->rates, &tv);
     return QN_OK;
 }
 
@@ -110,6 +149,8 @@ void qn_app_stop(void *state)
     if (m == NULL)
         return;
     struct qn_app *app = &m->app;
+    if (m->rates)
+        event_free(m->rates);
     if (app->store) {
         qn_services_shutdown(app);
         qn_store_on_state(app->store, NULL, NULL);

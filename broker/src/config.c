@@ -257,3 +257,17 @@ void qn_config_print(const struct qn_config *cfg, FILE *out)
         fputc('\n', out);
     }
 }
+
+void qn_config_print_markdown(FILE *out)
+{
+    fputs("| Variable | Type | Default | Bounds | Meaning |\n", out);
+    fputs("|---|---|---|---|---|\n", out);
+    for (const struct qn_config_var *v = qn_config_vars; v->name; v++) {
+        const char *type = v->type == QN_CFG_INT ? "int" : v->type == QN_CFG_BOOL ? "bool" : "string";
+        char bounds[64] = "";
+        if (v->type == QN_CFG_INT)
+            snprintf(bounds, sizeof bounds, "%lld..%lld", (long long)v->min, (long long)v->max);
+        fprintf(out, "| `%s` | %s | %s%s%s | %s | %s |\n", v->name, type, v->def[0] ? "`" : "",
+                v->def[0] ? v->def : "(empty)", v->def[0] ? "`" : "", bounds, v->help);
+    }
+}

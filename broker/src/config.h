@@ -90,4 +90,8 @@ void qn_config_free(struct qn_config *cfg);
  * database URL's password are masked. */
 void qn_config_print(const struct qn_config *cfg, FILE *out);
 
+/* Prints the table as Markdown (README.md's configuration section is this output;
+ * a test keeps the two equal). */
+void qn_config_print_markdown(FILE *out);
+
 #endif

@@ -4,6 +4,7 @@
  *   queen-broker                 serve gRPC (plain and/or TLS) until SIGTERM/SIGINT
  *   queen-broker migrate         apply the schema and exit
  *   queen-broker --print-config  print the effective configuration and exit
+ *   queen-broker --config-table  print the configuration table as Markdown and exit
  *
  * Exit status: 0 success, 1 runtime failure, 2 bad configuration or usage.
  */
@@ -18,7 +19,7 @@
 
 static int usage(FILE *out)
 {
-    fputs("usage: queen-broker [migrate | --print-config | --help]\n"
+    fputs("usage: queen-broker [migrate | --print-config | --config-table | --help]\n"
           "configuration comes from the environment; see README.md\n",
           out);
     return out == stderr ? 2 : 0;
@@ -44,10 +45,15 @@ int main(int argc, char **argv)
     int status = 0;
 
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "migrate") != 0 &&
-                     strcmp(argv[1], "--print-config") != 0 && strcmp(argv[1], "--help") != 0))
+                     strcmp(argv[1], "--print-config") != 0 && strcmp(argv[1], "--help") != 0 &&
+                     strcmp(argv[1], "--config-table") != 0))
         return usage(stderr);
     if (argc == 2 && strcmp(argv[1], "--help") == 0)
         return usage(stdout);
+    if (argc == 2 && strcmp(argv[1], "--config-table") == 0) {
+        qn_config_print_markdown(stdout);
+        return 0;
+    }
 
     if (qn_config_load(&cfg, err, sizeof err) != QN_OK) {
         fprintf(stderr, "queen-broker: %s\n", err);

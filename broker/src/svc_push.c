@@ -132,14 +132,16 @@ bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
                      const char *prefix, char *msg, size_t cap)
 {
     char what[64], why[200];
-    snprintf(what, sizeof what, "%s.queue", prefix);
-    if (qn_name_problem(it->queue, what, false, why, sizeof why)) {
-        snprintf(msg, cap, "%s", why);
+    /* Checked without formatting first: this runs for every pushed message, and
+     * the messages are only needed when something is wrong. */
+    if (qn_name_problem(it->queue, "queue", false, why, sizeof why)) {
+        snprintf(what, sizeof what, "%s.queue", prefix);
+        qn_name_problem(it->queue, what, false, msg, cap);
         return false;
     }
-    snprintf(what, sizeof what, "%s.partition", prefix);
-    if (qn_name_problem(it->partition, what, true, why, sizeof why)) {
-        snprintf(msg, cap, "%s", why);
+    if (qn_name_problem(it->partition, "partition", true, why, sizeof why)) {
+        snprintf(what, sizeof what, "%s.partition", prefix);
+        qn_name_problem(it->partition, what, true, msg, cap);
         return false;
     }
     if (it->payload.len == 0) {
@@ -181,10 +183,12 @@ static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequ
     size_t answer = 64;
     for (size_t i = 0; i < req->n_items; i++) {
         const Queen__V1__PushItem *it = req->items[i];
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "items[%zu]", i);
-        if (!qn_push_item_ok(cfg, it, prefix, msg, cap))
+        char prefix[32] = "items[?]";
+        if (!qn_push_item_ok(cfg, it, prefix, msg, cap)) {
+            snprintf(prefix, sizeof prefix, "items[%zu]", i);
+            qn_push_item_ok(cfg, it, prefix, msg, cap);
             return false;
+        }
         size_t tl = it->transaction_id ? strlen(it->transaction_id) : 0;
         answer += 160 + strlen(it->queue) + (it->partition ? strlen(it->partition) : 7) +
                   (tl ? tl : 36);
