@@ -1,0 +1,502 @@
+"""QueueService.Pop end to end: batches and leases, lease expiry, one leased batch
+per (partition, group), consumer groups, subscription modes, auto-ack, any
+partition with max_partitions, discovery by namespace / task, long polls woken
+by a push and ending empty, the request limits, the parked-pop limit, and the
+response byte cap.
+
+The main broker runs with QUEEN_MAX_POP_BATCH=200, QUEEN_MAX_POP_WAIT_MS=10000
+and QUEEN_WAKE_RECHECK_MS=60000 (so a parked pop answered early was woken by the
+push, not by its re-check timer). ParkedLimit runs its own broker with
+QUEEN_MAX_PARKED_POPS=2.
+"""
+
+import concurrent.futures
+import time
+import unittest
+
+import grpc
+
+from harness import Broker
+from qsupport import A, C, Client, Q, rpc_error, uniq, wait_until
+
+MAX_BATCH = 200
+MAX_WAIT = 10000
+
+broker = None
+pool = None
+
+
+def setUpModule():
+    global broker, pool
+    broker = Broker("product", db="e2e_queue_pop", env={
+        "QUEEN_MAX_POP_BATCH": str(MAX_BATCH),
+        "QUEEN_MAX_POP_WAIT_MS": str(MAX_WAIT),
+        "QUEEN_WAKE_RECHECK_MS": "60000",
+    }).start()
+    pool = concurrent.futures.ThreadPoolExecutor(8)
+
+
+def tearDownModule():
+    pool.shutdown()
+    rc = broker.stop()
+    assert rc == 0, "broker exited with %s:\n%s" % (rc, broker.log_text())
+
+
+def now_us():
+    return int(time.time() * 1e6)
+
+
+class PopTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Client(broker.channel())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def fill(self, q, n, partition="", prefix=b"m"):
+        r = self.c.push(q, [prefix + b"%d" % i for i in range(n)], partition=partition)
+        return r.results
+
+
+class Batches(PopTest):
+    def test_batch_and_lease(self):
+        q = uniq()
+        pushed = self.fill(q, 10)
+        t0 = now_us()
+        p = self.c.pop(q, batch=4)
+        self.assertEqual([m.offset for m in p.messages], [0, 1, 2, 3])
+        self.assertEqual([m.payload for m in p.messages], [b"m0", b"m1", b"m2", b"m3"])
+        self.assertEqual([m.message_id for m in p.messages], [r.message_id for r in pushed[:4]])
+        self.assertTrue(p.lease_id)
+        self.assertEqual({m.lease_id for m in p.messages}, {p.lease_id})
+        self.assertEqual({m.consumer_group for m in p.messages}, {"__QUEUE_MODE__"})
+        self.assertEqual({m.queue for m in p.messages}, {q})
+        self.assertEqual({m.partition for m in p.messages}, {"Default"})
+        self.assertEqual({m.partition_id for m in p.messages}, {pushed[0].partition_id})
+        self.assertEqual(p.partitions_claimed, 1)
+        # default lease_time 60 s
+        self.assertAlmostEqual((p.lease_expires_at_us - t0) / 1e6, 60, delta=5)
+        created = {m.created_at_us for m in p.messages}
+        self.assertEqual(len(created), 1)  # one segment
+        self.assertAlmostEqual(created.pop() / 1e6, t0 / 1e6, delta=30)
+        # the partition is leased: the same group gets nothing more
+        self.assertEqual(len(self.c.pop(q, batch=4).messages), 0)
+        self.assertTrue(self.c.partition(q).leased)
+        # acking the batch frees it; the next batch continues after it
+        self.assertEqual(self.c.ack_offset(p.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+        p2 = self.c.pop(q, batch=4)
+        self.assertEqual([m.offset for m in p2.messages], [4, 5, 6, 7])
+        self.assertNotEqual(p2.lease_id, p.lease_id)
+
+    def test_batch_zero_means_100(self):
+        q = uniq()
+        for _ in range(3):
+            self.fill(q, 50)
+        self.assertEqual(len(self.c.pop(q, batch=0).messages), 100)
+
+    def test_batch_spans_segments(self):
+        q = uniq()
+        for i in range(5):
+            self.fill(q, 3, prefix=b"s%d-" % i)
+        p = self.c.pop(q, batch=7)
+        self.assertEqual([m.offset for m in p.messages], list(range(7)))
+        self.assertEqual(len({m.created_at_us for m in p.messages}), 3)
+
+    def test_empty_queue_and_missing_partition(self):
+        q = uniq()
+        p = self.c.pop(q)
+        self.assertEqual(len(p.messages), 0)
+        self.assertEqual(p.lease_id, "")
+        self.assertEqual(p.lease_expires_at_us, 0)
+        self.assertEqual(p.partitions_claimed, 0)
+        self.fill(q, 1)
+        self.assertEqual(len(self.c.pop(q, partition="nope").messages), 0)
+
+    def test_lease_expiry_redelivers(self):
+        q = uniq()
+        self.fill(q, 3)
+        t0 = time.monotonic()
+        first = self.c.pop(q, batch=3, lease_seconds=1)
+        self.assertEqual(len(first.messages), 3)
+        self.assertAlmostEqual((first.lease_expires_at_us - now_us()) / 1e6, 1, delta=1)
+        self.assertEqual(len(self.c.pop(q, batch=3).messages), 0)
+        again = self.c.pop_until(q, timeout=10, batch=3)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9)
+        self.assertEqual([m.offset for m in again.messages], [0, 1, 2])
+        self.assertEqual([m.message_id for m in again.messages], [m.message_id for m in first.messages])
+        self.assertNotEqual(again.lease_id, first.lease_id)
+        # lease expiry is not a failure: no retry budget spent, one more attempt
+        (grp,) = self.c.groups(q)
+        self.assertEqual(grp.partitions[0].retry_count, 0)
+        self.assertEqual(grp.partitions[0].attempt_count, 2)
+
+    def test_second_consumer_of_the_group_waits_for_the_lease(self):
+        q = uniq()
+        self.fill(q, 4)
+        other = Client(broker.channel())
+        try:
+            a = self.c.pop(q, batch=2, consumer_group="g")
+            self.assertEqual(len(a.messages), 2)
+            b = other.pop(q, batch=2, consumer_group="g")
+            self.assertEqual(len(b.messages), 0)
+            # another group is not affected
+            self.assertEqual(len(other.pop(q, batch=2, consumer_group="h").messages), 2)
+            self.c.ack_offset(a.messages[1])
+            b = other.pop(q, batch=2, consumer_group="g")
+            self.assertEqual([m.offset for m in b.messages], [2, 3])
+        finally:
+            other.close()
+
+    def test_every_group_sees_every_message(self):
+        q = uniq()
+        self.fill(q, 5)
+        for g in ("", "g1", "g2", "g3"):
+            p = self.c.pop(q, batch=10, consumer_group=g)
+            self.assertEqual([m.offset for m in p.messages], [0, 1, 2, 3, 4], g)
+            self.assertEqual({m.consumer_group for m in p.messages}, {g or "__QUEUE_MODE__"})
+            self.c.ack_offset(p.messages[-1])
+        self.fill(q, 1)
+        for g in ("", "g1", "g2", "g3"):
+            self.assertEqual([m.offset for m in self.c.pop(q, consumer_group=g).messages], [5], g)
+
+    def test_auto_ack(self):
+        q = uniq()
+        self.fill(q, 5)
+        p = self.c.pop(q, batch=3, auto_ack=True)
+        self.assertEqual([m.offset for m in p.messages], [0, 1, 2])
+        self.assertEqual(p.lease_id, "")
+        self.assertEqual(p.lease_expires_at_us, 0)
+        self.assertEqual({m.lease_id for m in p.messages}, {""})
+        part = self.c.partition(q)
+        self.assertEqual(part.committed, 2)
+        self.assertFalse(part.leased)
+        # nothing to ack: the next pop continues at once
+        self.assertEqual([m.offset for m in self.c.pop(q, batch=3).messages], [3, 4])
+
+
+class Subscriptions(PopTest):
+    def test_mode_all_is_the_default(self):
+        q = uniq()
+        self.fill(q, 3)
+        self.assertEqual(len(self.c.pop(q, consumer_group="ga", batch=10).messages), 3)
+        self.assertEqual(len(self.c.pop(q, consumer_group="gb", batch=10,
+                                        subscription_mode=C.SUBSCRIPTION_MODE_ALL).messages), 3)
+
+    def test_mode_new(self):
+        q = uniq()
+        self.fill(q, 3)
+        p = self.c.pop(q, consumer_group="gn", subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.assertEqual(len(p.messages), 0)
+        self.fill(q, 2, prefix=b"new")
+        p = self.c.pop(q, consumer_group="gn", batch=10, subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.assertEqual([m.payload for m in p.messages], [b"new0", b"new1"])
+        self.assertEqual([m.offset for m in p.messages], [3, 4])
+        # a partition created later starts at its beginning for this group
+        self.fill(q, 1, partition="later")
+        p = self.c.pop(q, partition="later", consumer_group="gn",
+                       subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.assertEqual([m.offset for m in p.messages], [0])
+
+    def test_mode_from_timestamp(self):
+        q = uniq()
+        self.fill(q, 2, prefix=b"old")
+        old_at = self.c.fetch(q).records[0].created_at_us
+        self.fill(q, 2, prefix=b"new")
+        new_at = self.c.fetch(q, offset=2).records[0].created_at_us
+        self.assertGreater(new_at, old_at)
+        p = self.c.pop(q, consumer_group="gt", batch=10,
+                       subscription_mode=C.SUBSCRIPTION_MODE_FROM_TIMESTAMP,
+                       subscription_from_us=old_at + 1)
+        self.assertEqual([m.payload for m in p.messages], [b"new0", b"new1"])
+        # segment granular: from the first segment's own time, everything
+        p = self.c.pop(q, consumer_group="gt2", batch=10,
+                       subscription_mode=C.SUBSCRIPTION_MODE_FROM_TIMESTAMP,
+                       subscription_from_us=old_at)
+        self.assertEqual(len(p.messages), 4)
+        # after every segment: nothing until a new one
+        p = self.c.pop(q, consumer_group="gt3", batch=10,
+                       subscription_mode=C.SUBSCRIPTION_MODE_FROM_TIMESTAMP,
+                       subscription_from_us=new_at + 1)
+        self.assertEqual(len(p.messages), 0)
+        e = rpc_error(self.c.pop, q, consumer_group="gt4",
+                      subscription_mode=C.SUBSCRIPTION_MODE_FROM_TIMESTAMP)
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("subscription_from_us", e.details())
+
+    def test_mode_applies_on_first_contact_only(self):
+        q = uniq()
+        self.fill(q, 2)
+        p = self.c.pop(q, consumer_group="gf", batch=1)
+        self.assertEqual([m.offset for m in p.messages], [0])
+        self.c.ack_offset(p.messages[0])
+        # the cursor exists: NEW does not move it
+        p = self.c.pop(q, consumer_group="gf", subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.assertEqual([m.offset for m in p.messages], [1])
+
+    def test_queue_mode_ignores_new(self):
+        q = uniq()
+        self.fill(q, 2)
+        p = self.c.pop(q, batch=10, subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.assertEqual(len(p.messages), 2)
+
+    def test_unknown_mode(self):
+        e = rpc_error(self.c.pop, uniq(), subscription_mode=42)
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class AnyPartition(PopTest):
+    def test_max_partitions(self):
+        q = uniq()
+        for p in ("p0", "p1", "p2"):
+            self.fill(q, 2, partition=p)
+        one = self.c.pop(q, batch=100, consumer_group="one")
+        self.assertEqual(one.partitions_claimed, 1)
+        self.assertEqual(len(one.messages), 2)
+        self.assertEqual(len({m.partition for m in one.messages}), 1)
+        many = self.c.pop(q, batch=100, max_partitions=3, consumer_group="many")
+        self.assertEqual(many.partitions_claimed, 3)
+        self.assertEqual(len(many.messages), 6)
+        self.assertEqual({m.partition for m in many.messages}, {"p0", "p1", "p2"})
+        self.assertEqual({m.lease_id for m in many.messages}, {many.lease_id})
+        # per partition in order
+        for part in ("p0", "p1", "p2"):
+            self.assertEqual([m.offset for m in many.messages if m.partition == part], [0, 1])
+        # one group, one batch per partition: the two others are left for the next pop
+        rest = self.c.pop(q, batch=100, max_partitions=5, consumer_group="one")
+        self.assertEqual(rest.partitions_claimed, 2)
+        self.assertNotIn(one.messages[0].partition, {m.partition for m in rest.messages})
+        # acking by the shared lease works across partitions
+        res = self.c.ack([Q.AckItem(partition_id=m.partition_id, offset=m.offset, lease_id=many.lease_id)
+                          for m in many.messages if m.offset == 1], group="many")
+        self.assertTrue(all(r.outcome == Q.ACK_OUTCOME_APPLIED for r in res.results))
+
+    def test_batch_is_shared_across_partitions(self):
+        q = uniq()
+        for p in ("a", "b", "c"):
+            self.fill(q, 4, partition=p)
+        p = self.c.pop(q, batch=5, max_partitions=3)
+        self.assertEqual(len(p.messages), 5)
+        self.assertLessEqual(p.partitions_claimed, 2)
+
+    def test_discovery_by_namespace_and_task(self):
+        ns = "ns" + uniq().replace("-", "")
+        qa, qb, qc = ns + ".alpha.one", ns + ".beta.two", ns + "x.alpha.three"
+        self.c.push(qa, [b"a"])
+        self.c.push(qb, [b"b"])
+        self.c.push(qc, [b"c"])
+        p = self.c.pop(namespace=ns, task="alpha", consumer_group="d1")
+        self.assertEqual([(m.queue, m.payload) for m in p.messages], [(qa, b"a")])
+        got = set()
+        for _ in range(3):
+            r = self.c.pop(namespace=ns, consumer_group="d2", max_partitions=10, batch=10)
+            got |= {m.queue for m in r.messages}
+        self.assertEqual(got, {qa, qb})
+        p = self.c.pop(task="alpha", namespace=ns + "x", consumer_group="d3")
+        self.assertEqual([m.queue for m in p.messages], [qc])
+        # nothing to discover with neither queue nor namespace / task
+        e = rpc_error(self.c.pop, consumer_group="d4")
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # a configured namespace wins over the dotted name
+        qd = uniq()
+        self.c.configure(qd, namespace=ns + "cfg", task="t")
+        self.c.push(qd, [b"d"])
+        p = self.c.pop(namespace=ns + "cfg", task="t", consumer_group="d5")
+        self.assertEqual([m.queue for m in p.messages], [qd])
+
+
+class LongPoll(PopTest):
+    def test_parked_pop_woken_by_push(self):
+        q = uniq()
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, q, wait_ms=8000, batch=10, timeout=20)
+        self.c.wait_received(before)
+        self.assertFalse(fut.done())
+        self.c.push(q, [b"wake"])
+        p = fut.result(timeout=20)
+        elapsed = time.monotonic() - t0
+        self.assertEqual([m.payload for m in p.messages], [b"wake"])
+        self.assertLess(elapsed, 4.0, "woken only after %.2fs of an 8 s wait" % elapsed)
+
+    def test_parked_pop_on_a_named_partition(self):
+        q = uniq()
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, q, partition="p1", wait_ms=8000, timeout=20)
+        self.c.wait_received(before)
+        self.c.push(q, [b"other"], partition="p2")
+        self.c.push(q, [b"mine"], partition="p1")
+        p = fut.result(timeout=20)
+        self.assertEqual([m.payload for m in p.messages], [b"mine"])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_parked_discovery_pop_woken_by_push(self):
+        ns = "lp" + uniq().replace("-", "")
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, namespace=ns, wait_ms=8000, timeout=20)
+        self.c.wait_received(before)
+        self.c.push(ns + ".t.q", [b"found"])
+        p = fut.result(timeout=20)
+        self.assertEqual([m.payload for m in p.messages], [b"found"])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_several_parked_consumers_share_the_data(self):
+        q = uniq()
+        before = self.c.rpcs()
+        futs = [pool.submit(self.c.pop, q, partition="p%d" % i, wait_ms=8000, timeout=20) for i in range(3)]
+        self.c.wait_received(before, n=3)
+        t0 = time.monotonic()
+        self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"%d" % i) for i in range(3)])
+        got = [f.result(timeout=20) for f in futs]
+        self.assertEqual([[m.payload for m in p.messages] for p in got], [[b"0"], [b"1"], [b"2"]])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_long_poll_ends_empty_at_wait_ms(self):
+        q = uniq()
+        t0 = time.monotonic()
+        p = self.c.pop(q, wait_ms=700, timeout=20)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(len(p.messages), 0)
+        self.assertEqual(p.lease_id, "")
+        self.assertGreaterEqual(elapsed, 0.65)
+        self.assertLess(elapsed, 5.0)
+
+    def test_wait_is_not_spent_when_data_is_there(self):
+        q = uniq()
+        self.fill(q, 1)
+        t0 = time.monotonic()
+        p = self.c.pop(q, wait_ms=MAX_WAIT)
+        self.assertEqual(len(p.messages), 1)
+        self.assertLess(time.monotonic() - t0, 3.0)
+
+    def test_push_to_another_queue_does_not_answer(self):
+        q = uniq()
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, q, wait_ms=1500, timeout=20)
+        self.c.wait_received(before)
+        self.c.push(uniq(), [b"elsewhere"])
+        p = fut.result(timeout=20)
+        self.assertEqual(len(p.messages), 0)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.4)
+
+
+class Limits(PopTest):
+    def test_batch_limit(self):
+        q = uniq()
+        self.fill(q, 5)
+        self.assertEqual(len(self.c.pop(q, batch=MAX_BATCH).messages), 5)
+        e = rpc_error(self.c.pop, q, batch=MAX_BATCH + 1)
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("batch", e.details())
+        self.assertIn(str(MAX_BATCH), e.details())
+
+    def test_wait_limit(self):
+        q = uniq()
+        self.fill(q, 1)
+        self.assertEqual(len(self.c.pop(q, wait_ms=MAX_WAIT).messages), 1)
+        e = rpc_error(self.c.pop, q, wait_ms=MAX_WAIT + 1)
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("wait_ms", e.details())
+        # nothing was leased by the refused pop
+        self.assertEqual(self.c.pop_until(q, batch=1, consumer_group="x").messages[0].offset, 0)
+
+    def test_names_and_other_fields(self):
+        for kw, frag in ((dict(queue="a\x01"), "queue"),
+                         (dict(queue="q" * 256), "queue"),
+                         (dict(queue=uniq(), partition="p\x7f"), "partition"),
+                         (dict(queue=uniq(), consumer_group="g" * 256), "consumer_group"),
+                         (dict(queue=uniq(), lease_seconds=86401), "lease_seconds"),
+                         (dict(namespace="n\x01"), "namespace"),
+                         (dict(namespace="n", partition="p"), "partition")):
+            e = rpc_error(self.c.pop, **kw)
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT, kw)
+            self.assertIn(frag, e.details())
+
+
+class ByteCap(PopTest):
+    def test_batches_fit_the_default_client_receive_limit(self):
+        q = uniq()
+        size = 900 * 1024
+        n = 12
+        for i in range(0, n, 3):
+            self.c.push(q, [bytes([65 + i + k]) * size for k in range(3)], timeout=60)
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < n and time.monotonic() < deadline:
+            p = self.c.pop(q, batch=100, timeout=60)  # default 4 MiB receive limit
+            self.assertGreater(len(p.messages), 0)
+            self.assertLess(len(p.messages), 5)
+            self.assertLess(p.ByteSize(), 4 * 1024 * 1024)
+            seen += [m.offset for m in p.messages]
+            self.c.ack_offset(p.messages[-1])
+        self.assertEqual(seen, list(range(n)))
+        self.assertTrue(all(len(m.payload) == size for m in p.messages))
+
+
+class ParkedLimit(unittest.TestCase):
+    """QUEEN_MAX_PARKED_POPS=2 on a broker of its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.b = Broker("product", db="e2e_queue_pop_parked", env={
+            "QUEEN_MAX_PARKED_POPS": "2", "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.c = Client(cls.b.channel())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        rc = cls.b.stop()
+        assert rc == 0, cls.b.log_text()
+
+    def test_at_and_past_the_limit(self):
+        q = uniq()
+        before = self.c.rpcs()
+        parked = [pool.submit(self.c.pop, q, partition="p%d" % i, wait_ms=8000, timeout=20) for i in range(2)]
+        self.c.wait_received(before, n=2)
+        t0 = time.monotonic()
+        e = rpc_error(self.c.pop, q, wait_ms=8000, timeout=20)
+        self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("QUEEN_MAX_PARKED_POPS", e.details())
+        self.assertLess(time.monotonic() - t0, 3.0)
+        # a pop that does not wait is not limited
+        self.assertEqual(len(self.c.pop(q).messages), 0)
+        self.assertFalse(any(f.done() for f in parked))
+        # data wakes both; the slots are free again
+        self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"x") for i in range(2)])
+        for f in parked:
+            self.assertEqual(len(f.result(timeout=20).messages), 1)
+        q2 = uniq()
+        before = self.c.rpcs()
+        again = [pool.submit(self.c.pop, q2, partition="p%d" % i, wait_ms=8000, timeout=20) for i in range(2)]
+        self.c.wait_received(before, n=2)
+        self.c.push_items([Q.PushItem(queue=q2, partition="p%d" % i, payload=b"y") for i in range(2)])
+        for f in again:
+            self.assertEqual(len(f.result(timeout=20).messages), 1)
+
+    def test_a_cancelled_parked_pop_frees_its_slot(self):
+        q = uniq()
+        before = self.c.rpcs()
+        futs = [self.c.q.Pop.future(Q.PopRequest(queue=q, partition="c%d" % i, wait_ms=8000), timeout=20)
+                for i in range(2)]
+        self.c.wait_received(before, n=2)
+        for f in futs:
+            f.cancel()
+
+        def accepted():
+            f = self.c.q.Pop.future(Q.PopRequest(queue=q, wait_ms=300), timeout=20)
+            try:
+                f.result()
+                return True
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                return False
+
+        wait_until(accepted, timeout=10, what="the cancelled pops to free their slots")
+
+
+if __name__ == "__main__":
+    unittest.main()
