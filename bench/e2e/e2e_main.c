@@ -491,14 +491,16 @@ static void cpu_line(const struct e2e_cpu *a, const struct e2e_cpu *b, char *buf
         snprintf(buf, cap, "cpu=?");
         return;
     }
-    char bs[32] = "n/a", bb[32] = "n/a", bp[32] = "n/a";
+    char bs[32] = "n/a", bb[32] = "n/a", bp[32] = "n/a", bm[32] = "n/a";
     if (a->self >= 0 && b->self >= 0)
         snprintf(bs, sizeof bs, "%.0f%%", 100 * (b->self - a->self) / wall);
     if (a->broker >= 0 && b->broker >= 0)
         snprintf(bb, sizeof bb, "%.0f%%", 100 * (b->broker - a->broker) / wall);
     if (a->pg >= 0 && b->pg >= 0)
         snprintf(bp, sizeof bp, "%.0f%%", 100 * (b->pg - a->pg) / wall);
-    snprintf(buf, cap, "cpu(bench/broker/pg)=%s/%s/%s", bs, bb, bp);
+    if (a->machine >= 0 && b->machine >= 0)
+        snprintf(bm, sizeof bm, "%.0f%%", 100 * (b->machine - a->machine) / wall);
+    snprintf(buf, cap, "cpu(bench/broker/pg/machine)=%s/%s/%s/%s", bs, bb, bp, bm);
 }
 
 struct cell {

@@ -1339,8 +1339,19 @@ void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid)
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         c->self = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
                   (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-    c->broker = c->pg = -1;
+    c->broker = c->pg = c->machine = -1;
     long hz = sysconf(_SC_CLK_TCK);
+    FILE *ps = fopen("/proc/stat", "re");
+    if (ps != NULL) {
+        unsigned long long v[8] = {0};
+        if (hz > 0 && fscanf(ps, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                             &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+            /* user nice system idle iowait irq softirq steal: busy excludes idle, iowait */
+            unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+            c->machine = (double)busy / (double)hz;
+        }
+        fclose(ps);
+    }
     DIR *d = opendir("/proc");
     if (d == NULL || hz <= 0) {
         if (d != NULL)

@@ -164,6 +164,7 @@ struct e2e_cpu {
     double self;
     double broker;
     double pg;
+    double machine; /* busy CPU seconds of the whole machine (all cores) */
     double wall;
 };
 void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid);
