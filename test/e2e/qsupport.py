@@ -158,13 +158,13 @@ class Client:
         raise AssertionError("no partition %s in %s" % (partition, queue))
 
     def groups(self, queue="", group=""):
-        return self.a.ListConsumerGroups(A.ListConsumerGroupsRequest(queue=queue, consumer_group=group),
-                                         timeout=self.timeout).groups
+        return list(self.a.ListConsumerGroups(A.ListConsumerGroupsRequest(queue=queue, consumer_group=group),
+                                         timeout=self.timeout).groups)
 
     def dead_letters(self, queue, group="", partition=""):
-        return self.a.ListDeadLetters(A.ListDeadLettersRequest(queue=queue, consumer_group=group,
+        return list(self.a.ListDeadLetters(A.ListDeadLettersRequest(queue=queue, consumer_group=group,
                                                                partition=partition),
-                                      timeout=self.timeout).dead_letters
+                                      timeout=self.timeout).dead_letters)
 
     def stats(self, queue=""):
         return self.a.GetStats(A.GetStatsRequest(queue=queue), timeout=self.timeout)
