@@ -70,7 +70,7 @@ static void usage(FILE *f)
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
         "  --connections N [2]  --inflight N [64; cap 512 with --rate]  --duration S [10]\n"
         "  --rate MSG/S [0 = closed loop]\n"
-        "  --consumers N [4]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
+        "  --consumers N [16]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
         "  --txn (unique transaction ids)  --spread (one request's items over all partitions)\n"
         "  --batches 1,100,1000  --parts-list 1,16,256  --payloads json,random\n"
@@ -232,7 +232,7 @@ static int parse(struct cli *c, int argc, char **argv)
     o->connections = 2;
     o->inflight = 64;
     o->duration_s = 10;
-    o->consumers = 4;
+    o->consumers = 16;
     o->pop_batch = 1000;
     o->pop_wait_ms = 1000;
     o->pop_partitions = 1;
