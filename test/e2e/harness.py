@@ -223,6 +223,16 @@ class Broker:
             kv = dict(line.strip().split("=", 1) for line in f if "=" in line)
         self.port = int(kv.get("port", "-1"))
         self.tls_port = int(kv.get("tls_port", "-1"))
+        if self.kind == "product" and self.extra.get("QN_NO_WAIT_DB") is None:
+            # The product listens before its database pool is up and reports
+            # NOT_SERVING meanwhile; tests start from a serving broker.
+            while b"database connected" not in open(self.log_path, "rb").read():
+                if self.proc.poll() is not None:
+                    raise RuntimeError("broker exited with %d:\n%s" % (self.proc.returncode, self.log_text()))
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise RuntimeError("broker never connected to its database:\n" + self.log_text())
+                time.sleep(0.02)
         return self
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
