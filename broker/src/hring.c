@@ -63,11 +63,25 @@ static uint64_t rd64(const uint8_t *p)
     return v;
 }
 
+/* Bytes of page i: full pages, except the last, which holds only the lines
+ * left over (a generation smaller than a page does not cost a whole page). */
+static size_t page_bytes(const struct qn_hring_gen *g, size_t i)
+{
+    size_t left = g->nlines - i * LINES_PER_PAGE;
+    return (left < LINES_PER_PAGE ? left : LINES_PER_PAGE) * LINE_BYTES;
+}
+
+/* Accounted bytes of a generation: its lines, page array and header. */
+static size_t gen_bytes(const struct qn_hring_gen *g)
+{
+    return g->nlines * LINE_BYTES + g->npages * sizeof *g->pages + sizeof *g;
+}
+
 static void gen_free(struct qn_hring *r, struct qn_hring_gen *g)
 {
     for (size_t i = 0; i < g->npages; i++)
         free(g->pages[i]);
-    r->bytes -= g->npages * PAGE_BYTES + g->npages * sizeof *g->pages + sizeof *g;
+    r->bytes -= gen_bytes(g);
     free(g->pages);
     free(g);
 }
@@ -88,7 +102,7 @@ static struct qn_hring_gen *gen_new(struct qn_hring *r, size_t capacity)
         return NULL;
     }
     for (size_t i = 0; i < g->npages; i++) {
-        g->pages[i] = calloc(1, PAGE_BYTES);
+        g->pages[i] = calloc(1, page_bytes(g, i));
         if (g->pages[i] == NULL) {
             for (size_t j = 0; j < i; j++)
                 free(g->pages[j]);
@@ -99,7 +113,7 @@ static struct qn_hring_gen *gen_new(struct qn_hring *r, size_t capacity)
     }
     g->capacity = capacity;
     g->first_seq = UINT64_MAX;
-    r->bytes += g->npages * PAGE_BYTES + g->npages * sizeof *g->pages + sizeof *g;
+    r->bytes += gen_bytes(g);
     return g;
 }
 
