@@ -160,13 +160,21 @@ static struct qn_hring_gen *gen_current(struct qn_hring *r)
     return g;
 }
 
-/* At a seal boundary: opens the next generation when the current one is full. */
+/* At a seal boundary: opens the next generation when the current one is full.
+ * Its capacity is the resident hash count (whole blocks, one block to
+ * QN_HRING_GEN_MAX): while a partition grows that doubles, and under a steady
+ * window of W hashes each generation covers about W, so the live generations
+ * (at most about two) cost about 2 x W x 2 bytes. Sizing by the previous
+ * generation instead (x8 up to the maximum) left a partition with a small
+ * window carrying 2 MiB filters for ever. */
 static void gen_maybe_roll(struct qn_hring *r)
 {
     struct qn_hring_gen *cur = r->gen_tail;
     if (cur == NULL || cur->count < cur->capacity)
         return;
-    size_t cap = cur->capacity * 8;
+    size_t cap = (r->hashes + QN_HRING_BLOCK - 1) / QN_HRING_BLOCK * QN_HRING_BLOCK;
+    if (cap < QN_HRING_BLOCK)
+        cap = QN_HRING_BLOCK;
     if (cap > QN_HRING_GEN_MAX)
         cap = QN_HRING_GEN_MAX;
     struct qn_hring_gen *g = gen_new(r, cap);

@@ -5,7 +5,8 @@
  *
  * Membership is "present in some surviving block or in the hot buffer". In front
  * of the blocks sit bloom filters, one per generation of consecutive blocks
- * (generation capacities grow x8 from one block up to QN_HRING_GEN_MAX hashes);
+ * (a new generation is sized to the resident hash count, one block up to
+ * QN_HRING_GEN_MAX hashes);
  * a bloom miss proves absence, a hit is confirmed by binary search. Blooms are
  * paged in 64 KiB pages, so no allocation is ever larger than one block.
  *
