@@ -269,6 +269,10 @@ int qn_hring_append(struct qn_hring *r, const uint8_t *hashes, size_t n, int64_t
                     int64_t created_ms)
 {
     for (size_t i = 0; i < n; i++) {
+        /* A full hot buffer is one whose seal failed for memory: seal it now,
+         * hot_reserve cannot grow it past a block. */
+        if (r->nhot == QN_HRING_BLOCK && seal(r) != QN_OK)
+            return QN_ENOMEM;
         struct qn_hring_gen *g = gen_current(r);
         if (g == NULL || hot_reserve(r) != QN_OK)
             return QN_ENOMEM;
