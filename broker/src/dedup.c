@@ -382,13 +382,15 @@ static void meta_done(void *ud, const struct qn_store_status *st, const struct q
         return;
     }
     bool window_changed = e->have_meta && m->window != e->window;
+    bool pid_changed = e->have_meta && memcmp(e->pid, m->pid, 16) != 0;
     memcpy(e->pid, m->pid, 16);
     e->window = m->window;
     e->have_meta = true;
     e->meta_at_ms = now_ms();
     if (e->state != DD_LOADING) {
-        /* a TTL refresh */
-        if (window_changed && e->state == DD_VOUCHING)
+        /* A TTL refresh. Another partition id means the queue was deleted and
+         * created again: offsets start over, the old watermark means nothing. */
+        if ((window_changed || pid_changed) && (e->state == DD_VOUCHING || e->state == DD_GAP))
             entry_forget(e, DD_COLD);
         return;
     }
