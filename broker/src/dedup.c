@@ -449,6 +449,11 @@ static void maybe_build(struct dd_entry *e)
     int64_t now = now_ms();
     if (e->req != NULL)
         return;
+    /* No dedup on the queue (window 0, from metadata younger than the TTL): SQL
+     * does not probe, so -1 costs nothing and there is nothing to build. A push
+     * result carrying a window again makes e->window > 0 at once. */
+    if (e->have_meta && e->window <= 0 && now - e->meta_at_ms < d->cfg.meta_ttl_ms)
+        return;
     if (e->state == DD_GAP) {
         load_start(e, false);
         return;
