@@ -465,7 +465,9 @@ static void maybe_build(struct dd_entry *e)
     }
     size_t estimate = hint_get(d, e);
     size_t cap = d->cfg.budget_bytes;
-    if (!qn_dedup_fits(d->total_bytes, e->accounted, estimate, cap, d->cfg.fit)) {
+    /* No footprint measured yet (first contact) estimates an empty window,
+     * which is admitted whatever the pressure: it cannot start a thrash. */
+    if (estimate > 0 && !qn_dedup_fits(d->total_bytes, e->accounted, estimate, cap, d->cfg.fit)) {
         size_t target = (size_t)(d->cfg.fit * (double)cap);
         target = target > estimate ? target - estimate : 0;
         evict_to(d, target + e->accounted, e);
