@@ -7,6 +7,9 @@
  * does); group the acks per (partition, group, lease); add the required-lease
  * check last; commit all of it as one transaction in which every push and every
  * ack is strict; file dead letters the acks handed off, after the commit.
+ * The required-lease check is the transaction's first step: it is about the
+ * leases the client held when it sent the call, and an ack of a whole batch
+ * releases that batch's lease inside the same transaction.
  * Does not: use the dedup cache (pushes here always probe the full window).
  *
  * Invariant: the client sees results only when everything committed; any failure
@@ -133,9 +136,12 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
         char msg[400];
         int step = r ? r->failed_step : -1;
         const char *detail = st->message && *st->message ? st->message : qn_strerror(st->code);
-        int ackbase = t->nsegs > 0 ? 1 : 0;
+        int checks = t->req->n_required_leases > 0 ? 1 : 0;
+        int ackbase = checks + (t->nsegs > 0 ? 1 : 0);
         if (st->code == QN_EDUPLICATE)
             snprintf(msg, sizeof msg, "a push duplicates a stored transaction id: %s", detail);
+        else if (checks && step == 0)
+            snprintf(msg, sizeof msg, "required_leases: %s", detail);
         else if (step >= ackbase && (size_t)(step - ackbase) < t->nacks)
             snprintf(msg, sizeof msg, "operation %u (ack): %s",
                      t->acks[step - ackbase].ops[0], detail);
@@ -149,7 +155,7 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
         txn_free(t);
         return;
     }
-    size_t step = 0;
+    size_t step = t->req->n_required_leases > 0 ? 1 : 0; /* the lease check */
     if (t->nsegs > 0) {
         const struct qn_push_result *pr = r->steps[step++].push;
         for (size_t s = 0; s < t->nsegs && pr && s < pr->n; s++) {
@@ -479,6 +485,11 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
         rc = txn_results(t);
     if (rc == QN_OK)
         rc = qn_store_txn_new(app->store, &st);
+    /* first: the leases must be held when the transaction starts (a later ack
+     * of a whole batch releases its lease) */
+    if (rc == QN_OK && req->n_required_leases > 0)
+        rc = qn_store_txn_check_leases(st, (const char *const *)req->required_leases,
+                                       req->n_required_leases);
     if (rc == QN_OK && t->nsegs > 0) {
         struct qn_push_segment *ps = calloc(t->nsegs, sizeof *ps);
         if (ps == NULL) {
@@ -532,9 +543,6 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
         free(items);
         free(hashes);
     }
-    if (rc == QN_OK && req->n_required_leases > 0)
-        rc = qn_store_txn_check_leases(st, (const char *const *)req->required_leases,
-                                       req->n_required_leases);
     if (rc == QN_OK) {
         struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
         qn_call_set_data(call, t);
