@@ -221,7 +221,10 @@ static void entry_forget(struct dd_entry *e, enum dd_state s)
 
 static void entry_free(struct qn_dedup *d, struct dd_entry *e)
 {
-    hint_set(d, e, e->ring.bytes);
+    /* only a complete ring measures the partition's footprint; a cold or
+     * suppressed entry's empty ring would reset the estimate to nothing */
+    if (e->state == DD_VOUCHING || e->state == DD_GAP)
+        hint_set(d, e, e->ring.bytes);
     entry_forget(e, DD_COLD);
     d->total_bytes -= e->accounted;
     lru_unlink(d, e);
@@ -261,15 +264,19 @@ static struct dd_entry *entry_get(struct qn_dedup *d, const char *queue, const c
     return e;
 }
 
-/* Evicts least recently used entries (not used within recent_ms, not `keep`)
- * until the cache holds at most `target` bytes. Returns true when it does. */
+/* Evicts least recently used entries (not used within recent_ms, not `keep`,
+ * not suppressed) until the cache holds at most `target` bytes. Returns true
+ * when it does. A suppressed entry holds no hashes, only its cooldown deadline:
+ * freeing it would let the partition re-test at once. The sweep frees it once
+ * the cooldown is over. */
 static bool evict_to(struct qn_dedup *d, size_t target, struct dd_entry *keep)
 {
     int64_t now = now_ms();
     struct dd_entry *e = d->lru_tail;
     while (d->total_bytes > target && e != NULL) {
         struct dd_entry *prev = e->lru_prev;
-        if (e != keep && now - e->last_used_ms >= d->cfg.recent_ms && e->req == NULL) {
+        if (e != keep && now - e->last_used_ms >= d->cfg.recent_ms && e->req == NULL &&
+            e->state != DD_SUPPRESSED) {
             entry_free(d, e);
             d->stats.evictions++;
         }
@@ -598,9 +605,11 @@ static void sweep_one(struct qn_map_node *n, void *ud)
         if (qn_hring_expire(&e->ring, cutoff) >= 0)
             account(e);
     }
-    /* an entry idle for longer than its window holds nothing in-window */
+    /* an entry idle for longer than its window holds nothing in-window; a
+     * suppressed one goes once its cooldown is served too */
     int64_t idle_ms = (int64_t)(e->window > 0 ? e->window : 60) * 1000 + d->cfg.skew_ms;
-    if (now - e->last_used_ms > idle_ms && e->state != DD_SUPPRESSED)
+    if (now - e->last_used_ms > idle_ms &&
+        (e->state != DD_SUPPRESSED || now >= e->cooldown_until_ms))
         entry_free(d, e);
 }
 
