@@ -91,6 +91,7 @@ struct qn_dedup {
     int64_t last_warn_ms;
     struct event *sweep;
     struct qn_dedup_stats stats;
+    struct qn_dedup_stats logged;          /* counters at the last stats line */
 };
 
 void qn_dedup_config_defaults(struct qn_dedup_config *c, size_t budget_bytes)
@@ -619,6 +620,24 @@ static void sweep_cb(evutil_socket_t fd, short what, void *ud)
     (void)what;
     struct qn_dedup *d = ud;
     qn_map_each(&d->entries, sweep_one, d);
+    /* One debug line per sweep while the counters move: the only view of the
+     * cache from outside the process (tests assert from it that it vouches). */
+    if (qn_log_enabled(QN_LOG_DEBUG)) {
+        struct qn_dedup_stats s;
+        qn_dedup_stats(d, &s);
+        if (s.vouched != d->logged.vouched || s.declined != d->logged.declined ||
+            s.hydrations != d->logged.hydrations || s.evictions != d->logged.evictions ||
+            s.suppressed != d->logged.suppressed) {
+            QN_DEBUG("dedup stats entries=%zu vouching=%zu suppressed=%zu bytes=%zu hashes=%zu "
+                     "hydrations=%llu catchups=%llu evictions=%llu vouched=%llu declined=%llu "
+                     "local_hits=%llu",
+                     s.entries, s.vouching, s.suppressed, s.bytes, s.hashes,
+                     (unsigned long long)s.hydrations, (unsigned long long)s.catchups,
+                     (unsigned long long)s.evictions, (unsigned long long)s.vouched,
+                     (unsigned long long)s.declined, (unsigned long long)s.local_hits);
+            d->logged = s;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- lifecycle */
