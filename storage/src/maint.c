@@ -1,7 +1,8 @@
 /*
  * maint.c - the retention loop's procedures and the dedup cache's two reads
  * (sql/006_log_maintenance.sql, partition_meta_v1, txns_window_v1 and txns_since_v1 of
- * sql/009_admin.sql).
+ * sql/009_admin.sql), plus the session helpers (advisory lock, database clock) and
+ * the queues-of probe behind the loop's log line.
  *
  * Does: encode arguments (a QN_STORE_NO_TS timestamp is SQL NULL: "rule off"),
  * decode the work list and step results. Hash blobs of txns_window are borrowed
@@ -384,6 +385,33 @@ int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb,
     struct qn__step *s = start(st, QN_STMT_DB_NOW, qn__decode_scalar_int, opts, &r, &rc);
     if (s == NULL)
         return rc;
+    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}
+
+int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
+                             const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                             qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL || (n > 0 && pids == NULL) || n > (size_t)INT32_MAX / 32)
+        return QN_EINVAL;
+    struct qn__step *s = start(st, QN_STMT_QUEUES_OF, qn__decode_scalar_int, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    /* the array encoder copies the elements: the caller's pids are not kept */
+    const uint8_t **ptrs = qn__arena_alloc(qn__req_arena(r), sizeof *ptrs * (n ? n : 1));
+    int32_t *lens = qn__arena_alloc(qn__req_arena(r), sizeof *lens * (n ? n : 1));
+    if (ptrs == NULL || lens == NULL) {
+        qn__req_discard(r);
+        return QN_ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++) {
+        ptrs[k] = pids[k];
+        lens[k] = 16;
+    }
+    qn__p_array(&s->p, 0, QN_OID_UUID, ptrs, lens, n);
     qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
     return qn__req_submit(r, req);
 }

@@ -188,6 +188,12 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
     [QN_STMT_UNLOCK] = {"qn_unlock", "SELECT pg_advisory_unlock($1)", 1, {I8}},
     [QN_STMT_DB_NOW] = {"qn_db_now",
                         "SELECT (extract(epoch FROM now()) * 1000000)::INT8", 0, {0}},
+    /* not a procedure: a primary-key probe for the retention loop's log line */
+    [QN_STMT_QUEUES_OF] = {"qn_queues_of",
+                           "SELECT count(DISTINCT queue_id)::INT8 FROM queen.log_partitions "
+                           "WHERE id = ANY ($1)",
+                           1,
+                           {QN_OID_UUID_ARR}},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -260,6 +260,7 @@ enum qn__stmt_id {
     QN_STMT_TRY_LOCK,
     QN_STMT_UNLOCK,
     QN_STMT_DB_NOW,
+    QN_STMT_QUEUES_OF,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */

@@ -627,6 +627,12 @@ int qn_store_advisory_unlock(qn_store *st, int64_t key, const struct qn_call_opt
 /* now() of the database, Unix microseconds. */
 int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
                     qn_store_req **req);
+/* How many distinct queues the partitions pids[0..n) (16 bytes each) belong to;
+ * partitions that no longer exist are not counted. One primary-key probe per pid;
+ * the retention loop's "queues=" figure. n == 0 is allowed (value 0). */
+int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
+                             const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                             qn_store_req **req);
 
 /* ---------------------------------------------------------------- cross-broker wake-ups */
 
