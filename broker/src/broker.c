@@ -26,6 +26,7 @@
 #include "broker.h"
 #include "health.h"
 #include "log.h"
+#include "maint.h"
 #include "queen/error.h"
 #include "app.h"
 #include "reflection.h"
@@ -40,6 +41,7 @@
  * ====================================================================== */
 static const struct qn_broker_module product_modules[] = {
     {"queue", qn_app_start, qn_app_shutdown, qn_app_stop},
+    {"maint", qn_maint_module_start, qn_maint_module_shutdown, qn_maint_module_stop},
     {NULL, NULL, NULL, NULL},
 };
 
