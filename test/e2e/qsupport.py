@@ -313,7 +313,10 @@ class PrivatePg:
                              text=True, env=env).stdout
         self.url = out.strip().splitlines()[-1]
         home_file = os.path.join(self.dir, "home")
-        self.home = open(home_file).read().strip() if os.path.exists(home_file) else self.dir
+        self.home = self.dir
+        if os.path.exists(home_file):
+            with open(home_file) as f:
+                self.home = f.read().strip()
         self.data = os.path.join(self.home, "data")
 
     def _pg_ctl(self, *args):

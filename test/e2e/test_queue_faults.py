@@ -1,0 +1,272 @@
+"""The queue service when things go wrong: client deadlines shorter than a long
+poll or a push, the database going away and coming back (a private cluster this
+suite stops and starts), and SIGTERM with open streams, parked pops and pushes
+in flight."""
+
+import concurrent.futures
+import os
+import signal
+import threading
+import time
+import unittest
+import urllib.parse
+
+import grpc
+
+from harness import Broker
+from qsupport import H, Client, ConsumeStream, PrivatePg, Q, rpc_error, uniq, wait_until
+
+OK = grpc.StatusCode.OK
+DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+
+def fixture_db_url(name):
+    """URL of database `name` on the test cluster, without (re)creating it."""
+    base = os.environ.get("QUEEN_TEST_DATABASE_URL", "")
+    if not base:
+        with open(os.environ["QN_TEST_PG_URL_FILE"]) as f:
+            base = f.readline().strip()
+    u = urllib.parse.urlparse(base)
+    return urllib.parse.urlunparse(u._replace(path="/" + name))
+
+
+def outcome(fn, *args, **kw):
+    """(status code, result or None) of one call."""
+    try:
+        return OK, fn(*args, **kw)
+    except grpc.RpcError as e:
+        return e.code(), None
+
+
+class Deadlines(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.b = Broker("product", db="e2e_queue_faults").start()
+        cls.c = Client(cls.b.channel())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        rc = cls.b.stop()
+        assert rc == 0, cls.b.log_text()
+
+    def assertServing(self):
+        q = uniq()
+        self.assertEqual(self.c.push(q, [b"alive"]).results[0].status, Q.PUSH_STATUS_QUEUED)
+        self.assertEqual(self.c.pop(q).messages[0].payload, b"alive")
+
+    def test_pop_wait_longer_than_the_deadline(self):
+        q = uniq()
+        for timeout in (0.3, 1.0):
+            t0 = time.monotonic()
+            code, r = outcome(self.c.pop, q, wait_ms=20000, timeout=timeout)
+            elapsed = time.monotonic() - t0
+            self.assertIn(code, (OK, DEADLINE))
+            if code == OK:
+                self.assertEqual(len(r.messages), 0)
+            self.assertLess(elapsed, timeout + 2.0)
+        self.assertServing()
+        # nothing was left leased by the pops that ran out of time
+        self.c.push(q, [b"x"])
+        self.assertEqual(len(self.c.pop(q, consumer_group="later").messages), 1)
+        self.assertEqual(len(self.c.pop(q).messages), 1)
+
+    def test_many_pops_cut_short(self):
+        q = uniq()
+        futs = [self.c.q.Pop.future(Q.PopRequest(queue=q, partition="p%d" % (i % 4), wait_ms=20000),
+                                    timeout=0.2 + 0.05 * i) for i in range(20)]
+        for f in futs:
+            try:
+                self.assertEqual(len(f.result().messages), 0)
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), DEADLINE)
+        self.assertServing()
+
+    def test_push_with_short_deadlines(self):
+        q = uniq()
+        n = 30
+        codes = []
+        for i in range(n):
+            code, r = outcome(self.c.push, q, [b"d%d" % i, b"e%d" % i], txns=["d%d" % i, "e%d" % i],
+                              timeout=0.0005 * (i % 10 + 1))
+            self.assertIn(code, (OK, DEADLINE))
+            if code == OK:
+                self.assertEqual([x.status for x in r.results], [Q.PUSH_STATUS_QUEUED] * 2)
+            codes.append(code)
+        # every push either committed whole or not at all: pushing each again
+        # answers two duplicates or two new messages
+        for i in range(n):
+            r = self.c.push(q, [b"d%d" % i, b"e%d" % i], txns=["d%d" % i, "e%d" % i]).results
+            st = [x.status for x in r]
+            self.assertIn(st, ([Q.PUSH_STATUS_DUPLICATE] * 2, [Q.PUSH_STATUS_QUEUED] * 2), i)
+            if codes[i] == OK:
+                self.assertEqual(st, [Q.PUSH_STATUS_DUPLICATE] * 2, i)
+        self.assertEqual(self.c.message_count(q), 2 * n)
+        self.assertServing()
+
+    def test_grpc_timeout_header_on_a_raw_push(self):
+        from harness import grpc_frame, grpc_status
+        q = uniq()
+        body = Q.PushRequest(items=[Q.PushItem(queue=q, payload=b"raw")]).SerializeToString()
+        h = self.b.raw()
+        try:
+            sid = h.request("/queen.v1.QueueService/Push", grpc_frame(body), headers=[("grpc-timeout", "5S")])
+            res = h.wait(sid)
+            self.assertEqual(grpc_status(res), 0)
+            sid = h.request("/queen.v1.QueueService/Pop",
+                            grpc_frame(Q.PopRequest(queue=uniq(), wait_ms=20000).SerializeToString()),
+                            headers=[("grpc-timeout", "300m")])
+            t0 = time.monotonic()
+            res = h.wait(sid, timeout=10)
+            self.assertIn(grpc_status(res), (0, 4))
+            self.assertLess(time.monotonic() - t0, 3.0)
+        finally:
+            h.close()
+        self.assertEqual(self.c.message_count(q), 1)
+
+
+class DatabaseDown(unittest.TestCase):
+    """A private cluster: stopped under a running broker, then started again."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pg = PrivatePg("pg-down")
+        try:
+            cls.b = Broker("product", db="e2e_queue_faults_unused", env={
+                "QUEEN_DATABASE_URL": cls.pg.url, "QUEEN_STMT_TIMEOUT_MS": "5000"}).start()
+        except Exception:
+            cls.pg.remove()
+            raise
+        cls.c = Client(cls.b.channel())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        try:
+            rc = cls.b.stop()
+            assert rc == 0, cls.b.log_text()
+        finally:
+            cls.pg.remove()
+
+    def test_unavailable_then_recovered(self):
+        c = self.c
+        q = uniq()
+        queued = 0
+        for i in range(3):
+            queued += len(c.push(q, [b"a%d" % i, b"b%d" % i]).results)
+        self.assertEqual(c.health(), H.HealthCheckResponse.SERVING)
+        p = c.pop(q, consumer_group="before", batch=1)
+        self.assertEqual(len(p.messages), 1)
+
+        self.pg.stop()
+        wait_until(lambda: c.health() == H.HealthCheckResponse.NOT_SERVING, 20,
+                   what="health NOT_SERVING")
+        t0 = time.monotonic()
+        e = rpc_error(c.push, q, [b"lost"], txns=["lost"])
+        self.assertEqual(e.code(), UNAVAILABLE, e.details())
+        self.assertLess(time.monotonic() - t0, 10)
+        for call in (lambda: c.pop(q), lambda: c.ack_offset(p.messages[0]), lambda: c.get_queue(q),
+                     lambda: c.fetch(q), lambda: c.renew(p.lease_id)):
+            e = rpc_error(call)
+            self.assertEqual(e.code(), UNAVAILABLE, e.details())
+        # a long poll does not hang on a dead database either
+        code, _ = outcome(c.pop, q, consumer_group="w", wait_ms=1000, timeout=15)
+        self.assertIn(code, (UNAVAILABLE, OK))
+        self.assertTrue(self.b.alive())
+
+        self.pg.start_again()
+        wait_until(lambda: c.health() == H.HealthCheckResponse.SERVING, 30, what="health SERVING again")
+
+        def push_ok():
+            code, r = outcome(c.push, q, [b"after"], txns=["after"])
+            self.assertIn(code, (OK, UNAVAILABLE))
+            return r
+
+        r = wait_until(push_ok, 20, interval=0.2, what="a push to succeed")
+        self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED)
+        queued += 1
+        self.assertEqual(r.results[0].offset, 6)  # nothing in between
+        # no trace of the refused push
+        self.assertEqual(c.get_queue(q).queue.messages, queued)
+        self.assertEqual(c.push(q, [b"lost"], txns=["lost"]).results[0].status, Q.PUSH_STATUS_QUEUED)
+        # state from before the outage is intact, the old lease included
+        self.assertEqual(c.ack_offset(p.messages[0]).outcome, Q.ACK_OUTCOME_APPLIED)
+        self.assertEqual([m.offset for m in c.pop(q, consumer_group="before", batch=10).messages],
+                         list(range(1, 8)))
+
+
+class Shutdown(unittest.TestCase):
+    def test_sigterm_with_open_stream_parked_pop_and_pushes(self):
+        db = "e2e_queue_faults_stop"
+        b = Broker("product", db=db).start()
+        c = Client(b.channel())
+        pool = concurrent.futures.ThreadPoolExecutor(8)
+        stop_pushing = threading.Event()
+        try:
+            q = uniq()
+            c.push(q, [b"leased"])
+            s = ConsumeStream(c, Q.ConsumeSubscribe(queue=q, credits=1))
+            batch = s.recv()
+            self.assertEqual(batch.WhichOneof("kind"), "batch")
+            before = c.rpcs()
+            parked = pool.submit(outcome, c.pop, uniq(), wait_ms=30000, timeout=40)
+            c.wait_received(before)
+
+            def pusher(k):
+                """Pushes until the broker refuses; returns [(txns, code)]."""
+                done = []
+                pq = "%s-w%d" % (q, k)
+                for i in range(100000):
+                    txns = ["%d-%d-%d" % (k, i, j) for j in range(5)]
+                    code, r = outcome(c.push, pq, [b"p"] * 5, txns=txns, timeout=20)
+                    done.append((pq, txns, code))
+                    if code != OK or stop_pushing.is_set():
+                        return done
+                    self.assertEqual([x.status for x in r.results], [Q.PUSH_STATUS_QUEUED] * 5)
+                return done
+
+            pushers = [pool.submit(pusher, k) for k in range(4)]
+            wait_until(lambda: c.message_count(q + "-w0") >= 20, 20, what="pushes to flow")
+            t0 = time.monotonic()
+            b.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(s.wait_end(15), UNAVAILABLE)
+            code, r = parked.result(15)
+            self.assertIn(code, (OK, UNAVAILABLE))
+            if code == OK:
+                self.assertEqual(len(r.messages), 0)
+            self.assertEqual(b.proc.wait(20), 0)
+            self.assertLess(time.monotonic() - t0, 15)
+            stop_pushing.set()
+            calls = [x for f in pushers for x in f.result(30)]
+            for _, _, code in calls:
+                self.assertIn(code, (OK, UNAVAILABLE, grpc.StatusCode.CANCELLED))
+        finally:
+            stop_pushing.set()
+            c.close()
+            b.kill()
+            pool.shutdown(wait=False)
+
+        # a new broker on the same database: every push committed whole or not at all
+        b2 = Broker("product", db=db + "_unused", env={"QUEEN_DATABASE_URL": fixture_db_url(db)}).start()
+        c2 = Client(b2.channel())
+        try:
+            for pq, txns, code in calls:
+                r = c2.push(pq, [b"p"] * 5, txns=txns).results
+                st = {x.status for x in r}
+                self.assertEqual(len(st), 1, (pq, txns, code))
+                if code == OK:
+                    self.assertEqual(st, {Q.PUSH_STATUS_DUPLICATE})
+            # the leased message of the stream was released or expires; never lost
+            p = c2.pop(q, lease_seconds=1)
+            if not p.messages:
+                p = c2.pop_until(q, timeout=70)
+            self.assertEqual(p.messages[0].payload, b"leased")
+        finally:
+            c2.close()
+            rc = b2.stop()
+            self.assertEqual(rc, 0, b2.log_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
