@@ -313,12 +313,10 @@ static struct qn_maint_config test_cfg(void)
     return c;
 }
 
-static qn_maint *mk_maint(const struct qn_maint_config *cfg)
+/* Runs the loop until the loop's session is up (fails the test after 10 s). */
+static void wait_up(qn_maint *m)
 {
-    qn_maint *m = NULL;
-    ck_assert_int_eq(qn_maint_new(B, cfg, CI, &m), QN_OK);
-    /* wait for the session so statement counts and timings start clean */
-    bool up = false;
+    bool up = qn_store_is_up(qn_maint_store(m));
     int64_t end = qn_store_now_ms() + 10000;
     while (!up && qn_store_now_ms() < end) {
         struct event *t = event_new(B, -1, 0, tick, NULL);
@@ -329,6 +327,13 @@ static qn_maint *mk_maint(const struct qn_maint_config *cfg)
         up = qn_store_is_up(qn_maint_store(m));
     }
     ck_assert_msg(up, "maintenance session did not come up");
+}
+
+static qn_maint *mk_maint(const struct qn_maint_config *cfg)
+{
+    qn_maint *m = NULL;
+    ck_assert_int_eq(qn_maint_new(B, cfg, CI, &m), QN_OK);
+    wait_up(m); /* so statement counts and timings start clean */
     return m;
 }
 
@@ -1102,6 +1107,44 @@ START_TEST(shutdown_mid_cycle)
 }
 END_TEST
 
+/* The session dies mid-cycle: the cycle fails, the server released the lock
+ * with the session, and once the store has reconnected the next cycle takes
+ * the lock on the new session and finishes the work. */
+START_TEST(lost_session_releases_the_lock)
+{
+    setup_db("qn_bmaint_lost");
+    uuid_text q, p;
+    mk_queue(q, "lq", "retention_enabled = true, retention_seconds = 3600");
+    mk_part(p, q, "p", 86000);
+    add_segs(p, 2, 1, 7200);
+    qn_maint *m = mk_default();
+    PGconn *holder = qn_test_pg_connect(CI);
+    sqlf(holder, "BEGIN");
+    sqlf(holder, "SELECT 1 FROM queen.log_partitions WHERE id = '%s' FOR UPDATE", p);
+    struct done d;
+    start_cycle(m, &d);
+    ck_assert(run_until_sql(D, 30000, WAITING_ON_LOCK));
+    ck_assert_int_eq(advisory_holders(), 1);
+    sqlf(D, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = "
+            "'Lock' AND datname = current_database()");
+    ck_assert(run_until(&d.done, 30000));
+    ck_assert_int_eq(d.r.code, QN_EUNAVAILABLE);
+    ck_assert_int_eq(advisory_holders(), 0);
+    sqlf(holder, "COMMIT");
+    PQfinish(holder);
+
+    /* the store reconnects on its own (backoff); then a cycle on the new session */
+    wait_up(m);
+    struct qn_maint_cycle r = cycle(m);
+    ck_assert_int_eq(r.code, QN_OK);
+    ck_assert(!r.skipped);
+    ck_assert_uint_eq(r.deleted[QN_MAINT_RETENTION], 2);
+    ck_assert_int_eq(advisory_holders(), 0);
+    qn_maint_free(m);
+    teardown();
+}
+END_TEST
+
 static bool cycles_at_least(qn_maint *m, uint64_t n)
 {
     struct qn_maint_stats s;
@@ -1187,6 +1230,7 @@ static Suite *maint_loop_suite(void)
     tcase_add_test(tc, lock_released_after_error);
     tcase_add_test(tc, worklist_paging);
     tcase_add_test(tc, shutdown_mid_cycle);
+    tcase_add_test(tc, lost_session_releases_the_lock);
     tcase_add_test(tc, periodic_cycles);
     suite_add_tcase(s, tc);
     return s;
