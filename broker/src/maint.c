@@ -91,7 +91,8 @@ struct cycle {
     bool pass_progress;     /* a step of the current list deleted something */
     uint32_t phase_fetches; /* work-list calls of the current phase */
     size_t ntouched;        /* pids in m->touched, <= TOUCHED_MAX */
-    bool touched_overflow;  /* more partitions deleted from than TOUCHED_MAX */
+    bool touched_overflow;  /* more partitions deleted from than TOUCHED_MAX: queues is
+                               then a lower bound (counted over the first TOUCHED_MAX) */
     const char *failed_at;  /* stage of the first error, NULL if none */
     char detail[256];       /* its message from the database */
     struct qn_maint_cycle res;
@@ -554,10 +555,9 @@ static void log_cycle(qn_maint *m)
     enum qn_log_level lvl = deleted ? QN_LOG_INFO : QN_LOG_DEBUG;
     if ((deleted || m->c.failed_at == NULL) && qn_log_enabled(lvl))
         qn_log(lvl,
-               "retention swept queues=%lld%s segments_deleted=%llu txns_purged=%llu "
+               "retention swept queues=%lld segments_deleted=%llu txns_purged=%llu "
                "max_wait_evicted=%llu partitions_deleted=%llu metrics_purge=%lld elapsed_ms=%lld",
-               (long long)r->queues, m->c.touched_overflow ? "+" : "",
-               (unsigned long long)r->deleted[QN_MAINT_RETENTION],
+               (long long)r->queues, (unsigned long long)r->deleted[QN_MAINT_RETENTION],
                (unsigned long long)r->deleted[QN_MAINT_TXNS_PURGE],
                (unsigned long long)r->deleted[QN_MAINT_MAX_WAIT],
                (unsigned long long)r->deleted[QN_MAINT_CLEANUP], (long long)r->metrics_purged,

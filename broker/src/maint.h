@@ -60,7 +60,8 @@ struct qn_maint_cycle {
     uint64_t deleted[QN_MAINT_NKINDS]; /* rows deleted by kind */
     uint64_t frames;                   /* messages in the segments deleted (retention, eviction) */
     int64_t metrics_purged;            /* rows; -1 when the purge failed or did not run */
-    int64_t queues;                    /* distinct queues with deletions; -1 when unknown */
+    int64_t queues; /* distinct queues with deletions (over at most 65536 partitions);
+                       -1 when unknown (the cycle failed before counting) */
     int64_t elapsed_ms;
 };
 
