@@ -208,9 +208,14 @@ static void set_state(struct dd_entry *e, enum dd_state s)
     e->state = s;
 }
 
-/* Drops what the entry knows (it can no longer vouch). */
+/* Drops what the entry knows (it can no longer vouch). A complete ring
+ * (VOUCHING, GAP) is the partition's footprint as it grew since its load: it
+ * becomes the estimate the next rebuild is gated on. A cold, loading or
+ * suppressed entry's ring measures nothing and leaves the estimate alone. */
 static void entry_forget(struct dd_entry *e, enum dd_state s)
 {
+    if (e->state == DD_VOUCHING || e->state == DD_GAP)
+        hint_set(e->d, e, e->ring.bytes);
     qn_store_cancel(e->req);
     e->req = NULL;
     pending_clear(e);
@@ -222,11 +227,7 @@ static void entry_forget(struct dd_entry *e, enum dd_state s)
 
 static void entry_free(struct qn_dedup *d, struct dd_entry *e)
 {
-    /* only a complete ring measures the partition's footprint; a cold or
-     * suppressed entry's empty ring would reset the estimate to nothing */
-    if (e->state == DD_VOUCHING || e->state == DD_GAP)
-        hint_set(d, e, e->ring.bytes);
-    entry_forget(e, DD_COLD);
+    entry_forget(e, DD_COLD); /* keeps the footprint estimate */
     d->total_bytes -= e->accounted;
     lru_unlink(d, e);
     qn_map_remove(&d->entries, &e->node);

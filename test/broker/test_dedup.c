@@ -833,6 +833,27 @@ START_TEST(suppressed_partition_keeps_estimate_and_cooldown)
 }
 END_TEST
 
+START_TEST(estimate_follows_the_ring_not_its_first_load)
+{
+    /* a partition hydrated small and grown by its own commits, then forgotten
+     * (a window change): its rebuild is gated on what it grew to */
+    size_t s = footprint(BIG);
+    start(s * 16 / 10);
+    hydrate("a", PID_A, 1, 100, 10);
+    for (size_t i = 0; i < BIG; i += 500)
+        committed("a", PID_A, 3600, 100 + (int64_t)i, 5, i, 500);
+    ck_assert_int_eq(verified("a", 9, 0, 1), BIG + 99);
+    mono_ms += 1000;
+    hydrate("b", PID_B, 2, BIG, 10);
+    committed("a", PID_A, 7200, BIG + 100, 5, BIG, 10); /* window changed: forget */
+    mono_ms += 1000;
+    ck_assert_int_eq(verified("a", 9, 0, 1), -1);
+    ck_assert_msg(open_count() == 0, "rebuild admitted on the footprint of the first load");
+    ck_assert_uint_eq(stats().suppressed, 1);
+    stop();
+}
+END_TEST
+
 START_TEST(eviction_forgets_and_reloads_cleanly)
 {
     size_t s = footprint(BIG);
@@ -956,6 +977,7 @@ Suite *qn_test_dedup_suite(void)
     tcase_add_test(tc, new_partition_never_suppressed_on_first_contact);
     tcase_add_test(tc, gap_catchup_is_never_gated);
     tcase_add_test(tc, suppressed_partition_keeps_estimate_and_cooldown);
+    tcase_add_test(tc, estimate_follows_the_ring_not_its_first_load);
     tcase_add_test(tc, eviction_forgets_and_reloads_cleanly);
     tcase_add_test(tc, sweep_frees_idle_entries);
     tcase_add_test(tc, sweep_frees_a_suppressed_entry_after_its_cooldown);
