@@ -376,6 +376,14 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     struct pop_rpc *p = ud;
     p->sreq = NULL;
     qn_call *call = p->call;
+    if (call == NULL) {
+        /* the call ended while this pop ran (see qn_svc_pop_cancel): nobody
+         * receives what it leased, so release it now that it has committed */
+        if (st->code == QN_OK && res->n > 0 && !p->args.auto_ack)
+            release_worker(p->app, p->worker);
+        pop_free(p);
+        return;
+    }
     if (st->code != QN_OK) {
         qn_call_set_data(call, NULL);
         qn_finish_store_error(call, st);
@@ -425,8 +433,10 @@ static void pop_issue(struct pop_rpc *p)
         }
     }
     p->rewake = false;
-    struct qn_call_opts opts = {qn_call_deadline_ms(p->call), NULL};
-    int rc = qn_store_pop(app->store, &p->args, &opts, pop_done, p, &p->sreq);
+    /* No database deadline: a pop abandoned at the deadline could still commit
+     * its lease unseen. The transport ends the call at the deadline instead and
+     * qn_svc_pop_cancel waits for this pop's answer. */
+    int rc = qn_store_pop(app->store, &p->args, NULL, pop_done, p, &p->sreq);
     if (rc != QN_OK) {
         qn_call *call = p->call;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
@@ -504,8 +514,17 @@ void qn_svc_pop_cancel(qn_call *call, int reason)
     struct pop_rpc *p = qn_call_data(call);
     if (p == NULL)
         return;
-    /* A pop whose rows were leased but not delivered would only redeliver after
-     * expiry; its lease is released at once instead. */
+    if (p->sreq != NULL) {
+        /* A pop in flight may lease rows nobody will receive; they would only
+         * redeliver after the lease expired. Cancelling it could race its commit,
+         * so it runs to its end and pop_done releases what it leased. */
+        p->call = NULL;
+        p->waiting = false;
+        qn_waiters_unpark(p->app->waiters, &p->waiter);
+        if (p->timer)
+            evtimer_del(p->timer);
+        return;
+    }
     pop_free(p);
 }
 
@@ -540,15 +559,24 @@ struct consume_rpc {
     struct event *timer;
     struct consume_op *ops;          /* in-flight acks and renewals */
     bool counted;                    /* counted in open streams */
+    bool ended;                      /* call gone; waiting for pop_req to answer */
 };
 
 static void consume_pump(struct consume_rpc *c);
 
+/* The last step of ending a stream: release its leases, free it. */
+static void consume_release_free(struct consume_rpc *c)
+{
+    if (c->state != CS_OPEN && !c->args.auto_ack)
+        release_worker(c->app, c->worker);
+    if (c->sub)
+        protobuf_c_message_free_unpacked(&c->sub->base, NULL);
+    free(c);
+}
+
 static void consume_free(struct consume_rpc *c)
 {
     struct qn_app *app = c->app;
-    if (c->pop_req)
-        qn_store_cancel(c->pop_req);
     while (c->ops) {
         struct consume_op *op = c->ops;
         c->ops = op->next;
@@ -558,15 +586,25 @@ static void consume_free(struct consume_rpc *c)
         free(op);
     }
     qn_waiters_unpark(app->waiters, &c->waiter);
-    if (c->timer)
+    if (c->timer) {
         event_free(c->timer);
-    if (c->state != CS_OPEN && !c->args.auto_ack)
-        release_worker(app, c->worker);
-    if (c->sub)
-        protobuf_c_message_free_unpacked(&c->sub->base, NULL);
-    if (c->counted)
+        c->timer = NULL;
+    }
+    if (c->counted) {
         qn_rpc_stream_release(app->rpc);
-    free(c);
+        c->counted = false;
+    }
+    c->call = NULL;
+    if (c->pop_req != NULL && !c->args.auto_ack) {
+        /* The pop in flight may lease a batch nobody will receive. A release sent
+         * now could run before that pop commits, so it is sent once the pop has
+         * answered (consume_pop_done). */
+        c->ended = true;
+        return;
+    }
+    if (c->pop_req != NULL)
+        qn_store_cancel(c->pop_req);
+    consume_release_free(c);
 }
 
 static void consume_end(struct consume_rpc *c, enum qn_grpc_code code, const char *msg)
@@ -667,6 +705,10 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
 {
     struct consume_rpc *c = ud;
     c->pop_req = NULL;
+    if (c->ended) {
+        consume_release_free(c);
+        return;
+    }
     if (st->code != QN_OK) {
         qn_call *call = c->call;
         qn_call_set_data(call, NULL);
