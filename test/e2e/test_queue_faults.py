@@ -83,6 +83,33 @@ class Deadlines(unittest.TestCase):
                 self.assertEqual(e.code(), DEADLINE)
         self.assertServing()
 
+    def test_pop_cut_short_leaves_nothing_leased(self):
+        # A pop whose deadline (grpc-timeout) passes on the broker while its
+        # database call runs is answered DEADLINE_EXCEEDED by the broker; what
+        # that call leased must not stay leased for lease_time (60 s here) with
+        # nobody holding it. Raw HTTP/2, so the answer is the broker's own (a
+        # grpcio client gives up on its side first).
+        from harness import grpc_frame, grpc_status
+        q = uniq()
+        self.c.push(q, [b"x"])
+        cut = []
+        h = self.b.raw()
+        try:
+            for i in range(80):
+                g = "cut%d" % i
+                body = grpc_frame(Q.PopRequest(queue=q, consumer_group=g).SerializeToString())
+                sid = h.request("/queen.v1.QueueService/Pop", body,
+                                headers=[("grpc-timeout", "%du" % (100 + 40 * i))])
+                code = grpc_status(h.wait(sid, timeout=10))
+                self.assertIn(code, (0, 4))
+                if code == 4:
+                    cut.append(g)
+        finally:
+            h.close()
+        for g in cut:
+            wait_until(lambda: len(self.c.pop(q, consumer_group=g).messages) == 1, 5,
+                       what="group %s to get the message its cut-short pop did not deliver" % g)
+
     def test_push_with_short_deadlines(self):
         q = uniq()
         n = 30
