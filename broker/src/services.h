@@ -77,7 +77,14 @@ struct qn_config;
 bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
                      const char *prefix, char *buf, size_t cap);
 
-/* Validates one AckItem: writes a message into buf and returns false when bad. */
+/* Validates one AckItem: writes a message into buf and returns QN_EBADREQUEST
+ * when bad, QN_OK when good. */
 int qn_ack_item_check(const Queen__V1__AckItem *it, size_t i, char *buf, size_t cap);
+
+/* Validates a whole AckRequest (item count, group name, every item) as the Ack
+ * RPC does, for Ack and Consume's in-band acks; false with a message naming
+ * the field. */
+bool qn_ack_request_ok(const struct qn_config *cfg, const Queen__V1__AckRequest *req, char *why,
+                       size_t cap);
 
 #endif

@@ -77,6 +77,26 @@ int qn_ack_item_check(const Queen__V1__AckItem *it, size_t i, char *buf, size_t 
     return QN_OK;
 }
 
+bool qn_ack_request_ok(const struct qn_config *cfg, const Queen__V1__AckRequest *req, char *why,
+                       size_t cap)
+{
+    if (req->n_items == 0) {
+        snprintf(why, cap, "items is empty: an ack needs at least one item");
+        return false;
+    }
+    if (req->n_items > (size_t)cfg->max_push_items) {
+        snprintf(why, cap, "too many items: %zu (the limit is %lld)", req->n_items,
+                 (long long)cfg->max_push_items);
+        return false;
+    }
+    if (qn_name_problem(req->consumer_group, "consumer_group", true, why, cap))
+        return false;
+    for (size_t i = 0; i < req->n_items; i++)
+        if (qn_ack_item_check(req->items[i], i, why, cap) != QN_OK)
+            return false;
+    return true;
+}
+
 static int store_status_of(Queen__V1__AckStatus s)
 {
     switch (s) {
@@ -466,20 +486,8 @@ void qn_svc_ack(qn_call *call, ProtobufCMessage *msg)
     char why[300];
     app->rpcs++;
     enum qn_grpc_code bad = QN_GRPC_OK;
-    if (req->n_items == 0) {
-        snprintf(why, sizeof why, "items is empty: an ack needs at least one item");
+    if (!qn_ack_request_ok(app->cfg, req, why, sizeof why))
         bad = QN_GRPC_INVALID_ARGUMENT;
-    } else if (req->n_items > (size_t)app->cfg->max_push_items) {
-        snprintf(why, sizeof why, "too many items: %zu (the limit is %lld)", req->n_items,
-                 (long long)app->cfg->max_push_items);
-        bad = QN_GRPC_INVALID_ARGUMENT;
-    } else if (qn_name_problem(req->consumer_group, "consumer_group", true, why, sizeof why)) {
-        bad = QN_GRPC_INVALID_ARGUMENT;
-    } else {
-        for (size_t i = 0; i < req->n_items && bad == QN_GRPC_OK; i++)
-            if (qn_ack_item_check(req->items[i], i, why, sizeof why) != QN_OK)
-                bad = QN_GRPC_INVALID_ARGUMENT;
-    }
     if (bad == QN_GRPC_OK && app->shutting_down) {
         snprintf(why, sizeof why, "the broker is shutting down");
         bad = QN_GRPC_UNAVAILABLE;

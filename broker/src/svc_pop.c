@@ -891,6 +891,14 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
         c->ops = op;
         int rc;
         if (req->kind_case == QUEEN__V1__CONSUME_REQUEST__KIND_ACK) {
+            char why[300];
+            if (!qn_ack_request_ok(app->cfg, req->ack, why, sizeof why)) {
+                /* as the Ack RPC answers it; an item naming no message must
+                 * never reach the engine (it would read as offset 0) */
+                op_unlink(c, op);
+                consume_end(c, QN_GRPC_INVALID_ARGUMENT, why);
+                return;
+            }
             rc = qn_ack_run(app, req->ack, consume_ack_done, op, 0, &op->ack);
         } else {
             const char *lease = req->renew->lease_id && *req->renew->lease_id
