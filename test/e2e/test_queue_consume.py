@@ -172,6 +172,38 @@ class InBand(ConsumeTest):
         r = s.recv()
         self.assertEqual((r.request_id, r.renew.renewed), (11, False))
 
+    def test_in_band_ack_is_validated_like_ack(self):
+        # A malformed in-band ack ends the stream INVALID_ARGUMENT naming the item,
+        # as Ack answers it, and applies nothing (an item naming no message must
+        # not be taken for offset 0).
+        q = uniq()
+        self.c.push(q, [b"a", b"b"])
+        bad = [
+            (Q.AckRequest(), "items"),
+            (Q.AckRequest(items=[Q.AckItem(partition_id="{pid}", offset=1), Q.AckItem(partition_id="{pid}")]),
+             "items[1]"),
+            (Q.AckRequest(items=[Q.AckItem(partition_id="not-a-uuid", offset=0)]), "items[0].partition_id"),
+            (Q.AckRequest(items=[Q.AckItem(partition_id="{pid}", offset=-3)]), "items[0].offset"),
+            (Q.AckRequest(items=[Q.AckItem(partition_id="{pid}", offset=0, status=17)]), "items[0].status"),
+            (Q.AckRequest(consumer_group="g\\x01", items=[Q.AckItem(partition_id="{pid}", offset=0)]),
+             "consumer_group"),
+        ]
+        for req, frag in bad:
+            s = self.stream(sub(q, batch=2))
+            b = self.batch(s)
+            pid = b.messages[0].partition_id
+            for it in req.items:
+                it.partition_id = it.partition_id.replace("{pid}", pid)
+                it.lease_id = b.lease_id
+            req.consumer_group = req.consumer_group.replace("\\x01", "\x01")
+            s.send(Q.ConsumeRequest(request_id=1, ack=req))
+            self.assertEqual(s.wait_end(), grpc.StatusCode.INVALID_ARGUMENT, frag)
+            self.assertIn(frag, s.error.details())
+            part = self.c.partition(q)
+            self.assertEqual(part.committed, -1, frag)
+            # the stream's lease went with it
+            wait_until(lambda: not self.c.partition(q).leased, 5, what="the lease to be released")
+
     def test_first_request_must_subscribe(self):
         for first in (Q.ConsumeRequest(credits=3),
                       Q.ConsumeRequest(request_id=1, renew=Q.RenewLeaseRequest(seconds=5)),
