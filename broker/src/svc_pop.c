@@ -236,16 +236,14 @@ static long send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
         pr.messages = msgs;
         pr.lease_id = (char *)lease;
         int64_t exp = 0;
-        uint8_t seen[64][16];
         size_t nseen = 0;
+        /* pop_v1 returns the rows of one claimed partition together (claim
+         * order, then base), so each change of partition id is a new one */
         for (size_t i = 0; i < res->n; i++) {
             if (res->segs[i].lease_expires_at_us > exp)
                 exp = res->segs[i].lease_expires_at_us;
-            bool dup = false;
-            for (size_t j = 0; j < nseen && !dup; j++)
-                dup = memcmp(seen[j], res->segs[i].pid, 16) == 0;
-            if (!dup && nseen < 64)
-                memcpy(seen[nseen++], res->segs[i].pid, 16);
+            if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0)
+                nseen++;
         }
         pr.lease_expires_at_us = a->auto_ack ? 0 : exp;
         pr.partitions_claimed = (uint32_t)nseen;
