@@ -272,6 +272,19 @@ class AnyPartition(PopTest):
                           for m in many.messages if m.offset == 1], group="many")
         self.assertTrue(all(r.outcome == Q.ACK_OUTCOME_APPLIED for r in res.results))
 
+    def test_partitions_claimed_counts_every_partition(self):
+        q = uniq()
+        n = 80
+        self.c.push_items([Q.PushItem(queue=q, partition="p%02d" % i, payload=b"x") for i in range(n)])
+        got = {}
+        while len(got) < n:
+            p = self.c.pop(q, batch=MAX_BATCH, max_partitions=1000)
+            self.assertGreater(len(p.messages), 0)
+            parts = {m.partition for m in p.messages}
+            self.assertEqual(p.partitions_claimed, len(parts))
+            got.update({m.partition: m for m in p.messages})
+        self.assertEqual(len(got), n)
+
     def test_batch_is_shared_across_partitions(self):
         q = uniq()
         for p in ("a", "b", "c"):
