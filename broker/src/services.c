@@ -117,6 +117,11 @@ arm:
     }
 }
 
+void qn_services_committed(struct qn_app *app, const char *queue, const char *partition)
+{
+    on_commit(app, queue, partition);
+}
+
 /* A NOTIFY from any broker (ours included: waking twice is harmless). Payload
  * is "tenant/queue". */
 static void on_listen(void *ud, const char *payload)

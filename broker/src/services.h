@@ -43,6 +43,11 @@ void qn_svc_push_cancel(qn_call *call, int reason);
 /* The app the services run in (set once by qn_services_register). */
 struct qn_app *qn_svc_app(void);
 
+/* Messages committed to (queue, partition) outside fusion (Transact, replayed
+ * dead letters): wakes this broker's waiters and tells other brokers, as a
+ * fusion commit does. */
+void qn_services_committed(struct qn_app *app, const char *queue, const char *partition);
+
 /* ---- shared by Ack, Consume and Transact ---- */
 
 struct qn_ack_op;

@@ -836,6 +836,7 @@ static void replay_committed(void *ud, const struct qn_store_status *st,
     pr.offset = p->segs[0].base;
     resp.dead_letter_removed = r->n > 1 && r->steps[1].value > 0;
     a->app->pushed++;
+    qn_services_committed(a->app, a->queue, a->partition);
     admin_reply(a, &resp.base);
 }
 

@@ -215,6 +215,9 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
             g->copy.flags = 0;
         }
     }
+    /* committed: parked pops and fetches of the pushed partitions wake */
+    for (size_t sg = 0; sg < t->nsegs; sg++)
+        qn_services_committed(t->app, t->segs[sg].queue, t->segs[sg].partition);
     /* dead letters are filed after the commit */
     t->pending_dlq = 1;
     for (size_t a = 0; a < t->nacks; a++) {
