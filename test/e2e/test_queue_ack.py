@@ -31,7 +31,8 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 def setUpModule():
     global broker
-    broker = Broker("product", db="e2e_queue_ack").start()
+    # a parked pop answered early was woken by a commit, not by its re-check
+    broker = Broker("product", db="e2e_queue_ack", env={"QUEEN_WAKE_RECHECK_MS": "60000"}).start()
 
 
 def tearDownModule():
@@ -370,6 +371,21 @@ class DeadLetters(AckTest):
         # gone: a second replay finds nothing
         e = rpc_error(self.c.a.ReplayDeadLetter, A.ReplayDeadLetterRequest(id=d.id), timeout=10)
         self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_replay_wakes_a_parked_pop(self):
+        import concurrent.futures
+        q = uniq()
+        d = self.dead_letter(q, txn="wake", group="w")
+        self.c.ack_offset(self.c.pop(q).messages[0])  # queue mode has consumed it too
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            before = self.c.rpcs()
+            t0 = time.monotonic()
+            fut = ex.submit(self.c.pop, q, wait_ms=8000, timeout=20)
+            self.c.wait_received(before)
+            self.c.a.ReplayDeadLetter(A.ReplayDeadLetterRequest(id=d.id), timeout=10)
+            p = fut.result(20)
+            self.assertEqual(p.messages[0].transaction_id, "dlq:" + d.id)
+            self.assertLess(time.monotonic() - t0, 4.0)
 
     def test_replay_elsewhere(self):
         q, other = uniq(), uniq()

@@ -112,6 +112,30 @@ class Transact(TxnFetchTest):
         self.assertEqual((part.committed, part.leased), (2, False))
         self.assertEqual(self.c.message_count(self.dst), 1)
 
+    def test_push_wakes_parked_pops_and_fetches(self):
+        self.c.push(self.dst, [b"first"], partition="F")
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        pop = pool.submit(self.c.pop, self.dst, partition="P", wait_ms=8000, timeout=20)
+        fetch = pool.submit(self.c.fetch, self.dst, partition="F", offset=1, max_wait_ms=8000, timeout=20)
+        self.c.wait_received(before, n=2)
+        self.c.transact([push_op(self.dst, b"to pop", partition="P"), push_op(self.dst, b"to fetch", partition="F"),
+                         ack_op(self.p.messages[0])])
+        self.assertEqual([m.payload for m in pop.result(20).messages], [b"to pop"])
+        self.assertEqual([m.payload for m in fetch.result(20).records], [b"to fetch"])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_dedup_across_transact_and_push(self):
+        q = self.dst
+        self.c.push(q, [b"a"], txns=["via-push"])
+        r = self.c.transact([push_op(q, b"b", "via-txn")]).results[0].push
+        self.assertEqual((r.status, r.offset), (Q.PUSH_STATUS_QUEUED, 1))
+        self.c.push(q, [b"c"], txns=["after"])
+        dup = self.c.push(q, [b"b2"], txns=["via-txn"]).results[0]
+        self.assertEqual((dup.status, dup.offset, dup.message_id), (Q.PUSH_STATUS_DUPLICATE, 1, r.message_id))
+        self.assertAborted([push_op(q, b"a2", "via-push")], (), "duplicate")
+        self.assertEqual(self.c.message_count(q), 3)
+
     def test_duplicate_inside_the_request(self):
         r = self.c.transact([push_op(self.dst, b"x", "same"), push_op(self.dst, b"y", "same")]).results
         self.assertEqual([x.push.status for x in r], [Q.PUSH_STATUS_QUEUED, Q.PUSH_STATUS_DUPLICATE])
