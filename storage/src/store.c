@@ -120,6 +120,7 @@ struct qn_store_req {
     bool abandoned;        /* outcome delivered early or suppressed */
     bool in_callback;      /* its callback is running */
     bool internal;         /* connection setup: no user callback, not counted */
+    uint8_t reprepared;    /* resends after a prepared-statement mix-up (26000, 42P05) */
     bool stray_retried;
     int conflict_retries;
     struct conn *conn;     /* SENT */
@@ -634,6 +635,21 @@ static void req_synced(struct conn *c, qn_store_req *r)
         req_requeue(r);
         return;
     }
+    if (r->err != QN_OK && r->err_state != NULL && r->reprepared < 3 &&
+        (strcmp(r->err_state, "26000") == 0 || strcmp(r->err_state, "42P05") == 0)) {
+        /* Statements are prepared lazily, their Parse riding in the sync of the
+         * first call that uses them. When that sync fails before the Parse, a
+         * call already on the wire that assumed the statement finds it missing
+         * (26000); when two calls race to prepare it again, the second Parse finds
+         * it present (42P05). Either way nothing of this call ran (its sync
+         * aborted there), so resend it with the flags corrected. */
+        r->reprepared++;
+        if (strcmp(r->err_state, "26000") == 0 && r->err_step >= 0 && r->err_step < r->nsteps &&
+            r->steps[r->err_step].stmt >= 0)
+            c->prepared[r->steps[r->err_step].stmt] = 0;
+        req_requeue(r);
+        return;
+    }
     if (r->err == QN_ETIMEOUT && r->cancel_seq != c->cancel_seq && !r->stray_retried) {
         /* a cancel aimed at a neighbour hit this call: it failed, so retry */
         r->stray_retried = true;
@@ -708,12 +724,18 @@ static void conn_drain(struct conn *c)
             }
             break;
         case PGRES_PIPELINE_ABORTED:
+            /* an earlier error of this sync skipped the Parse: it never happened */
+            if (it->kind == ITEM_PREPARE)
+                c->prepared[it->stmt] = 0;
             break;
         case PGRES_FATAL_ERROR:
         case PGRES_NONFATAL_ERROR:
         case PGRES_BAD_RESPONSE:
-            if (it->kind == ITEM_PREPARE)
-                c->prepared[it->stmt] = 0; /* prepare again next time */
+            if (it->kind == ITEM_PREPARE) {
+                /* 42P05: another call's Parse got there first; it exists */
+                const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                c->prepared[it->stmt] = ss != NULL && strcmp(ss, "42P05") == 0;
+            }
             req_error_res(r, res, it->kind == ITEM_EXEC ? it->step : -1,
                           PQstatus(c->pg) == CONNECTION_BAD);
             break;

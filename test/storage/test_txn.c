@@ -190,6 +190,53 @@ START_TEST(unapplied_ack_rolls_back_the_push)
 }
 END_TEST
 
+static void ack_status_cb(void *ud, const struct qn_store_status *st,
+                          const struct qn_ack_result *r)
+{
+    (void)r;
+    qt_copy_status(ud, st);
+}
+
+/* A statement is prepared lazily inside the sync of its first use. When an earlier
+ * step of that sync fails, its Parse is skipped: the connection must not believe
+ * it prepared, and calls already pipelined behind it must still succeed. */
+START_TEST(parse_skipped_by_a_failed_sync_is_redone)
+{
+    qn_store *one = qt_store(B, CI, 1, 8); /* one connection: every call shares it */
+    struct qt_seg dup;
+    qt_seg_make(&dup, 1, "pd", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, one, "prepq", NULL, &dup, &po), QN_OK);
+    uint8_t pid[16];
+    memcpy(pid, po.segs[0].pid, 16);
+    /* first use of the ack statement rides behind a strict duplicate push */
+    qn_store_txn *t = NULL;
+    ck_assert_int_eq(qn_store_txn_new(one, &t), QN_OK);
+    struct qn_push_segment p = qt_push_seg(&dup, "prepq", NULL);
+    ck_assert_int_eq(qn_store_txn_push(t, &p, 1), QN_OK);
+    struct qn_ack_item it = {NULL, 0, QN_ACK_COMPLETED};
+    struct qn_ack_args a = {{0}, "", "", &it, 1};
+    memcpy(a.pid, pid, 16);
+    ck_assert_int_eq(qn_store_txn_ack(t, &a), QN_OK);
+    struct txn_out o;
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(qn_store_txn_commit(t, NULL, txn_cb, &o, NULL), QN_OK);
+    /* a plain ack pipelined right behind it, before the failure is known */
+    struct qt_status s2;
+    memset(&s2, 0, sizeof s2);
+    ck_assert_int_eq(qn_store_ack(one, &a, NULL, ack_status_cb, &s2, NULL), QN_OK);
+    ck_assert(qt_run_until(B, &o.s.done, 10000));
+    ck_assert(qt_run_until(B, &s2.done, 10000));
+    ck_assert_int_eq(o.s.code, QN_EDUPLICATE);
+    ck_assert_msg(s2.code == QN_OK, "pipelined ack failed: %s (%s)", s2.message, s2.sqlstate);
+    /* and later uses on the same connection work */
+    struct qt_ack_out ao;
+    ck_assert_int_eq(qt_ack(B, one, &a, &ao), QN_OK);
+    qn_store_free(one);
+    qt_seg_free(&dup);
+}
+END_TEST
+
 START_TEST(lease_check_and_dlq_delete)
 {
     qn_store_txn *t = NULL;
@@ -227,6 +274,7 @@ Suite *qn_test_txn_suite(void)
     tcase_add_test(t, push_and_ack_commit_together);
     tcase_add_test(t, strict_duplicate_rolls_back_earlier_pushes);
     tcase_add_test(t, unapplied_ack_rolls_back_the_push);
+    tcase_add_test(t, parse_skipped_by_a_failed_sync_is_redone);
     tcase_add_test(t, lease_check_and_dlq_delete);
     suite_add_tcase(s, t);
     return s;
