@@ -202,7 +202,10 @@ static bool pop_prepare(const struct qn_config *cfg, const struct pop_params *pp
     a->namespace_ = pp->namespace_;
     a->task = pp->task;
     a->group = qn_or_default(pp->group, QN_QUEUE_MODE);
-    a->budget = pp->batch ? (int32_t)pp->batch : 100;
+    /* 0 means 100, and never more than the limit a client could ask for */
+    a->budget = pp->batch                  ? (int32_t)pp->batch
+                : cfg->max_pop_batch < 100 ? (int32_t)cfg->max_pop_batch
+                                           : 100;
     a->max_partitions = pp->max_partitions ? (int32_t)pp->max_partitions : 1;
     a->lease_seconds = (int32_t)pp->lease_seconds;
     a->auto_ack = pp->auto_ack;
