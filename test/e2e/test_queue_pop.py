@@ -6,8 +6,8 @@ response byte cap.
 
 The main broker runs with QUEEN_MAX_POP_BATCH=200, QUEEN_MAX_POP_WAIT_MS=10000
 and QUEEN_WAKE_RECHECK_MS=60000 (so a parked pop answered early was woken by the
-push, not by its re-check timer). ParkedLimit runs its own broker with
-QUEEN_MAX_PARKED_POPS=2.
+push, not by its re-check timer). SmallLimits runs its own broker with
+QUEEN_MAX_PARKED_POPS=2 and QUEEN_MAX_POP_BATCH=50.
 """
 
 import concurrent.futures
@@ -17,7 +17,7 @@ import unittest
 import grpc
 
 from harness import Broker
-from qsupport import A, C, Client, Q, rpc_error, uniq, wait_until
+from qsupport import C, Client, ConsumeStream, Q, rpc_error, uniq, wait_until
 
 MAX_BATCH = 200
 MAX_WAIT = 10000
@@ -450,13 +450,14 @@ class ByteCap(PopTest):
         self.assertTrue(all(len(m.payload) == size for m in p.messages))
 
 
-class ParkedLimit(unittest.TestCase):
-    """QUEEN_MAX_PARKED_POPS=2 on a broker of its own."""
+class SmallLimits(unittest.TestCase):
+    """QUEEN_MAX_PARKED_POPS=2 and QUEEN_MAX_POP_BATCH=50 on a broker of its own."""
 
     @classmethod
     def setUpClass(cls):
-        cls.b = Broker("product", db="e2e_queue_pop_parked", env={
-            "QUEEN_MAX_PARKED_POPS": "2", "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.b = Broker("product", db="e2e_queue_pop_small", env={
+            "QUEEN_MAX_PARKED_POPS": "2", "QUEEN_MAX_POP_BATCH": "50",
+            "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
         cls.c = Client(cls.b.channel())
 
     @classmethod
@@ -489,6 +490,19 @@ class ParkedLimit(unittest.TestCase):
         self.c.push_items([Q.PushItem(queue=q2, partition="p%d" % i, payload=b"y") for i in range(2)])
         for f in again:
             self.assertEqual(len(f.result(timeout=20).messages), 1)
+
+    def test_default_batch_stays_within_the_limit(self):
+        q = uniq()
+        self.c.push(q, [b"x"] * 120)
+        self.assertEqual(len(self.c.pop(q).messages), 50)  # batch 0: 100, capped at the limit
+        self.assertEqual(len(self.c.pop(q, consumer_group="g", batch=50).messages), 50)
+        e = rpc_error(self.c.pop, q, batch=51)
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        s = ConsumeStream(self.c, Q.ConsumeSubscribe(queue=q, consumer_group="c"))
+        try:
+            self.assertEqual(len(s.recv().batch.messages), 50)
+        finally:
+            s.cancel()
 
     def test_a_cancelled_parked_pop_frees_its_slot(self):
         q = uniq()
