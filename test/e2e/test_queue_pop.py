@@ -241,6 +241,16 @@ class Subscriptions(PopTest):
         p = self.c.pop(q, batch=10, subscription_mode=C.SUBSCRIPTION_MODE_NEW)
         self.assertEqual(len(p.messages), 2)
 
+    def test_delayed_processing(self):
+        q = uniq()
+        self.c.configure(q, delayed_processing=1)
+        self.fill(q, 2)
+        t0 = time.monotonic()
+        self.assertEqual(len(self.c.pop(q, batch=5).messages), 0)
+        p = self.c.pop_until(q, timeout=10, batch=5)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+        self.assertEqual([m.offset for m in p.messages], [0, 1])
+
     def test_unknown_mode(self):
         e = rpc_error(self.c.pop, uniq(), subscription_mode=42)
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
@@ -365,6 +375,22 @@ class LongPoll(PopTest):
         self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"%d" % i) for i in range(3)])
         got = [f.result(timeout=20) for f in futs]
         self.assertEqual([[m.payload for m in p.messages] for p in got], [[b"0"], [b"1"], [b"2"]])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_parked_pop_subscribing_new(self):
+        # first contact happens in the parked pop's first (empty) look: what was
+        # there before is skipped, what arrives while it waits is delivered
+        q = uniq()
+        self.fill(q, 3, prefix=b"old")
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, q, consumer_group="late", wait_ms=8000, batch=10, timeout=20,
+                          subscription_mode=C.SUBSCRIPTION_MODE_NEW)
+        self.c.wait_received(before)
+        wait_until(lambda: self.c.groups(q, "late"), 5, what="the group's first contact")
+        self.fill(q, 1, prefix=b"new")
+        p = fut.result(20)
+        self.assertEqual([m.payload for m in p.messages], [b"new0"])
         self.assertLess(time.monotonic() - t0, 4.0)
 
     def test_long_poll_ends_empty_at_wait_ms(self):

@@ -193,6 +193,16 @@ class Dedup(PushTest):
         self.assertEqual(third[1].message_id, again[0].message_id)
         self.assertEqual(self.c.get_queue(q).queue.messages, 3)
 
+    def test_repeats_of_a_stored_transaction_id_in_one_request(self):
+        q = uniq()
+        orig = self.c.push(q, [b"o"], txns=["r"]).results[0]
+        r = self.c.push(q, [b"x", b"new", b"y"], txns=["r", "n", "r"]).results
+        self.assertEqual([x.status for x in r], [DUPLICATE, QUEUED, DUPLICATE])
+        for x in (r[0], r[2]):
+            self.assertEqual((x.message_id, x.offset), (orig.message_id, orig.offset))
+        self.assertEqual(r[1].offset, 1)
+        self.assertEqual(self.c.get_queue(q).queue.messages, 2)
+
     def test_same_transaction_id_in_another_partition_is_accepted(self):
         q = uniq()
         a = self.c.push(q, [b"a"], partition="pa", txns=["same"]).results[0]
