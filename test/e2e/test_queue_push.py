@@ -358,6 +358,33 @@ class ReceiveLimit(PushTest):
         self.assertEqual(self.c.push(q, [b"after"]).results[0].offset, 1 + n)
 
 
+class SharedItemLimit(PushTest):
+    """QUEEN_MAX_PUSH_ITEMS also bounds Ack items and Transact operations."""
+
+    def test_ack_items_at_and_past_the_limit(self):
+        q = uniq()
+        self.c.push(q, [b"x"] * MAX_ITEMS)
+        p = self.c.pop(q, batch=MAX_ITEMS)
+        item = lambda m: Q.AckItem(partition_id=m.partition_id, offset=m.offset, lease_id=m.lease_id)  # noqa: E731
+        e = rpc_error(self.c.ack, [item(m) for m in p.messages] + [item(p.messages[0])])
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn(str(MAX_ITEMS), e.details())
+        self.assertEqual(self.c.partition(q).committed, -1)
+        r = self.c.ack([item(m) for m in p.messages])
+        self.assertEqual(len(r.results), MAX_ITEMS)
+        self.assertEqual(self.c.partition(q).committed, MAX_ITEMS - 1)
+
+    def test_transact_operations_at_and_past_the_limit(self):
+        q = uniq()
+        op = lambda i: Q.TransactOp(push=Q.PushItem(queue=q, payload=b"%d" % i))  # noqa: E731
+        e = rpc_error(self.c.transact, [op(i) for i in range(MAX_ITEMS + 1)])
+        self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn(str(MAX_ITEMS), e.details())
+        self.assertFalse(self.c.exists(q))
+        r = self.c.transact([op(i) for i in range(MAX_ITEMS)])
+        self.assertEqual([x.push.offset for x in r.results], list(range(MAX_ITEMS)))
+
+
 def broker_channel_raw_push(ch):
     """Push over ch with a pre-serialised request (bytes in, bytes out)."""
     return ch.unary_unary("/queen.v1.QueueService/Push", request_serializer=lambda b: b,

@@ -214,6 +214,18 @@ class Transact(TxnFetchTest):
         self.assertEqual([d.payload for d in self.c.dead_letters(q)], [b"poison"])
         self.assertEqual([m.payload for m in self.c.pop(q, batch=2).messages], [b"fine"])
 
+    def test_acks_across_many_partitions(self):
+        # 1 to QUEEN_MAX_PUSH_ITEMS operations, whatever partitions they touch
+        q = uniq()
+        n = 300
+        self.c.push_items([Q.PushItem(queue=q, partition="p%03d" % i, payload=b"x") for i in range(n)])
+        msgs = []
+        while len(msgs) < n:
+            msgs += list(self.c.pop(q, batch=1000, max_partitions=1000).messages)
+        r = self.c.transact([ack_op(m) for m in msgs] + [push_op(self.dst, b"done")]).results
+        self.assertEqual({x.ack.outcome for x in r[:n]}, {Q.ACK_OUTCOME_APPLIED})
+        self.assertEqual(self.c.get_queue(q).depth, 0)
+
     def test_validation(self):
         pid = self.p.messages[0].partition_id
         cases = [
