@@ -185,6 +185,13 @@ class DatabaseDown(unittest.TestCase):
         self.assertEqual(c.health(), H.HealthCheckResponse.SERVING)
         p = c.pop(q, consumer_group="before", batch=1)
         self.assertEqual(len(p.messages), 1)
+        # a stream and a parked pop waiting for data when the database goes
+        stream = ConsumeStream(c, Q.ConsumeSubscribe(queue=uniq(), credits=5))
+        stream.roundtrip()
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        before = c.rpcs()
+        parked = pool.submit(outcome, c.pop, uniq(), wait_ms=20000, timeout=30)
+        c.wait_received(before)
 
         self.pg.stop()
         wait_until(lambda: c.health() == H.HealthCheckResponse.NOT_SERVING, 20,
@@ -197,7 +204,13 @@ class DatabaseDown(unittest.TestCase):
                      lambda: c.fetch(q), lambda: c.renew(p.lease_id)):
             e = rpc_error(call)
             self.assertEqual(e.code(), UNAVAILABLE, e.details())
-        # a long poll does not hang on a dead database either
+        # waiting consumers learn it at their next re-check (QUEEN_WAKE_RECHECK_MS)
+        self.assertEqual(stream.wait_end(15), UNAVAILABLE)
+        code, r = parked.result(15)
+        pool.shutdown()
+        self.assertIn(code, (UNAVAILABLE, OK))
+        if code == OK:
+            self.assertEqual(len(r.messages), 0)
         code, _ = outcome(c.pop, q, consumer_group="w", wait_ms=1000, timeout=15)
         self.assertIn(code, (UNAVAILABLE, OK))
         self.assertTrue(self.b.alive())
@@ -221,6 +234,12 @@ class DatabaseDown(unittest.TestCase):
         self.assertEqual(c.ack_offset(p.messages[0]).outcome, Q.ACK_OUTCOME_APPLIED)
         self.assertEqual([m.offset for m in c.pop(q, consumer_group="before", batch=10).messages],
                          list(range(1, 8)))
+        # a new stream works
+        s2 = ConsumeStream(c, Q.ConsumeSubscribe(queue=q, consumer_group="after"))
+        try:
+            self.assertEqual(s2.recv().batch.messages[0].offset, 0)
+        finally:
+            s2.cancel()
 
 
 class Shutdown(unittest.TestCase):
