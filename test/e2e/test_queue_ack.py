@@ -275,6 +275,31 @@ class RetryBudget(AckTest):
         (d,) = self.c.dead_letters(q)
         self.assertEqual(d.error, "Retries exhausted")
 
+    def test_lease_less_failure_dead_letters(self):
+        q = uniq()
+        self.fill(q, 2, retry_limit=0)
+        p = self.c.pop(q, batch=2)
+        r = self.c.ack([self.item(p.messages[0], status=FAILED, lease="", error="no lease")]).results[0]
+        self.assertEqual((r.outcome, r.dlq), (APPLIED, True))
+        self.assertEqual([d.error for d in self.c.dead_letters(q)], ["no lease"])
+        self.assertEqual([m.offset for m in self.c.pop(q, batch=2).messages], [1])
+
+    def test_one_call_over_several_partitions(self):
+        q = uniq()
+        self.c.configure(q, retry_limit=0)
+        self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"%d" % i) for i in range(3)])
+        p = self.c.pop(q, batch=10, max_partitions=3)
+        by = {m.partition: m for m in p.messages}
+        res = self.c.ack([self.item(by["p2"]), self.item(by["p0"], status=FAILED, error="x"),
+                          self.item(by["p1"], status=RETRY)]).results
+        self.assertEqual([r.index for r in res], [0, 1, 2])
+        self.assertEqual([r.outcome for r in res], [APPLIED] * 3)
+        self.assertEqual([r.dlq for r in res], [False, True, False])
+        self.assertTrue(all(r.lease_released for r in res))
+        self.assertEqual([d.partition for d in self.c.dead_letters(q)], ["p0"])
+        again = self.c.pop(q, batch=10, max_partitions=3)
+        self.assertEqual([m.partition for m in again.messages], ["p1"])
+
     def test_retry_does_not_spend_budget(self):
         q = uniq()
         self.fill(q, 2, retry_limit=1)
