@@ -14,6 +14,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.parse
 import uuid
 
 import grpc
@@ -29,8 +30,8 @@ from queen.v1 import queue_pb2_grpc as QG  # noqa: E402
 from grpc.health.v1 import health_pb2 as H  # noqa: E402
 from grpc.health.v1 import health_pb2_grpc as HG  # noqa: E402
 
-__all__ = ["A", "C", "Q", "H", "Client", "ConsumeStream", "PrivatePg", "rpc_error", "uniq",
-           "wait_until", "is_uuid7", "UUID_RE"]
+__all__ = ["A", "C", "Q", "H", "Client", "ConsumeStream", "PrivatePg", "fixture_db_url", "rpc_error",
+           "uniq", "wait_until", "is_uuid7", "UUID_RE"]
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -59,6 +60,17 @@ def wait_until(cond, timeout=10.0, interval=0.05, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def fixture_db_url(name):
+    """URL of database `name` on the test cluster, without (re)creating it: a
+    second broker on the database a first Broker(db=name) made."""
+    base = os.environ.get("QUEEN_TEST_DATABASE_URL", "")
+    if not base:
+        with open(os.environ["QN_TEST_PG_URL_FILE"]) as f:
+            base = f.readline().strip()
+    u = urllib.parse.urlparse(base)
+    return urllib.parse.urlunparse(u._replace(path="/" + name))
 
 
 def rpc_error(fn, *args, **kw):

@@ -4,31 +4,19 @@ suite stops and starts), and SIGTERM with open streams, parked pops and pushes
 in flight."""
 
 import concurrent.futures
-import os
 import signal
 import threading
 import time
 import unittest
-import urllib.parse
 
 import grpc
 
 from harness import Broker
-from qsupport import H, Client, ConsumeStream, PrivatePg, Q, rpc_error, uniq, wait_until
+from qsupport import H, Client, ConsumeStream, PrivatePg, Q, fixture_db_url, rpc_error, uniq, wait_until
 
 OK = grpc.StatusCode.OK
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
-
-
-def fixture_db_url(name):
-    """URL of database `name` on the test cluster, without (re)creating it."""
-    base = os.environ.get("QUEEN_TEST_DATABASE_URL", "")
-    if not base:
-        with open(os.environ["QN_TEST_PG_URL_FILE"]) as f:
-            base = f.readline().strip()
-    u = urllib.parse.urlparse(base)
-    return urllib.parse.urlunparse(u._replace(path="/" + name))
 
 
 def outcome(fn, *args, **kw):

@@ -17,7 +17,7 @@ import unittest
 import grpc
 
 from harness import Broker
-from qsupport import C, Client, ConsumeStream, Q, rpc_error, uniq, wait_until
+from qsupport import C, Client, ConsumeStream, Q, fixture_db_url, rpc_error, uniq, wait_until
 
 MAX_BATCH = 200
 MAX_WAIT = 10000
@@ -549,6 +549,49 @@ class SmallLimits(unittest.TestCase):
                 return False
 
         wait_until(accepted, timeout=10, what="the cancelled pops to free their slots")
+
+
+class CrossBroker(unittest.TestCase):
+    """Two brokers on one database: a commit on one wakes consumers parked on
+    the other (NOTIFY), well before their re-check (60 s)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Broker("product", db="e2e_queue_pop_two", env={"QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.b = Broker("product", db="e2e_queue_pop_two_unused", env={
+            "QUEEN_DATABASE_URL": fixture_db_url("e2e_queue_pop_two"),
+            "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.ca, cls.cb = Client(cls.a.channel()), Client(cls.b.channel())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ca.close()
+        cls.cb.close()
+        for b in (cls.a, cls.b):
+            rc = b.stop()
+            assert rc == 0, b.log_text()
+
+    def test_push_on_one_wakes_a_pop_parked_on_the_other(self):
+        q = uniq()
+        before = self.ca.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.ca.pop, q, wait_ms=8000, timeout=20)
+        self.ca.wait_received(before)
+        self.cb.push(q, [b"from b"])
+        self.assertEqual([m.payload for m in fut.result(20).messages], [b"from b"])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_stream_on_one_fed_by_the_other(self):
+        q = uniq()
+        s = ConsumeStream(self.ca, Q.ConsumeSubscribe(queue=q, credits=2))
+        try:
+            s.roundtrip()
+            t0 = time.monotonic()
+            self.cb.push(q, [b"x"])
+            self.assertEqual(s.recv().batch.messages[0].payload, b"x")
+            self.assertLess(time.monotonic() - t0, 4.0)
+        finally:
+            s.cancel()
 
 
 if __name__ == "__main__":
