@@ -311,6 +311,34 @@ class Delivery(ConsumeTest):
             p = self.c.pop_until(q, timeout=5, consumer_group=g)  # lease_time is 60 s
             self.assertEqual(p.messages[0].offset, 0)
 
+    def test_no_new_batch_while_the_client_reads_nothing(self):
+        # A client that stops reading (no HTTP/2 window) with credits left must not
+        # get more batches leased for it: they would sit unread in the broker.
+        from harness import grpc_frame
+        q = uniq()
+        n = 12
+        self.c.push_items([Q.PushItem(queue=q, partition="p%02d" % i, payload=bytes([65 + i]) * 100000)
+                           for i in range(n)], timeout=30)
+        h = broker.raw(auto_window=False)
+        try:
+            req = Q.ConsumeRequest(subscribe=sub(q, batch=1, credits=n, consumer_group="slow"))
+            sid = h.request("/queen.v1.QueueService/Consume", grpc_frame(req.SerializeToString()), end=False)
+            h.wait_for(lambda: h.received[sid] > 0, 10)
+
+            def leased():
+                return sum(p.leased for p in self.c.get_queue(q, group="slow").partitions)
+
+            wait_until(lambda: leased() >= 1, 10, what="the first batch")
+            h.pump(0.5)
+            self.assertLessEqual(leased(), 2)
+            # reading again lets the rest through
+            h.open_window(sid, 4 << 20)
+            h.auto_window = True
+            self.assertTrue(h.wait_for(lambda: h.received[sid] >= n * 100000, 20))
+            self.assertEqual(leased(), n)
+        finally:
+            h.close()
+
     def test_closed_channel_releases_leases(self):
         q = uniq()
         self.c.push(q, [b"a"])
