@@ -299,6 +299,23 @@ static void warn_pressure(struct qn_dedup *d, const struct dd_entry *e)
             d->suppressed, d->cfg.budget_bytes >> 20);
 }
 
+/* Keeps the cache within its budget after entry e grew (a load finished, a
+ * commit was appended): idle entries are evicted first; when every other entry
+ * was used within recent_ms, e itself, the newcomer or the grower, is dropped
+ * and suppressed for a cooldown instead, its footprint kept as its estimate.
+ * So the resident set stays under the budget plus one commit, and what does not
+ * fit becomes suppressed overflow rather than memory the budget never allowed. */
+static void enforce_budget(struct qn_dedup *d, struct dd_entry *e)
+{
+    if (d->total_bytes <= d->cfg.budget_bytes || evict_to(d, d->cfg.budget_bytes, e))
+        return;
+    if (e->state != DD_VOUCHING && e->state != DD_GAP)
+        return;
+    entry_forget(e, DD_SUPPRESSED);
+    e->cooldown_until_ms = now_ms() + d->cfg.cooldown_ms;
+    warn_pressure(d, e);
+}
+
 /* ---------------------------------------------------------------- loading */
 
 static void load_start(struct dd_entry *e, bool full);
@@ -377,8 +394,7 @@ static void rows_done(void *ud, const struct qn_store_status *st,
     set_state(e, gap ? DD_GAP : DD_VOUCHING);
     account(e);
     hint_set(d, e, e->ring.bytes);
-    if (d->total_bytes > d->cfg.budget_bytes)
-        evict_to(d, d->cfg.budget_bytes, e);
+    enforce_budget(d, e);
 }
 
 static void meta_done(void *ud, const struct qn_store_status *st, const struct qn_partition_meta *m)
@@ -570,8 +586,7 @@ void qn_dedup_committed(void *ud, const char *queue, const char *partition, cons
             entry_forget(e, DD_COLD);
         }
         account(e);
-        if (d->total_bytes > d->cfg.budget_bytes)
-            evict_to(d, d->cfg.budget_bytes, e);
+        enforce_budget(d, e);
         break;
     case DD_LOADING:
         if (e->npending >= PENDING_MAX) {

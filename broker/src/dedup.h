@@ -16,7 +16,9 @@
  * Memory is bounded by QUEEN_DEDUP_CACHE_MB with whole-entry LRU eviction; under
  * pressure a rebuild is admitted only when it fits under 90% of the budget, and a
  * partition that does not fit is suppressed (answers -1) for a 30 s cooldown.
- * Entries used in the last 5 s are never evicted to admit another.
+ * Entries used in the last 5 s are never evicted to admit another; when a load or
+ * a commit leaves the cache over its budget and only such entries could make
+ * room, the entry that grew is suppressed instead.
  */
 #ifndef QN_BROKER_DEDUP_H
 #define QN_BROKER_DEDUP_H

@@ -290,7 +290,7 @@ static struct qn_dedup_stats stats(void)
 
 /* First contact with partition p: meta, then rows [0, n) of hash seed `seed`,
  * one row per 100 hashes created `age_s` seconds ago; vouching afterwards. */
-static void hydrate(const char *p, const uint8_t pid[16], uint64_t seed, size_t n, int64_t age_s)
+static void load(const char *p, const uint8_t pid[16], uint64_t seed, size_t n, int64_t age_s)
 {
     ck_assert_int_eq(verified(p, 777, 0, 1), -1);
     struct fake_req *m = open_one(FK_META);
@@ -308,6 +308,12 @@ static void hydrate(const char *p, const uint8_t pid[16], uint64_t seed, size_t 
     }
     answer_rows(w, rs, nrows);
     free(rs);
+}
+
+/* load(), and the entry vouches afterwards */
+static void hydrate(const char *p, const uint8_t pid[16], uint64_t seed, size_t n, int64_t age_s)
+{
+    load(p, pid, seed, n, age_s);
     ck_assert_int_eq(qn_dedup_window(dd, "q", p), 3600);
 }
 
@@ -746,36 +752,60 @@ END_TEST
 
 START_TEST(recently_used_entries_are_never_evicted)
 {
+    /* b loads while a was used 1 s ago: a is not evicted to make room, the
+     * newcomer is suppressed instead and the cache stays within its budget */
     size_t s = footprint(BIG);
     start(s * 16 / 10);
     hydrate("a", PID_A, 1, BIG, 10);
     mono_ms += 1000;
-    hydrate("b", PID_B, 2, BIG, 10); /* over the cap, but a was used 1 s ago */
+    load("b", PID_B, 2, BIG, 10);
     struct qn_dedup_stats st = stats();
     ck_assert_uint_eq(st.entries, 2);
-    ck_assert_uint_eq(st.vouching, 2);
+    ck_assert_uint_eq(st.vouching, 1);
+    ck_assert_uint_eq(st.suppressed, 1);
     ck_assert_uint_eq(st.evictions, 0);
-    /* both keep vouching */
-    ck_assert_int_eq(verified("a", 9, 0, 1), BIG - 1);
-    ck_assert_int_eq(verified("b", 9, 0, 1), BIG - 1);
-    /* the next commit of b, once a is idle, brings the cache back under the cap */
-    mono_ms += 6000;
-    committed("b", PID_B, 3600, BIG, 3, 0, 10);
-    st = stats();
-    ck_assert_uint_eq(st.entries, 1);
     ck_assert_uint_le(st.bytes, dcfg.budget_bytes);
-    ck_assert_int_eq(verified("b", 9, 0, 1), BIG + 9);
+    ck_assert_int_eq(verified("a", 9, 0, 1), BIG - 1);
+    ck_assert_int_eq(verified("b", 9, 0, 1), -1);
+    ck_assert_uint_eq(open_count(), 0); /* b serves its cooldown */
+    stop();
+}
+END_TEST
+
+START_TEST(growth_past_the_budget_suppresses_the_grower)
+{
+    /* every entry hot, one grows by its own commits past the budget: it is
+     * dropped and suppressed, the others keep vouching */
+    size_t s = footprint(BIG);
+    start(s * 16 / 10);
+    hydrate("a", PID_A, 1, BIG, 10);
+    hydrate("c", PID_C, 3, 100, 10);
+    for (size_t i = 0; i < BIG; i += 500) {
+        committed("c", PID_C, 3600, 100 + (int64_t)i, 5, i, 500);
+        ck_assert_uint_le(stats().bytes, dcfg.budget_bytes);
+    }
+    struct qn_dedup_stats st = stats();
+    ck_assert_uint_eq(st.vouching, 1);
+    ck_assert_uint_eq(st.suppressed, 1);
+    ck_assert_int_eq(verified("a", 9, 0, 1), BIG - 1);
+    ck_assert_int_eq(verified("c", 9, 0, 1), -1);
+    /* after the cooldown c is gated on what it grew to: a is idle by then
+     * and makes room */
+    mono_ms += 31000;
+    ck_assert_int_eq(verified("c", 9, 0, 1), -1);
+    open_one(FK_META);
+    ck_assert_uint_eq(stats().evictions, 1);
     stop();
 }
 END_TEST
 
 START_TEST(new_partition_never_suppressed_on_first_contact)
 {
+    /* a alone holds 95% of the budget: past the 90% line, and a was just used */
     size_t s = footprint(BIG);
-    start(s * 16 / 10);
+    start(s * 105 / 100);
     hydrate("a", PID_A, 1, BIG, 10);
-    mono_ms += 1000;
-    hydrate("b", PID_B, 2, BIG, 10); /* both recent: over 90%, nothing evictable */
+    ck_assert_uint_gt(stats().bytes, dcfg.budget_bytes * 9 / 10);
     mono_ms += 1000;
     ck_assert_int_eq(verified("c", 3, 0, 1), -1);
     ck_assert_uint_eq(stats().suppressed, 0);
@@ -783,6 +813,7 @@ START_TEST(new_partition_never_suppressed_on_first_contact)
     struct rowspec rows[] = {{0, 10, wall_ms, 3, 0}};
     answer_rows(open_one(FK_WINDOW), rows, 1);
     ck_assert_int_eq(verified("c", 4, 0, 1), 9);
+    ck_assert_int_eq(verified("a", 4, 0, 1), BIG - 1);
     stop();
 }
 END_TEST
@@ -790,10 +821,8 @@ END_TEST
 START_TEST(gap_catchup_is_never_gated)
 {
     size_t s = footprint(BIG);
-    start(s * 16 / 10);
+    start(s * 105 / 100);
     hydrate("a", PID_A, 1, BIG, 10);
-    mono_ms += 1000;
-    hydrate("b", PID_B, 2, BIG, 10);
     ck_assert_uint_gt(stats().bytes, dcfg.budget_bytes * 9 / 10);
     committed("a", PID_A, 3600, BIG + 100, 3, 0, 10); /* gap */
     ck_assert_int_eq(verified("a", 9, 0, 1), -1);
@@ -838,13 +867,13 @@ START_TEST(estimate_follows_the_ring_not_its_first_load)
     /* a partition hydrated small and grown by its own commits, then forgotten
      * (a window change): its rebuild is gated on what it grew to */
     size_t s = footprint(BIG);
-    start(s * 16 / 10);
+    start(s * 22 / 10);
+    hydrate("b", PID_B, 2, BIG, 10);
     hydrate("a", PID_A, 1, 100, 10);
     for (size_t i = 0; i < BIG; i += 500)
         committed("a", PID_A, 3600, 100 + (int64_t)i, 5, i, 500);
+    ck_assert_uint_eq(stats().vouching, 2);
     ck_assert_int_eq(verified("a", 9, 0, 1), BIG + 99);
-    mono_ms += 1000;
-    hydrate("b", PID_B, 2, BIG, 10);
     committed("a", PID_A, 7200, BIG + 100, 5, BIG, 10); /* window changed: forget */
     mono_ms += 1000;
     ck_assert_int_eq(verified("a", 9, 0, 1), -1);
@@ -974,6 +1003,7 @@ Suite *qn_test_dedup_suite(void)
     tcase_add_test(tc, expiry_keeps_the_window_and_the_slack);
     tcase_add_test(tc, suppression_cooldown_and_recent_guard);
     tcase_add_test(tc, recently_used_entries_are_never_evicted);
+    tcase_add_test(tc, growth_past_the_budget_suppresses_the_grower);
     tcase_add_test(tc, new_partition_never_suppressed_on_first_contact);
     tcase_add_test(tc, gap_catchup_is_never_gated);
     tcase_add_test(tc, suppressed_partition_keeps_estimate_and_cooldown);
