@@ -243,8 +243,11 @@ static long send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
         /* pop_v1 returns the rows of one claimed partition together (claim
          * order, then base), so each change of partition id is a new one */
         for (size_t i = 0; i < res->n; i++) {
-            if (res->segs[i].lease_expires_at_us > exp)
-                exp = res->segs[i].lease_expires_at_us;
+            /* the earliest: partitions of different queues may have different
+             * lease times, and the client must renew before the first runs out */
+            int64_t e = res->segs[i].lease_expires_at_us;
+            if (e > 0 && (exp == 0 || e < exp))
+                exp = e;
             if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0)
                 nseen++;
         }
