@@ -295,6 +295,20 @@ class AnyPartition(PopTest):
             got.update({m.partition: m for m in p.messages})
         self.assertEqual(len(got), n)
 
+    def test_lease_expiry_is_the_earliest_of_the_claimed_partitions(self):
+        # discovery claims partitions of queues with different lease_time; the
+        # client must renew before the first of them runs out
+        ns = "le" + uniq().replace("-", "")
+        short, long_ = ns + ".t.short", ns + ".t.long"
+        self.c.configure(short, lease_time=5)
+        self.c.configure(long_, lease_time=300)
+        self.c.push(short, [b"s"])
+        self.c.push(long_, [b"l"])
+        t0 = now_us()
+        p = self.c.pop(namespace=ns, max_partitions=10, batch=10)
+        self.assertEqual(p.partitions_claimed, 2)
+        self.assertAlmostEqual((p.lease_expires_at_us - t0) / 1e6, 5, delta=3)
+
     def test_batch_is_shared_across_partitions(self):
         q = uniq()
         for p in ("a", "b", "c"):
