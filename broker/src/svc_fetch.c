@@ -147,7 +147,9 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
         if (r->entries[i].nsegs > 0 || r->entries[i].error != 0)
             empty = false;
     int64_t now = qn_store_now_ms();
-    if (!empty || now >= f->wait_until_ms) {
+    /* at shutdown a waiting fetch answers with what it has instead of holding
+     * the drain until its wait ends */
+    if (!empty || now >= f->wait_until_ms || f->app->shutting_down) {
         fetch_answer(f, r);
         return;
     }
@@ -166,7 +168,7 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
 static void fetch_issue(struct fetch_rpc *f)
 {
     struct qn_app *app = f->app;
-    for (size_t i = 0; i < f->nwait; i++) {
+    for (size_t i = 0; i < f->nwait && !app->shutting_down; i++) {
         if (qn_waiter_parked(&f->waiters[i]))
             continue;
         if (qn_waiters_park(app->waiters, &f->waiters[i], f->entries[i].queue, "") != QN_OK) {
