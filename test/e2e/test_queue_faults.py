@@ -245,7 +245,9 @@ class Shutdown(unittest.TestCase):
             self.assertEqual(batch.WhichOneof("kind"), "batch")
             before = c.rpcs()
             parked = pool.submit(outcome, c.pop, uniq(), wait_ms=30000, timeout=40)
-            c.wait_received(before)
+            c.push(q + "-f", [b"f"])
+            fetching = pool.submit(outcome, c.fetch, q + "-f", offset=1, max_wait_ms=30000, timeout=40)
+            c.wait_received(before, n=3)
 
             def pusher(k):
                 """Pushes until the broker refuses; returns [(txns, code)]."""
@@ -265,12 +267,18 @@ class Shutdown(unittest.TestCase):
             t0 = time.monotonic()
             b.proc.send_signal(signal.SIGTERM)
             self.assertEqual(s.wait_end(15), UNAVAILABLE)
+            # waiting consumers answer at once instead of holding the drain
+            # (QUEEN_SHUTDOWN_TIMEOUT_MS, 10 s)
             code, r = parked.result(15)
             self.assertIn(code, (OK, UNAVAILABLE))
             if code == OK:
                 self.assertEqual(len(r.messages), 0)
+            code, r = fetching.result(15)
+            self.assertIn(code, (OK, UNAVAILABLE))
+            if code == OK:
+                self.assertEqual(len(r.records), 0)
             self.assertEqual(b.proc.wait(20), 0)
-            self.assertLess(time.monotonic() - t0, 15)
+            self.assertLess(time.monotonic() - t0, 6)
             stop_pushing.set()
             calls = [x for f in pushers for x in f.result(30)]
             for _, _, code in calls:
