@@ -68,7 +68,8 @@ static void usage(FILE *f)
         "  --addr HOST:PORT [127.0.0.1:6632]   --tls   --ca FILE (verify; without it TLS is unverified)\n"
         "  --queue NAME [fresh per run/cell]   --group NAME [\"\" = queue mode]\n"
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
-        "  --connections N [2]  --inflight N [64; cap 512 with --rate]  --duration S [10]\n"
+        "  --connections N [2] (producers; consumers get as many more)\n"
+        "  --inflight N [64; cap 256 with --rate]  --duration S [10]\n"
         "  --rate MSG/S [0 = closed loop]\n"
         "  --consumers N [16]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
@@ -453,7 +454,7 @@ static int parse(struct cli *c, int argc, char **argv)
     }
     /* Open loop: --inflight is only a safety cap, so make it roomy. */
     if (o->rate > 0 && !c->inflight_given)
-        o->inflight = 512;
+        o->inflight = 256;
     return 0;
 }
 
@@ -692,7 +693,7 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         }
         struct e2e_phase ph = {.label = "e2e", .push = true, .consume = true,
                                .duration_s = o->duration_s, .rate = cl->e2e_rate,
-                               .inflight = cl->e2e_rate > 0 && !c->inflight_given ? 512 : 0};
+                               .inflight = cl->e2e_rate > 0 && !c->inflight_given ? 256 : 0};
         e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
         e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);

@@ -136,6 +136,9 @@ struct e2e_run {
     struct consumer *cons;
     unsigned ncons;
     struct e2e_hist win_e2e; /* e2e latencies since the last progress line */
+    struct e2e_hist win_pop; /* Pop round trips since the last progress line */
+    uint64_t win_pops;       /* pops answered since the last progress line */
+    uint64_t win_empty;      /* of which empty */
 };
 
 static const struct e2e_call_cbs push_cbs;
@@ -252,10 +255,18 @@ void e2e_status_format(const struct e2e_status_count *sc, char *buf, size_t cap)
 
 /* ---------------------------------------------------------------- connections */
 
-static e2e_conn *pick_conn(e2e_run *r, unsigned prefer)
+/* Producers and consumers have connections of their own (as separate clients
+ * would): conns[0, n) push, conns[n, 2n) pop and ack, so a push backlog filling
+ * every stream slot cannot starve the consumers. */
+enum role { ROLE_PUSH, ROLE_CONSUME, ROLE_ANY };
+
+static e2e_conn *pick_conn(e2e_run *r, enum role role, unsigned prefer)
 {
-    for (unsigned i = 0; i < r->nconns; i++) {
-        e2e_conn *c = r->conns[(prefer + i) % r->nconns];
+    unsigned half = r->nconns / 2;
+    unsigned base = role == ROLE_CONSUME ? half : 0;
+    unsigned n = role == ROLE_ANY ? r->nconns : half;
+    for (unsigned i = 0; i < n; i++) {
+        e2e_conn *c = r->conns[base + (prefer + i) % n];
         if (e2e_conn_ready(c) && e2e_conn_room(c) > 0)
             return c;
     }
@@ -359,7 +370,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
             co->sni = r->sni;
         }
     }
-    r->nconns = o->connections;
+    r->nconns = 2 * o->connections;
     r->conns = calloc(r->nconns, sizeof *r->conns);
     r->pfd = calloc(r->nconns, sizeof *r->pfd);
     if (r->conns == NULL || r->pfd == NULL)
@@ -376,7 +387,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
             break;
         loop_once(r, e2e_now_ns() + NS / 20);
     }
-    if (pick_conn(r, 0) == NULL) {
+    if (pick_conn(r, ROLE_ANY, 0) == NULL) {
         fprintf(stderr, "bench_e2e: cannot connect to %s: %s\n", r->authority,
                 r->nconns > 0 ? e2e_conn_last_error(r->conns[0]) : "no connections");
         rc = QN_EUNAVAILABLE;
@@ -489,7 +500,7 @@ static void build_push(e2e_run *r, bool txn, bool spread)
 
 static bool push_start(e2e_run *r, uint64_t now)
 {
-    e2e_conn *c = pick_conn(r, r->rr++);
+    e2e_conn *c = pick_conn(r, ROLE_PUSH, r->rr++);
     if (c == NULL)
         return false;
     struct push_ctx *ctx = malloc(sizeof *ctx);
@@ -676,6 +687,8 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
     st->pop_calls++;
     count_end(r, &st->pop_st, res, "pop");
     e2e_hist_add(&st->pop_rtt, (now - e2e_call_started_ns(call)) / 1000u, 1);
+    e2e_hist_add(&r->win_pop, (now - e2e_call_started_ns(call)) / 1000u, 1);
+    r->win_pops++;
     if (res->end != E2E_END_STATUS || res->grpc_status != 0) {
         cons_wait(c, res->grpc_status == 14 || res->grpc_status == 8 ? 100 : 10);
         return;
@@ -692,6 +705,7 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
     }
     if (pr->n_messages == 0) {
         st->pop_empty++;
+        r->win_empty++;
         e2e_arena_reset(&r->arena);
         cons_set(c, C_IDLE);
         return;
@@ -768,7 +782,7 @@ static const struct e2e_call_cbs ack_cbs = {.on_close = ack_closed};
 static void pop_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, c->idx);
+    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
     e2e_call *call = NULL;
@@ -789,7 +803,7 @@ static void pop_start(struct consumer *c)
 static void ack_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, c->idx);
+    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
     e2e_call *call = NULL;
@@ -891,7 +905,7 @@ static const struct e2e_call_cbs stream_cbs = {.on_message = stream_message,
 static void stream_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, c->idx);
+    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
     e2e_call *call = NULL;
@@ -983,12 +997,17 @@ static void progress(e2e_run *r, const struct e2e_phase *ph, uint64_t t0, uint64
     e2e_status_format(&st->pop_st, ce, sizeof ce);
     printf("%s t=%.0fs pushed=%" PRIu64 " consumed=%" PRIu64 " backlog=%" PRId64
            " push_msg/s=%.0f consume_msg/s=%.0f e2e_p50_ms=%.1f e2e_p99_ms=%.1f"
+           " pops=%" PRIu64 " empty=%" PRIu64 " pop_p50_ms=%.1f pop_p99_ms=%.1f"
            " push_errors=%s pop_errors=%s\n",
            ph->label, (double)(now - t0) / 1e9, st->pushed, st->acked, backlog, pr, cr,
            (double)e2e_hist_quantile(&r->win_e2e, 0.50) / 1000.0,
-           (double)e2e_hist_quantile(&r->win_e2e, 0.99) / 1000.0, pe, ce);
+           (double)e2e_hist_quantile(&r->win_e2e, 0.99) / 1000.0, r->win_pops, r->win_empty,
+           (double)e2e_hist_quantile(&r->win_pop, 0.50) / 1000.0,
+           (double)e2e_hist_quantile(&r->win_pop, 0.99) / 1000.0, pe, ce);
     fflush(stdout);
     e2e_hist_reset(&r->win_e2e);
+    e2e_hist_reset(&r->win_pop);
+    r->win_pops = r->win_empty = 0;
     *last_pushed = st->pushed;
     *last_acked = st->acked;
     *last_ns = now;
@@ -1001,6 +1020,8 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
     r->st = st;
     r->push_started = 0;
     e2e_hist_reset(&r->win_e2e);
+    e2e_hist_reset(&r->win_pop);
+    r->win_pops = r->win_empty = 0;
     if (ph->consume) {
         free(r->cons);
         r->ncons = o->consumers;
@@ -1148,7 +1169,7 @@ static int unary_sync(e2e_run *r, const char *path, const ProtobufCMessage *req,
     uint64_t until = e2e_now_ns() + (uint64_t)(timeout_s * 1e9);
     e2e_call *call = NULL;
     while (call == NULL) {
-        e2e_conn *c = pick_conn(r, 0);
+        e2e_conn *c = pick_conn(r, ROLE_ANY, 0);
         if (c != NULL && e2e_call_start(c, path, &sync_cbs, s, &call) == QN_OK)
             break;
         call = NULL;

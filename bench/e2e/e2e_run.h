@@ -40,7 +40,7 @@ struct e2e_opts {
     unsigned batch;
     enum e2e_payload_kind payload;
     size_t size;
-    unsigned connections;
+    unsigned connections;   /* per role: producers and consumers each get this many */
     unsigned inflight;      /* push requests in flight (closed loop; cap in open loop) */
     double duration_s;
     double rate;            /* msg/s; 0 = closed loop */
@@ -115,7 +115,7 @@ typedef struct e2e_run e2e_run;
 
 /*
  * Resolves the address, makes TLS context if asked, opens o->connections
- * connections and waits up to 5 s for at least one to be ready. Returns QN_OK
+ * connections for producers and as many for consumers, and waits up to 5 s for at least one to be ready. Returns QN_OK
  * and *out, QN_EINVAL (address or CA file; message printed to stderr),
  * QN_EUNAVAILABLE (no connection became ready), QN_ENOMEM. o is borrowed for
  * the run's life.
