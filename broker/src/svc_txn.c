@@ -486,8 +486,19 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
     int rc = txn_plan(t);
     if (rc == QN_OK)
         rc = txn_results(t);
+    /* one step for the pushes, one per ack group, one for the lease check */
+    size_t steps = (t->nsegs > 0) + t->nacks + (req->n_required_leases > 0);
+    if (rc == QN_OK && steps > QN_STORE_TXN_STEPS_MAX) {
+        size_t nacks = t->nacks;
+        txn_free(t);
+        qn_call_finishf(call, QN_GRPC_INVALID_ARGUMENT,
+                        "this transaction acks in %zu (partition, group, lease) combinations; "
+                        "the limit is %d",
+                        nacks, QN_STORE_TXN_STEPS_MAX - 2);
+        return;
+    }
     if (rc == QN_OK)
-        rc = qn_store_txn_new(app->store, &st);
+        rc = qn_store_txn_new_steps(app->store, steps > 0 ? (int)steps : 1, &st);
     /* first: the leases must be held when the transaction starts (a later ack
      * of a whole batch releases its lease) */
     if (rc == QN_OK && req->n_required_leases > 0)

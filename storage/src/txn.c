@@ -30,12 +30,17 @@ struct qn_store_txn {
 
 int qn_store_txn_new(qn_store *st, qn_store_txn **out)
 {
-    if (out == NULL)
+    return qn_store_txn_new_steps(st, TXN_MAX_STEPS, out);
+}
+
+int qn_store_txn_new_steps(qn_store *st, int max_steps, qn_store_txn **out)
+{
+    if (out == NULL || max_steps < 1 || max_steps > QN_STORE_TXN_STEPS_MAX)
         return QN_EINVAL;
     qn_store_txn *t = calloc(1, sizeof *t);
     if (t == NULL)
         return QN_ENOMEM;
-    int rc = qn__req_new(st, TXN_MAX_STEPS, NULL, &t->r);
+    int rc = qn__req_new(st, max_steps, NULL, &t->r);
     if (rc != QN_OK) {
         free(t);
         return rc;

@@ -328,7 +328,11 @@ int qn_store_release_lease(qn_store *st, const char *worker, const struct qn_cal
  */
 typedef struct qn_store_txn qn_store_txn;
 
+/* Room for 256 steps. */
 int qn_store_txn_new(qn_store *st, qn_store_txn **out);
+/* Room for max_steps steps (1..QN_STORE_TXN_STEPS_MAX); adding more is QN_ELIMIT. */
+#define QN_STORE_TXN_STEPS_MAX 4096
+int qn_store_txn_new_steps(qn_store *st, int max_steps, qn_store_txn **out);
 int qn_store_txn_push(qn_store_txn *t, const struct qn_push_segment *segs, size_t n);
 int qn_store_txn_ack(qn_store_txn *t, const struct qn_ack_args *a);
 int qn_store_txn_check_leases(qn_store_txn *t, const char *const *workers, size_t n);
