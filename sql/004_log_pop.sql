@@ -740,3 +740,36 @@ BEGIN
                    AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))));
 END;
 $$;
+
+-- pop_gate_v1: what a pop of a queue with min_pop_wait_time needs before it
+-- claims anything: the queue's min_pop_wait_time (ms) and how many retained
+-- messages the group has not consumed in partitions whose lease is free (the
+-- named one, or all). Watermark arithmetic only, no segment is read; a group with
+-- no cursor on a partition counts its whole retained range (a hint: the pop that
+-- follows decides). Missing queue: (0, 0).
+CREATE OR REPLACE FUNCTION queen.pop_gate_v1(
+    p_queue     TEXT,
+    p_partition TEXT,
+    p_group     TEXT,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_pending INT8, r_min_wait INT4)
+LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce((
+               SELECT sum(greatest(p.last_offset
+                                   - greatest(coalesce(k.committed, -1), p.log_start - 1), 0))
+               FROM queen.log_partitions p
+               LEFT JOIN queen.log_consumers k
+                 ON k.partition_id = p.id
+                AND k.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
+               WHERE p.queue_id = q.id
+                 AND (nullif(p_partition, '') IS NULL OR p.name = p_partition)
+                 AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())), 0)::INT8,
+           q.min_pop_wait_time
+    FROM queen.queues q
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+    UNION ALL
+    SELECT 0::INT8, 0
+    WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
+                      WHERE q.tenant_id = p_tenant AND q.name = p_queue)
+$$;

@@ -18,6 +18,7 @@
 #include "map.h"
 #include "queen/error.h"
 #include "services.h"
+#include "svc_pop.h"
 #include "waiters.h"
 
 #define NOTIFY_INTERVAL_MS 20
@@ -150,6 +151,7 @@ int qn_services_register(struct qn_app *app)
 
 void qn_services_shutdown(struct qn_app *app)
 {
+    qn_svc_pop_gate_forget();
     (void)app;
     if (notifier.timer) {
         event_free(notifier.timer);

@@ -31,6 +31,7 @@
 #include "resp_arena.h"
 #include "config.h"
 #include "log.h"
+#include "map.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "services.h"
@@ -307,7 +308,85 @@ struct pop_rpc {
     bool waiting;                 /* parked (or may be woken) */
     bool rewake;                  /* a commit was seen while a pop was in flight */
     struct event *timer;
+    /* min_pop_wait_time: an under-full pop is held until enough is pending or
+     * hold_until_ms passed (0 = not decided yet) */
+    bool gated;                   /* the gate has let this pop through */
+    bool sreq_is_gate;            /* sreq is a pop_gate_v1 call, not a pop */
+    int64_t started_ms;
+    int64_t hold_until_ms;
 };
+
+/* ---------------------------------------------------------------- min_pop_wait_time */
+
+/* Queues' min_pop_wait_time, learned from pop_gate_v1 and kept GATE_TTL_MS, so a
+ * queue without the option costs one extra read per GATE_TTL_MS, not per pop. */
+#define GATE_TTL_MS 30000
+#define GATE_CACHE_MAX 100000
+
+struct gate_entry {
+    struct qn_map_node node;
+    int32_t min_wait_ms;
+    int64_t at_ms;
+    size_t klen;
+    char name[];
+};
+
+static struct qn_map gate_cache;
+static bool gate_cache_ready;
+
+static void gate_entry_free(struct qn_map_node *n, void *ud)
+{
+    qn_map_remove(ud, n);
+    free(qn_container_of(n, struct gate_entry, node));
+}
+
+/* The cached min_pop_wait_time of queue, or -1 when unknown or stale. */
+static int32_t gate_cached(const char *queue)
+{
+    if (!gate_cache_ready)
+        return -1;
+    struct qn_map_node *n = qn_map_get(&gate_cache, queue, strlen(queue));
+    if (n == NULL)
+        return -1;
+    struct gate_entry *e = qn_container_of(n, struct gate_entry, node);
+    return qn_store_now_ms() - e->at_ms > GATE_TTL_MS ? -1 : e->min_wait_ms;
+}
+
+static void gate_remember(const char *queue, int32_t min_wait)
+{
+    if (!gate_cache_ready) {
+        qn_map_init(&gate_cache, GATE_CACHE_MAX + 1);
+        gate_cache_ready = true;
+    }
+    size_t l = strlen(queue);
+    struct qn_map_node *n = qn_map_get(&gate_cache, queue, l);
+    if (n == NULL) {
+        if (gate_cache.count >= GATE_CACHE_MAX)
+            qn_map_each(&gate_cache, gate_entry_free, &gate_cache);
+        struct gate_entry *e = calloc(1, sizeof *e + l + 1);
+        if (e == NULL)
+            return;
+        memcpy(e->name, queue, l + 1);
+        e->klen = l;
+        if (qn_map_put(&gate_cache, &e->node, e->name, l) != QN_OK) {
+            free(e);
+            return;
+        }
+        n = &e->node;
+    }
+    struct gate_entry *e = qn_container_of(n, struct gate_entry, node);
+    e->min_wait_ms = min_wait;
+    e->at_ms = qn_store_now_ms();
+}
+
+void qn_svc_pop_gate_forget(void)
+{
+    if (gate_cache_ready) {
+        qn_map_each(&gate_cache, gate_entry_free, &gate_cache);
+        qn_map_destroy(&gate_cache);
+        gate_cache_ready = false;
+    }
+}
 
 static void pop_free(struct pop_rpc *p)
 {
@@ -352,12 +431,12 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
     (void)what;
     struct pop_rpc *p = ud;
     if (p->sreq != NULL)
-        return; /* the in-flight pop decides */
-    if (qn_store_now_ms() >= p->wait_until_ms) {
+        return; /* the in-flight call decides */
+    if (p->gated && qn_store_now_ms() >= p->wait_until_ms) {
         pop_answer_empty(p);
         return;
     }
-    pop_issue(p);
+    pop_issue(p); /* held by the gate: ask again (it lets the pop through at the end) */
 }
 
 static void pop_wake(struct qn_waiter *w)
@@ -422,6 +501,61 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     pop_arm_timer(p);
 }
 
+/* pop_gate_v1 answered: let the pop through, or hold it (parked, woken by
+ * commits, re-asking each time) until enough is pending or the hold ends. */
+static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pending,
+                          int32_t min_wait_ms)
+{
+    struct pop_rpc *p = ud;
+    p->sreq = NULL;
+    p->sreq_is_gate = false;
+    if (p->call == NULL) {
+        pop_free(p);
+        return;
+    }
+    if (st->code != QN_OK) {
+        qn_call *call = p->call;
+        qn_call_set_data(call, NULL);
+        qn_finish_store_error(call, st);
+        pop_free(p);
+        return;
+    }
+    gate_remember(p->args.queue, min_wait_ms);
+    int64_t now = qn_store_now_ms();
+    if (min_wait_ms > 0 && p->hold_until_ms == 0) {
+        p->hold_until_ms = p->started_ms + min_wait_ms;
+        int64_t dl = qn_call_deadline_ms(p->call);
+        if (dl > 0 && dl - 20 < p->hold_until_ms)
+            p->hold_until_ms = dl - 20;
+    }
+    if (min_wait_ms <= 0 || pending == 0 || pending >= p->args.budget || now >= p->hold_until_ms ||
+        p->app->shutting_down) {
+        p->gated = true;
+        pop_issue(p);
+        return;
+    }
+    /* under-full: hold, parked like a long poll, until a commit or the end */
+    if (!qn_waiter_parked(&p->waiter)) {
+        p->waiter.partition = p->args.partition && *p->args.partition ? p->args.partition : NULL;
+        p->waiter.wake = pop_wake;
+        p->waiter.ud = p;
+        if (qn_waiters_park(p->app->waiters, &p->waiter, p->args.queue, p->args.group) != QN_OK) {
+            p->gated = true; /* no room to wait: answer with what there is */
+            pop_issue(p);
+            return;
+        }
+    }
+    if (p->rewake) {
+        pop_issue(p);
+        return;
+    }
+    int64_t at = now + p->app->cfg->wake_recheck_ms;
+    if (at > p->hold_until_ms)
+        at = p->hold_until_ms;
+    struct timeval tv = {(time_t)((at - now) / 1000), (suseconds_t)(((at - now) % 1000) * 1000)};
+    evtimer_add(p->timer, &tv);
+}
+
 static void pop_issue(struct pop_rpc *p)
 {
     struct qn_app *app = p->app;
@@ -437,6 +571,19 @@ static void pop_issue(struct pop_rpc *p)
         }
     }
     p->rewake = false;
+    if (!p->gated && p->args.queue != NULL && gate_cached(p->args.queue) != 0) {
+        /* the queue may hold under-full pops: ask before claiming anything */
+        struct qn_call_opts gopts = {qn_call_deadline_ms(p->call), NULL};
+        p->sreq_is_gate = true;
+        int grc = qn_store_pop_gate(app->store, p->args.queue, p->args.partition, p->args.group,
+                                    &gopts, pop_gate_done, p, &p->sreq);
+        if (grc == QN_OK)
+            return;
+        p->sreq = NULL;
+        p->sreq_is_gate = false;
+        p->gated = true; /* could not ask: pop as if the option were off */
+    }
+    p->sreq_is_gate = false;
     /* No database deadline: a pop abandoned at the deadline could still commit
      * its lease unseen. The transport ends the call at the deadline instead and
      * qn_svc_pop_cancel waits for this pop's answer. */
@@ -508,6 +655,7 @@ void qn_svc_pop(qn_call *call, ProtobufCMessage *msg)
         p->waiter.wake = pop_wake;
         p->waiter.ud = p;
     }
+    p->started_ms = qn_store_now_ms();
     qn_call_set_data(call, p);
     pop_issue(p);
 }
@@ -518,7 +666,7 @@ void qn_svc_pop_cancel(qn_call *call, int reason)
     struct pop_rpc *p = qn_call_data(call);
     if (p == NULL)
         return;
-    if (p->sreq != NULL) {
+    if (p->sreq != NULL && !p->sreq_is_gate) {
         /* A pop in flight may lease rows nobody will receive; they would only
          * redeliver after the lease expired. Cancelling it could race its commit,
          * so it runs to its end and pop_done releases what it leased. */

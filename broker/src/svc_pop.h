@@ -27,4 +27,7 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *arena,
                       const char *partition, const char *group, const char *lease,
                       Queen__V1__Message ***out, size_t *count);
 
+/* Frees the cache of queues' min_pop_wait_time (shutdown). */
+void qn_svc_pop_gate_forget(void);
+
 #endif

@@ -131,3 +131,56 @@ int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
     qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
     return qn__req_submit(r, req);
 }
+
+/* ---------------------------------------------------------------- pop gate */
+
+struct gate_out {
+    int64_t pending;
+    int32_t min_wait;
+};
+
+static int decode_gate(qn_store_req *r, int step, const PGresult *res)
+{
+    static const uint32_t t[2] = {QN_OID_INT8, QN_OID_INT4};
+    struct qn__arena *a = qn__req_arena(r);
+    int nsteps;
+    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
+    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) != 1)
+        return QN_EPROTOCOL_DB;
+    struct gate_out *o = qn__arena_zalloc(a, sizeof *o);
+    if (o == NULL)
+        return QN_ENOMEM;
+    struct qn__row w = {res, 0, a, QN_OK, -1};
+    o->pending = qn__row_i64_or(&w, 0, 0);
+    o->min_wait = qn__row_i32_or(&w, 1, 0);
+    if (w.err != QN_OK || o->pending < 0 || o->min_wait < 0)
+        return QN_EPROTOCOL_DB;
+    s->out = o;
+    return QN_OK;
+}
+
+static void finish_gate(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_pop_gate_cb cb = (qn_pop_gate_cb)qn__req_cb(r);
+    const struct gate_out *o = st->code == QN_OK ? qn__req_out(r, 0) : NULL;
+    cb(qn__req_ud(r), st, o ? o->pending : 0, o ? o->min_wait : 0);
+}
+
+int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, const char *group,
+                      const struct qn_call_opts *opts, qn_pop_gate_cb cb, void *ud,
+                      qn_store_req **req)
+{
+    qn_store_req *r = NULL;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL)
+        return QN_EINVAL;
+    int rc = qn__req_new(st, 1, opts, &r);
+    if (rc != QN_OK)
+        return rc;
+    struct qn__step *s = qn__req_add(r, QN_STMT_POP_GATE, decode_gate);
+    qn__p_text(&s->p, 0, queue);
+    qn__p_text(&s->p, 1, partition ? partition : "");
+    qn__p_text(&s->p, 2, group ? group : "");
+    qn__p_uuid(&s->p, 3, qn__req_tenant(r));
+    qn__req_set_finish(r, finish_gate, (qn__anyfn)cb, ud);
+    return qn__req_submit(r, req);
+}

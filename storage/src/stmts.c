@@ -68,6 +68,10 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
     [QN_STMT_HAS_PENDING] = {"qn_has_pending", "SELECT queen.has_pending_v1($1, $2, $3, $4)",
                              4,
                              {T, T, T, U}},
+    [QN_STMT_POP_GATE] = {"qn_pop_gate",
+                          "SELECT r_pending, r_min_wait FROM queen.pop_gate_v1($1, $2, $3, $4)",
+                          4,
+                          {T, T, T, U}},
     [QN_STMT_ACK] = {"qn_ack",
                      "SELECT r_idx, r_outcome, r_off, r_flags, r_committed, r_base, r_blob "
                      "FROM queen.ack_v1($1, $2, $3, $4, $5, $6, $7)",

@@ -228,6 +228,7 @@ enum qn__stmt_id {
     QN_STMT_POP,
     QN_STMT_POP_DISCOVER,
     QN_STMT_HAS_PENDING,
+    QN_STMT_POP_GATE,
     QN_STMT_ACK,
     QN_STMT_DLQ_HEAD,
     QN_STMT_RENEW,

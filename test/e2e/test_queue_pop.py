@@ -610,3 +610,51 @@ class CrossBroker(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MinPopWait(PopTest):
+    """min_pop_wait_time holds an under-full, non-empty pop for more data."""
+
+    def configured(self, ms):
+        q = uniq()
+        self.c.configure(q, min_pop_wait_time=ms)
+        return q
+
+    def test_under_full_pop_waits_and_takes_what_arrives(self):
+        q = self.configured(5000)
+        self.fill(q, 3)
+        before = self.c.rpcs()
+        t0 = time.monotonic()
+        fut = pool.submit(self.c.pop, q, batch=10, timeout=20)
+        self.c.wait_received(before)
+        self.assertFalse(fut.done(), "an under-full pop answered without holding")
+        self.fill(q, 7, prefix=b"late")
+        p = fut.result(timeout=20)
+        self.assertEqual(len(p.messages), 10, "the held pop did not take the late messages")
+        self.assertLess(time.monotonic() - t0, 4.0, "the pop was not woken by the push")
+
+    def test_under_full_pop_answers_when_the_hold_ends(self):
+        q = self.configured(1200)
+        self.fill(q, 2)
+        t0 = time.monotonic()
+        p = self.c.pop(q, batch=10, timeout=20)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(len(p.messages), 2)
+        self.assertGreaterEqual(elapsed, 1.0, "answered after %.2fs of a 1.2 s hold" % elapsed)
+        self.assertLess(elapsed, 5.0)
+
+    def test_full_batch_is_not_held(self):
+        q = self.configured(5000)
+        self.fill(q, 10)
+        t0 = time.monotonic()
+        p = self.c.pop(q, batch=10, timeout=20)
+        self.assertEqual(len(p.messages), 10)
+        self.assertLess(time.monotonic() - t0, 2.0)
+
+    def test_queue_without_the_option_is_not_held(self):
+        q = uniq()
+        self.fill(q, 2)
+        t0 = time.monotonic()
+        p = self.c.pop(q, batch=10, timeout=20)
+        self.assertEqual(len(p.messages), 2)
+        self.assertLess(time.monotonic() - t0, 2.0)

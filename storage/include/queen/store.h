@@ -234,6 +234,14 @@ int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
                          const char *group, const struct qn_call_opts *opts, qn_bool_cb cb,
                          void *ud, qn_store_req **req);
 
+/* pop_gate_v1: the queue's min_pop_wait_time (ms) and the group's unconsumed
+ * messages in lease-free partitions (a hint; 0, 0 for a missing queue). */
+typedef void (*qn_pop_gate_cb)(void *ud, const struct qn_store_status *st, int64_t pending,
+                               int32_t min_wait_ms);
+int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, const char *group,
+                      const struct qn_call_opts *opts, qn_pop_gate_cb cb, void *ud,
+                      qn_store_req **req);
+
 /* ---------------------------------------------------------------- ack */
 
 #define QN_ACK_COMPLETED 1
