@@ -63,6 +63,7 @@ struct dd_entry {
     int64_t last_used_ms;
     int64_t cooldown_until_ms;
     qn_store_req *req;
+    bool req_stale;                        /* req's answer is to be dropped (forgotten) */
     struct dd_pending pending[PENDING_MAX];
     size_t npending;
     bool pending_overflow;
@@ -216,8 +217,12 @@ static void entry_forget(struct dd_entry *e, enum dd_state s)
 {
     if (e->state == DD_VOUCHING || e->state == DD_GAP)
         hint_set(e->d, e, e->ring.bytes);
-    qn_store_cancel(e->req);
-    e->req = NULL;
+    /* A load or refresh in flight is not cancelled: a cancel reaches whatever
+     * its connection runs when it lands, which may already be a neighbour's
+     * push (the store cannot always tell, and the push then fails). Its answer
+     * is dropped instead; the entry rebuilds once it has come back. */
+    if (e->req != NULL)
+        e->req_stale = true;
     pending_clear(e);
     qn_hring_clear(&e->ring);
     e->verified_upto = -1;
@@ -346,6 +351,10 @@ static void rows_done(void *ud, const struct qn_store_status *st,
     struct dd_entry *e = ud;
     struct qn_dedup *d = e->d;
     e->req = NULL;
+    if (e->req_stale) {
+        e->req_stale = false;
+        return;
+    }
     if (st->code != QN_OK) {
         QN_DEBUG("dedup load of %s failed: %s", e->key, st->message);
         entry_forget(e, DD_COLD);
@@ -402,6 +411,10 @@ static void meta_done(void *ud, const struct qn_store_status *st, const struct q
     struct dd_entry *e = ud;
     struct qn_dedup *d = e->d;
     e->req = NULL;
+    if (e->req_stale) {
+        e->req_stale = false;
+        return;
+    }
     if (st->code != QN_OK || m == NULL) {
         entry_forget(e, DD_COLD);
         return;
