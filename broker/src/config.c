@@ -53,6 +53,9 @@ const struct qn_config_var qn_config_vars[] = {
      "on SIGTERM/SIGINT, longest wait for in-flight calls before exit"},
     {"QUEEN_MAX_RECV_BYTES", QN_CFG_INT, "4194304", 1024, 256 * MIB, OFF(max_recv_bytes),
      "largest gRPC request message accepted (RESOURCE_EXHAUSTED past it)"},
+    {"QUEEN_MAX_CONN_RECV_BYTES", QN_CFG_INT, "67108864", 1024, 4096 * MIB,
+     OFF(max_conn_recv_bytes),
+     "bytes of unfinished request messages one connection may hold (at least QUEEN_MAX_RECV_BYTES)"},
     {"QUEEN_MAX_SEND_BYTES", QN_CFG_INT, "4128768", 64 * KIB, 256 * MIB, OFF(max_send_bytes),
      "largest response message produced (pop/consume/fetch batches are cut to fit)"},
     {"QUEEN_MAX_PAYLOAD_BYTES", QN_CFG_INT, "1048576", 1, 64 * MIB, OFF(max_payload_bytes),
@@ -176,6 +179,11 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
         snprintf(err, errcap, "QUEEN_LOG_LEVEL: expected debug, info, warn or error, got \"%s\"",
                  cfg->log_level);
+        return QN_EINVAL;
+    }
+    if (cfg->max_conn_recv_bytes < cfg->max_recv_bytes) {
+        snprintf(err, errcap, "QUEEN_MAX_CONN_RECV_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
+                 (long long)cfg->max_conn_recv_bytes, (long long)cfg->max_recv_bytes);
         return QN_EINVAL;
     }
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {

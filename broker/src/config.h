@@ -35,6 +35,7 @@ struct qn_config {
     int64_t shutdown_timeout_ms; /* QUEEN_SHUTDOWN_TIMEOUT_MS */
     /* limits */
     int64_t max_recv_bytes;    /* QUEEN_MAX_RECV_BYTES (one gRPC message in) */
+    int64_t max_conn_recv_bytes; /* QUEEN_MAX_CONN_RECV_BYTES (partial messages per connection) */
     int64_t max_send_bytes;    /* QUEEN_MAX_SEND_BYTES (one gRPC message out) */
     int64_t max_payload_bytes; /* QUEEN_MAX_PAYLOAD_BYTES */
     int64_t max_push_items;    /* QUEEN_MAX_PUSH_ITEMS */

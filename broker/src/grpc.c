@@ -91,6 +91,7 @@ struct grpc_conn {
     qn_conn *conn;
     qn_call *calls; /* every call of this connection not CLOSED */
     size_t ncalls;
+    size_t inbound; /* bytes held by its calls' partly received messages */
 };
 
 struct qn_call {
@@ -108,6 +109,7 @@ struct qn_call {
     bool hdr_overflow; /* more than the limits: rejected at END_HEADERS */
     /* inbound */
     struct qn_grpc_reader reader;
+    uint32_t accounted;     /* reader bytes counted in gc->inbound */
     ProtobufCMessage *held; /* unary / server-streaming: request awaiting END_STREAM */
     bool remote_closed;
     /* outbound */
@@ -133,6 +135,7 @@ struct qn_rpc_server {
     struct event_base *base;
     qn_net *net;
     size_t max_recv, max_send, max_pending;
+    size_t max_conn_recv; /* QUEEN_MAX_CONN_RECV_BYTES */
     uint64_t max_stream_slots, stream_slots;
     struct method_table *tables;
     size_t ntables;
@@ -178,6 +181,14 @@ static void call_unlink(qn_call **head, qn_call *c)
 
 /* ---------------------------------------------------------------- calls: lifetime */
 
+/* Keeps gc->inbound equal to the bytes its calls' readers hold. */
+static void reader_account(qn_call *c)
+{
+    if (c->gc != NULL)
+        c->gc->inbound = c->gc->inbound - c->accounted + c->reader.cap;
+    c->accounted = c->gc != NULL ? c->reader.cap : 0;
+}
+
 static void call_free(qn_call *c)
 {
     if (c->deadline_ev)
@@ -222,6 +233,7 @@ static void call_close(qn_call *c, int reason)
         c->held = NULL;
     }
     qn_grpc_reader_reset(&c->reader);
+    reader_account(c);
     if (prev != CALL_FINISHED)
         s->stats.status_count[QN_GRPC_CANCELLED]++;
     if (c->gc != NULL) {
@@ -328,6 +340,7 @@ static void call_end(qn_call *c, int http_status, enum qn_grpc_code code, const 
         c->held = NULL;
     }
     qn_grpc_reader_reset(&c->reader);
+    reader_account(c);
     if ((unsigned)code > QN_GRPC_UNAUTHENTICATED)
         code = QN_GRPC_UNKNOWN;
     s->stats.status_count[code]++;
@@ -631,7 +644,17 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         struct qn_grpc_msg m;
         int rc = qn_grpc_reader_feed(&c->reader, data + off, len - off, &used, &ready, &m);
         off += used;
-        if (rc == QN_ELIMIT) {
+        reader_account(c);
+        if (rc == QN_OK && !ready && c->gc != NULL &&
+            c->gc->inbound > c->server->max_conn_recv) {
+            /* many streams each holding part of a large message: refuse this one
+             * rather than buffer without bound (its window is granted below) */
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "the connection holds more than %zu bytes of unfinished requests",
+                     c->server->max_conn_recv);
+            call_abort(c, QN_GRPC_RESOURCE_EXHAUSTED, msg, QN_EBADREQUEST);
+        } else if (rc == QN_ELIMIT) {
             char msg[160];
             snprintf(msg, sizeof msg, "request message of %u bytes exceeds the limit of %zu bytes",
                      qn_grpc_reader_pending_len(&c->reader), c->server->max_recv);
@@ -754,6 +777,7 @@ int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg, qn_r
         return QN_ENOMEM;
     s->base = base;
     s->max_recv = (size_t)cfg->max_recv_bytes;
+    s->max_conn_recv = (size_t)cfg->max_conn_recv_bytes;
     s->max_send = (size_t)cfg->max_send_bytes;
     s->max_pending = PENDING_FACTOR * s->max_send;
     if (s->max_pending < MIN_PENDING_CAP)

@@ -446,6 +446,26 @@ class Connections(unittest.TestCase):
                     stub.Echo(T.EchoRequest(payload=b"a" * 1030), timeout=5)
                 self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
 
+    def test_unfinished_requests_per_connection_are_bounded(self):
+        # Several streams each holding part of a large message: past
+        # QUEEN_MAX_CONN_RECV_BYTES the next one is refused, the others go on.
+        env = {"QUEEN_MAX_RECV_BYTES": str(64 << 10), "QUEEN_MAX_CONN_RECV_BYTES": str(200 << 10)}
+        with Broker("test", env=env) as b:
+            h = b.raw()
+            try:
+                part = grpc_frame(b"x" * (64 << 10), length=(64 << 10) - 5)[: (60 << 10)]
+                held = [h.request(SVC + "Echo", part, end=False) for _ in range(3)]
+                last = h.request(SVC + "Echo", part, end=False)
+                res = h.wait(last, timeout=5)
+                self.assertEqual(grpc_status(res), 8)
+                # the first three are still open: none of them was refused
+                for sid in held:
+                    st = h._st(sid)
+                    self.assertIsNone(st["trailers"], "stream %d was refused" % sid)
+                    self.assertIsNone(st["reset"], "stream %d was reset" % sid)
+            finally:
+                h.close()
+
 
 class Shutdown(unittest.TestCase):
     def test_graceful_shutdown(self):
