@@ -136,6 +136,18 @@ static void bloom_add(struct qn_hring_gen *g, const uint8_t *h)
     g->count++;
 }
 
+/* Tests h against an already located line (see qn_hring_contains). */
+static bool bloom_line_has(const uint8_t *line, const uint8_t *h)
+{
+    uint64_t bits = rd64(h);
+    for (unsigned k = 0; k < BLOOM_K; k++, bits >>= 9) {
+        unsigned b = (unsigned)(bits & 511u);
+        if (!(line[b >> 3] & (1u << (b & 7u))))
+            return false;
+    }
+    return true;
+}
+
 static bool bloom_has(const struct qn_hring_gen *g, const uint8_t *h)
 {
     const uint8_t *line = bloom_line(g, h);
@@ -196,9 +208,121 @@ static void gen_reap(struct qn_hring *r)
 
 /* ---------------------------------------------------------------- blocks */
 
-static int cmp_hash(const void *a, const void *b)
+/* Hash order is memcmp order. Compared as two big-endian 64-bit words, inline:
+ * qsort's indirect memcmp calls (and glibc's 64 KiB merge buffer per seal) were
+ * most of a seal's cost. */
+static uint64_t be64(const uint8_t *p)
 {
-    return memcmp(a, b, HASH);
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+#elif !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__
+    v = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
+        (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
+        (uint64_t)p[6] << 8 | (uint64_t)p[7];
+#endif
+    return v;
+}
+
+struct hkey {
+    uint64_t hi, lo;
+};
+
+static struct hkey hkey_of(const uint8_t *p)
+{
+    return (struct hkey){be64(p), be64(p + 8)};
+}
+
+static int hkey_cmp(struct hkey a, struct hkey b)
+{
+    if (a.hi != b.hi)
+        return a.hi < b.hi ? -1 : 1;
+    return (a.lo > b.lo) - (a.lo < b.lo);
+}
+
+static void swap16(uint8_t *a, uint8_t *b)
+{
+    uint8_t t[HASH];
+    memcpy(t, a, HASH);
+    memcpy(a, b, HASH);
+    memcpy(b, t, HASH);
+}
+
+static void sift_down(uint8_t *v, size_t root, size_t n)
+{
+    for (;;) {
+        size_t c = 2 * root + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && hkey_cmp(hkey_of(v + c * HASH), hkey_of(v + (c + 1) * HASH)) < 0)
+            c++;
+        if (hkey_cmp(hkey_of(v + root * HASH), hkey_of(v + c * HASH)) >= 0)
+            return;
+        swap16(v + root * HASH, v + c * HASH);
+        root = c;
+    }
+}
+
+/* Sorts n 16-byte hashes in place: introsort (median-of-three quicksort,
+ * heapsort past a depth limit, insertion sort for short runs). No allocation. */
+static void sort_hashes(uint8_t *v, size_t n, unsigned depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            for (size_t i = n / 2; i-- > 0;)
+                sift_down(v, i, n);
+            for (size_t i = n - 1; i > 0; i--) {
+                swap16(v, v + i * HASH);
+                sift_down(v, 0, i);
+            }
+            return;
+        }
+        /* median of first, middle, last moved to the front as the pivot */
+        uint8_t *a = v, *m = v + (n / 2) * HASH, *z = v + (n - 1) * HASH;
+        if (hkey_cmp(hkey_of(m), hkey_of(a)) < 0)
+            swap16(m, a);
+        if (hkey_cmp(hkey_of(z), hkey_of(m)) < 0) {
+            swap16(z, m);
+            if (hkey_cmp(hkey_of(m), hkey_of(a)) < 0)
+                swap16(m, a);
+        }
+        swap16(v, m);
+        struct hkey pivot = hkey_of(v);
+        size_t i = 0, j = n;
+        for (;;) {
+            do
+                i++;
+            while (i < n && hkey_cmp(hkey_of(v + i * HASH), pivot) < 0);
+            do
+                j--;
+            while (hkey_cmp(hkey_of(v + j * HASH), pivot) > 0);
+            if (i >= j)
+                break;
+            swap16(v + i * HASH, v + j * HASH);
+        }
+        swap16(v, v + j * HASH);
+        /* recurse into the smaller side, loop on the larger */
+        if (j < n - j - 1) {
+            sort_hashes(v, j, depth);
+            v += (j + 1) * HASH;
+            n -= j + 1;
+        } else {
+            sort_hashes(v + (j + 1) * HASH, n - j - 1, depth);
+            n = j;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint8_t t[HASH];
+        memcpy(t, v + i * HASH, HASH);
+        struct hkey k = hkey_of(t);
+        size_t j = i;
+        while (j > 0 && hkey_cmp(hkey_of(v + (j - 1) * HASH), k) > 0) {
+            memcpy(v + j * HASH, v + (j - 1) * HASH, HASH);
+            j--;
+        }
+        memcpy(v + j * HASH, t, HASH);
+    }
 }
 
 static int ring_reserve(struct qn_hring *r)
@@ -227,7 +351,7 @@ static int seal(struct qn_hring *r)
     struct qn_hring_block *b = malloc(sizeof *b);
     if (b == NULL)
         return QN_ENOMEM;
-    qsort(r->hot, r->nhot, HASH, cmp_hash);
+    sort_hashes(r->hot, r->nhot, 2 * 12); /* 2 log2(QN_HRING_BLOCK) */
     b->hashes = r->hot;
     b->max_offset = r->hot_max_offset;
     b->max_created_ms = r->hot_max_created_ms;
@@ -291,12 +415,12 @@ int qn_hring_append(struct qn_hring *r, const uint8_t *hashes, size_t n, int64_t
     return QN_OK;
 }
 
-static bool block_has(const struct qn_hring_block *b, const uint8_t *h)
+static bool block_has(const struct qn_hring_block *b, struct hkey k)
 {
     size_t lo = 0, hi = QN_HRING_BLOCK;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = memcmp(b->hashes + mid * HASH, h, HASH);
+        int c = hkey_cmp(hkey_of(b->hashes + mid * HASH), k);
         if (c == 0)
             return true;
         if (c < 0)
@@ -307,18 +431,33 @@ static bool block_has(const struct qn_hring_block *b, const uint8_t *h)
     return false;
 }
 
+#define PREFETCH_GENS 32
+
 bool qn_hring_contains(const struct qn_hring *r, const uint8_t h[16])
 {
-    /* one bloom test per generation; blocks of a generation are consecutive */
+    /* One bloom test per generation; blocks of a generation are consecutive.
+     * Each test is a cache miss into a different filter: locate and prefetch the
+     * lines of the first generations before testing any, so the misses overlap
+     * instead of queueing one behind the other. */
+    const uint8_t *lines[PREFETCH_GENS];
+    size_t nl = 0;
+    for (const struct qn_hring_gen *g = r->gen_head; g != NULL && nl < PREFETCH_GENS;
+         g = g->next) {
+        lines[nl] = bloom_line(g, h);
+        __builtin_prefetch(lines[nl]);
+        nl++;
+    }
+    struct hkey k = hkey_of(h);
     uint64_t head_seq = r->nblocks ? r->blocks[r->head]->seq : 0;
-    for (const struct qn_hring_gen *g = r->gen_head; g != NULL; g = g->next) {
-        if (!bloom_has(g, h))
+    size_t gi = 0;
+    for (const struct qn_hring_gen *g = r->gen_head; g != NULL; g = g->next, gi++) {
+        if (!(gi < nl ? bloom_line_has(lines[gi], h) : bloom_has(g, h)))
             continue;
         if (g->live_blocks > 0) {
             uint64_t first = g->first_seq > head_seq ? g->first_seq : head_seq;
             for (uint64_t s = first; s < first + g->live_blocks; s++) {
                 const struct qn_hring_block *b = r->blocks[(r->head + (s - head_seq)) % r->cap];
-                if (block_has(b, h))
+                if (block_has(b, k))
                     return true;
             }
         }

@@ -92,6 +92,40 @@ START_TEST(seal_at_block_size_hands_over_the_hot_array)
 }
 END_TEST
 
+START_TEST(seal_sorts_any_arrival_order)
+{
+    /* the seal's sort, on orders a quicksort can stumble on: already sorted,
+     * reversed, all equal, few distinct values, organ pipe */
+    uint8_t *v = malloc(QN_HRING_BLOCK * H);
+    ck_assert_ptr_nonnull(v);
+    for (int shape = 0; shape < 5; shape++) {
+        for (size_t i = 0; i < QN_HRING_BLOCK; i++) {
+            size_t k = shape == 0   ? i
+                       : shape == 1 ? QN_HRING_BLOCK - i
+                       : shape == 2 ? 7
+                       : shape == 3 ? i % 3
+                                    : (i < QN_HRING_BLOCK / 2 ? i : QN_HRING_BLOCK - i);
+            memset(v + i * H, 0, H);
+            for (int b = 0; b < 8; b++) /* big-endian index: memcmp order = k order */
+                v[i * H + 7 - b] = (uint8_t)(k >> (8 * b));
+            v[i * H + 15] = (uint8_t)(shape == 2 ? i : 0); /* equal prefixes, distinct tails */
+        }
+        struct qn_hring r;
+        qn_hring_init(&r);
+        ck_assert_int_eq(qn_hring_append(&r, v, QN_HRING_BLOCK - 1, 0, 1), QN_OK);
+        uint8_t *hot = r.hot;
+        ck_assert_int_eq(
+            qn_hring_append(&r, v + (QN_HRING_BLOCK - 1) * H, 1, QN_HRING_BLOCK - 1, 1), QN_OK);
+        ck_assert_uint_eq(r.nblocks, 1);
+        ck_assert_msg(sorted(hot, QN_HRING_BLOCK), "shape %d not sorted", shape);
+        for (size_t i = 0; i < QN_HRING_BLOCK; i++)
+            ck_assert_msg(qn_hring_contains(&r, v + i * H), "shape %d: %zu missing", shape, i);
+        qn_hring_clear(&r);
+    }
+    free(v);
+}
+END_TEST
+
 START_TEST(seal_inside_one_large_append)
 {
     /* One append spanning several blocks seals each block as it fills. */
@@ -429,6 +463,7 @@ Suite *qn_test_hring_suite(void)
     TCase *tc = tcase_create("hring");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, seal_at_block_size_hands_over_the_hot_array);
+    tcase_add_test(tc, seal_sorts_any_arrival_order);
     tcase_add_test(tc, seal_inside_one_large_append);
     tcase_add_test(tc, membership_across_blocks_and_hot);
     tcase_add_test(tc, same_hash_in_two_blocks_survives_the_first_expiry);
