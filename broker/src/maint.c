@@ -748,6 +748,14 @@ void qn_maint_free(qn_maint *m)
 
 /* ---------------------------------------------------------------- module */
 
+/* The broker's loop, for GetStats (one per process; NULL outside the module). */
+static qn_maint *module_loop;
+
+qn_maint *qn_maint_current(void)
+{
+    return module_loop;
+}
+
 int qn_maint_module_start(struct qn_broker_ctx *ctx, void **state)
 {
     struct qn_maint_config mc;
@@ -764,6 +772,7 @@ int qn_maint_module_start(struct qn_broker_ctx *ctx, void **state)
         return rc;
     }
     *state = m;
+    module_loop = m;
     QN_INFO("maintenance loop every %lld ms batch=%d cleanup=%s", (long long)mc.interval_ms,
             (int)mc.batch_size, mc.cleanup_enabled ? "on" : "off");
     return QN_OK;
@@ -776,5 +785,7 @@ void qn_maint_module_shutdown(void *state)
 
 void qn_maint_module_stop(void *state)
 {
+    if (module_loop == state)
+        module_loop = NULL;
     qn_maint_free(state);
 }

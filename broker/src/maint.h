@@ -130,6 +130,8 @@ void qn_maint_free(qn_maint *m);
 
 /* The broker module (broker.h): started after "queue". */
 int qn_maint_module_start(struct qn_broker_ctx *ctx, void **state);
+/* The loop the module runs in this process, NULL when none. */
+qn_maint *qn_maint_current(void);
 void qn_maint_module_shutdown(void *state);
 void qn_maint_module_stop(void *state);
 

@@ -18,7 +18,9 @@
 #include "app.h"
 #include "config.h"
 #include "fusion.h"
+#include "dedup.h"
 #include "log.h"
+#include "maint.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "resp_arena.h"
@@ -952,6 +954,32 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
     resp.rpcs = (int64_t)a->app->rpcs;
     resp.pushed = (int64_t)a->app->pushed;
     resp.delivered = (int64_t)a->app->delivered;
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(a->app->fusion, &fs);
+    resp.push_commits = (int64_t)fs.flushes;
+    resp.push_segments = (int64_t)fs.segments;
+    if (a->app->dedup != NULL) {
+        struct qn_dedup_stats ds;
+        qn_dedup_stats(a->app->dedup, &ds);
+        resp.dedup_partitions = (int64_t)ds.entries;
+        resp.dedup_vouching = (int64_t)ds.vouching;
+        resp.dedup_hashes = (int64_t)ds.hashes;
+        resp.dedup_bytes = (int64_t)ds.bytes;
+        resp.dedup_vouched = (int64_t)ds.vouched;
+        resp.dedup_declined = (int64_t)ds.declined;
+        resp.dedup_suppressed = (int64_t)ds.suppressed;
+    }
+    qn_maint *m = qn_maint_current();
+    if (m != NULL) {
+        struct qn_maint_stats ms;
+        qn_maint_get_stats(m, &ms);
+        resp.maint_cycles = (int64_t)ms.cycles_run;
+        resp.maint_skipped = (int64_t)ms.cycles_skipped;
+        resp.maint_segments_deleted =
+            (int64_t)(ms.deleted[QN_MAINT_RETENTION] + ms.deleted[QN_MAINT_MAX_WAIT]);
+        resp.maint_txns_purged = (int64_t)ms.deleted[QN_MAINT_TXNS_PURGE];
+        resp.maint_partitions_deleted = (int64_t)ms.deleted[QN_MAINT_CLEANUP];
+    }
     admin_reply(a, &resp.base);
 }
 

@@ -9,7 +9,7 @@ import unittest
 import grpc
 
 from harness import Broker
-from qsupport import A, C, Client, Q, rpc_error, uniq
+from qsupport import A, C, Client, Q, rpc_error, uniq, wait_until
 
 broker = None
 
@@ -22,7 +22,7 @@ DEFAULTS = dict(lease_time=60, retry_limit=3, retry_delay=1000, max_size=0, ttl=
 
 def setUpModule():
     global broker
-    broker = Broker("product", db="e2e_admin").start()
+    broker = Broker("product", db="e2e_admin", env={"RETENTION_INTERVAL": "500"}).start()
 
 
 def tearDownModule():
@@ -340,6 +340,33 @@ class Stats(AdminTest):
         self.assertIn(q, names)
         self.assertEqual(after.total_messages, sum(x.messages for x in after.queues))
         self.assertEqual(len(self.c.stats(uniq()).queues), 0)
+        # two push calls, two partitions each in its own segment
+        self.assertGreaterEqual(after.push_commits - before.push_commits, 2)
+        self.assertGreaterEqual(after.push_segments - before.push_segments, 2)
+
+    def test_dedup_cache_counters(self):
+        # Client transaction ids make the cache matter: the first push finds it
+        # cold (declined, hydration starts); once hydrated it vouches.
+        q = uniq()
+        before = self.c.stats()
+        n = [0]
+
+        def push_and_look():
+            self.c.push(q, [b"v"], txns=["t%d" % n[0]])
+            n[0] += 1
+            return self.c.stats().dedup_vouched > before.dedup_vouched
+        wait_until(push_and_look, timeout=10, what="the dedup cache to vouch")
+        after = self.c.stats()
+        self.assertGreater(after.dedup_declined, before.dedup_declined)
+        self.assertGreaterEqual(after.dedup_vouching, 1)
+        self.assertGreaterEqual(after.dedup_hashes, 1)
+        self.assertGreater(after.dedup_bytes, 0)
+        self.assertEqual(after.dedup_suppressed, 0)
+
+    def test_maintenance_counters_move(self):
+        before = self.c.stats()
+        wait_until(lambda: self.c.stats().maint_cycles > before.maint_cycles, timeout=15,
+                   what="a maintenance cycle")
 
 
 if __name__ == "__main__":
