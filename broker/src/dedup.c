@@ -364,6 +364,10 @@ static void rows_done(void *ud, const struct qn_store_status *st,
     if (e->full_load) {
         qn_hring_clear(&e->ring);
         e->verified_upto = -1;
+        size_t total = 0;
+        for (size_t i = 0; i < r->n; i++)
+            total += r->rows[i].blob_len / 16;
+        qn_hring_expect(&e->ring, total); /* one filter for the window, not ten */
         for (size_t i = 0; ok && i < r->n; i++) {
             const struct qn_segment_row *row = &r->rows[i];
             size_t n = (size_t)(row->end - row->base + 1);

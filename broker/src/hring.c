@@ -161,15 +161,35 @@ static bool bloom_has(const struct qn_hring_gen *g, const uint8_t *h)
 }
 
 /* The current generation, opened when there is none. */
+/* n rounded up to whole blocks, clamped to [one block, QN_HRING_GEN_MAX]. */
+static size_t gen_capacity(size_t n)
+{
+    size_t cap = (n + QN_HRING_BLOCK - 1) / QN_HRING_BLOCK * QN_HRING_BLOCK;
+    if (cap < QN_HRING_BLOCK)
+        cap = QN_HRING_BLOCK;
+    if (cap > QN_HRING_GEN_MAX)
+        cap = QN_HRING_GEN_MAX;
+    return cap;
+}
+
+/* The current generation, opened when there is none (sized by the expect
+ * hint, which it consumes). */
 static struct qn_hring_gen *gen_current(struct qn_hring *r)
 {
     if (r->gen_tail != NULL)
         return r->gen_tail;
-    struct qn_hring_gen *g = gen_new(r, QN_HRING_BLOCK);
+    struct qn_hring_gen *g = gen_new(r, gen_capacity(r->expect));
     if (g == NULL)
         return NULL;
+    r->expect = 0;
     r->gen_head = r->gen_tail = g;
     return g;
+}
+
+void qn_hring_expect(struct qn_hring *r, size_t n)
+{
+    if (r->gen_tail == NULL)
+        r->expect = n;
 }
 
 /* At a seal boundary: opens the next generation when the current one is full.
@@ -184,12 +204,7 @@ static void gen_maybe_roll(struct qn_hring *r)
     struct qn_hring_gen *cur = r->gen_tail;
     if (cur == NULL || cur->count < cur->capacity)
         return;
-    size_t cap = (r->hashes + QN_HRING_BLOCK - 1) / QN_HRING_BLOCK * QN_HRING_BLOCK;
-    if (cap < QN_HRING_BLOCK)
-        cap = QN_HRING_BLOCK;
-    if (cap > QN_HRING_GEN_MAX)
-        cap = QN_HRING_GEN_MAX;
-    struct qn_hring_gen *g = gen_new(r, cap);
+    struct qn_hring_gen *g = gen_new(r, gen_capacity(r->hashes));
     if (g == NULL)
         return; /* keep filling the current one: only its false-positive rate suffers */
     cur->next = g;

@@ -43,6 +43,7 @@ struct qn_hring {
     int64_t hot_max_created_ms;
     /* bloom generations, oldest first (singly linked, tail is current) */
     struct qn_hring_gen *gen_head, *gen_tail;
+    size_t expect;                /* qn_hring_expect() hint for the next new filter */
     size_t hashes;                /* resident hashes (blocks + hot) */
     size_t bytes;                 /* allocated bytes, all structures */
 };
@@ -60,6 +61,15 @@ void qn_hring_clear(struct qn_hring *r);
  */
 int qn_hring_append(struct qn_hring *r, const uint8_t *hashes, size_t n, int64_t base,
                     int64_t created_ms);
+
+/*
+ * A hint before a bulk load into an empty ring: about n hashes follow. The
+ * first bloom generation is then sized for them (one block to QN_HRING_GEN_MAX)
+ * instead of growing by doubling, so a hydrated window of 1M hashes is one or
+ * two generations (one bloom test each per lookup), not ten. No effect on a ring
+ * that already has a generation; never allocates.
+ */
+void qn_hring_expect(struct qn_hring *r, size_t n);
 
 bool qn_hring_contains(const struct qn_hring *r, const uint8_t h[16]);
 

@@ -407,6 +407,43 @@ START_TEST(steady_small_window_stays_small)
 }
 END_TEST
 
+START_TEST(expected_bulk_load_gets_one_filter)
+{
+    /* a hydration announces its size: one generation sized for it (2 MiB of
+     * filter for 1M hashes) instead of ten doubling ones (the same bytes, but
+     * ten bloom tests per lookup) */
+    const size_t n = 1000000;
+    uint8_t *v = hashes_new(13, 0, n);
+    for (int hinted = 0; hinted < 2; hinted++) {
+        struct qn_hring r;
+        qn_hring_init(&r);
+        if (hinted)
+            qn_hring_expect(&r, n);
+        qn_dd_alloc_start();
+        ck_assert_int_eq(qn_hring_append(&r, v, 100, 0, 1), QN_OK);
+        /* the first filter is sized for the whole load, or for one block */
+        size_t first = r.bytes - 256 * H; /* the hot buffer holds 256 after 100 */
+        if (hinted)
+            ck_assert_msg(first >= 2 * n - 64 * KIB, "first filter %zu bytes", first);
+        else
+            ck_assert_msg(first <= 16 * KIB, "first filter %zu bytes", first);
+        for (size_t i = 100; i < n; i += 100)
+            ck_assert_int_eq(qn_hring_append(&r, v + i * H, 100, (int64_t)i, 1), QN_OK);
+        struct qn_dd_alloc_stats st = qn_dd_alloc_stop();
+        ck_assert_uint_le(st.largest, 64 * KIB);
+        size_t filters = r.bytes - n * H;
+        ck_assert_msg(filters <= 2 * 1024 * KIB + 128 * KIB, "%zu bytes besides hashes", filters);
+        for (size_t i = 0; i < n; i += 101)
+            ck_assert(qn_hring_contains(&r, v + i * H));
+        /* no effect once the ring has a filter */
+        qn_hring_expect(&r, 50 * n);
+        ck_assert_int_eq(qn_hring_append(&r, v, 1, (int64_t)n, 2), QN_OK);
+        qn_hring_clear(&r);
+    }
+    free(v);
+}
+END_TEST
+
 START_TEST(small_partition_small_footprint)
 {
     /* One hash must not cost a full 64 KiB bloom page: thousands of quiet
@@ -473,6 +510,7 @@ Suite *qn_test_hring_suite(void)
     tcase_add_test(tc, emptied_ring_keeps_only_the_block_array);
     tcase_add_test(tc, million_hashes_small_allocations_and_24_bytes_each);
     tcase_add_test(tc, steady_small_window_stays_small);
+    tcase_add_test(tc, expected_bulk_load_gets_one_filter);
     tcase_add_test(tc, small_partition_small_footprint);
     tcase_add_test(tc, out_of_memory_leaves_a_usable_ring);
     suite_add_tcase(s, tc);
