@@ -499,9 +499,17 @@ static void cpu_line(const struct e2e_cpu *a, const struct e2e_cpu *b, char *buf
         snprintf(bb, sizeof bb, "%.0f%%", 100 * (b->broker - a->broker) / wall);
     if (a->pg >= 0 && b->pg >= 0)
         snprintf(bp, sizeof bp, "%.0f%%", 100 * (b->pg - a->pg) / wall);
-    if (a->machine >= 0 && b->machine >= 0)
-        snprintf(bm, sizeof bm, "%.0f%%", 100 * (b->machine - a->machine) / wall);
-    snprintf(buf, cap, "cpu(bench/broker/pg/machine)=%s/%s/%s/%s", bs, bb, bp, bm);
+    char bo[32] = "n/a";
+    if (a->machine >= 0 && b->machine >= 0) {
+        double m = b->machine - a->machine;
+        snprintf(bm, sizeof bm, "%.0f%%", 100 * m / wall);
+        /* What neither the bench, the broker nor PostgreSQL used: other load. */
+        if (a->self >= 0 && a->broker >= 0 && a->pg >= 0 && b->broker >= 0 && b->pg >= 0) {
+            double other = m - (b->self - a->self) - (b->broker - a->broker) - (b->pg - a->pg);
+            snprintf(bo, sizeof bo, "%.0f%%", other > 0 ? 100 * other / wall : 0.0);
+        }
+    }
+    snprintf(buf, cap, "cpu(bench/broker/pg/other/machine)=%s/%s/%s/%s/%s", bs, bb, bp, bo, bm);
 }
 
 struct cell {

@@ -686,8 +686,7 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
     uint64_t now = e2e_now_ns();
     st->pop_calls++;
     count_end(r, &st->pop_st, res, "pop");
-    e2e_hist_add(&st->pop_rtt, (now - e2e_call_started_ns(call)) / 1000u, 1);
-    e2e_hist_add(&r->win_pop, (now - e2e_call_started_ns(call)) / 1000u, 1);
+    uint64_t rtt_us = (now - e2e_call_started_ns(call)) / 1000u;
     r->win_pops++;
     if (res->end != E2E_END_STATUS || res->grpc_status != 0) {
         cons_wait(c, res->grpc_status == 14 || res->grpc_status == 8 ? 100 : 10);
@@ -710,6 +709,9 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
         cons_set(c, C_IDLE);
         return;
     }
+    /* Only pops that delivered: an empty pop lasts wait_ms by design. */
+    e2e_hist_add(&st->pop_rtt, rtt_us, 1);
+    e2e_hist_add(&r->win_pop, rtt_us, 1);
     delivered(r, pr->messages, pr->n_messages);
     Queen__V1__AckItem *items = e2e_arena_alloc(&r->arena, pr->n_messages * sizeof *items);
     Queen__V1__AckItem **itemp = e2e_arena_alloc(&r->arena, pr->n_messages * sizeof *itemp);
@@ -1022,21 +1024,24 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
     e2e_hist_reset(&r->win_e2e);
     e2e_hist_reset(&r->win_pop);
     r->win_pops = r->win_empty = 0;
-    if (ph->consume) {
-        free(r->cons);
-        r->ncons = o->consumers;
-        r->cons = calloc(r->ncons > 0 ? r->ncons : 1, sizeof *r->cons);
+    /* Consumers live for one phase (their calls all ended with the last one). */
+    for (unsigned i = 0; r->cons != NULL && i < r->ncons; i++)
+        free(r->cons[i].ack);
+    free(r->cons);
+    r->cons = NULL;
+    r->ncons = 0;
+    if (ph->consume && o->consumers > 0) {
+        r->cons = calloc(o->consumers, sizeof *r->cons);
         if (r->cons == NULL) {
             r->st = &r->scratch_stats;
             return QN_ENOMEM;
         }
+        r->ncons = o->consumers;
         for (unsigned i = 0; i < r->ncons; i++) {
             r->cons[i].r = r;
             r->cons[i].idx = i;
             r->cons[i].state = C_IDLE;
         }
-    } else {
-        r->ncons = 0;
     }
     uint64_t t0 = e2e_now_ns();
     st->phase_start_ns = t0;
