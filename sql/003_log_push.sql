@@ -58,15 +58,20 @@ $$;
 -- writes of a round are one statement each; a later round's probe sees the
 -- earlier rounds' sidecar rows. The common bundle (one segment per partition) is
 -- a single round: lock, probe (only when the broker cannot vouch), write.
--- The signature grew p_cache_windows: drop the older overload so callers never
--- reach a version without the guard.
+-- The signature grew p_cache_windows, then p_cache_pids: drop the older
+-- overloads so callers never reach a version without the guards.
 DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], BYTEA[], BOOL, UUID);
+DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], BYTEA[], BOOL, UUID,
+                                      INT4[]);
 
 -- p_cache_windows[i]: the dedup window (seconds) under which the broker computed
 -- p_verified[i]. A watermark vouched under a smaller window than the queue's
 -- current one is ignored (a /configure that widened the window is not yet known
 -- to that broker's cache, which may miss older hashes). NULL array: trust
 -- p_verified as given.
+-- p_cache_pids[i]: the partition id the watermark was computed for. A watermark
+-- of another partition (the queue was deleted and created again, with offsets
+-- starting over) is ignored. NULL element or array: not checked.
 CREATE OR REPLACE FUNCTION queen.push_v1(
     p_queues     TEXT[],
     p_partitions TEXT[],
@@ -76,7 +81,8 @@ CREATE OR REPLACE FUNCTION queen.push_v1(
     p_blobs      BYTEA[],
     p_strict     BOOL DEFAULT false,
     p_tenant     UUID DEFAULT '00000000-0000-0000-0000-000000000001',
-    p_cache_windows INT4[] DEFAULT NULL)
+    p_cache_windows INT4[] DEFAULT NULL,
+    p_cache_pids UUID[] DEFAULT NULL)
 RETURNS TABLE (r_ord INT4, r_pid UUID, r_window INT4, r_status INT2, r_base INT8,
                r_created_at TIMESTAMPTZ, r_dup_idx INT4, r_dup_off INT8)
 LANGUAGE plpgsql
@@ -116,7 +122,8 @@ BEGIN
        OR coalesce(cardinality(p_blobs), 0) <> v_n
        OR (p_partitions IS NOT NULL AND cardinality(p_partitions) <> v_n)
        OR (p_verified IS NOT NULL AND cardinality(p_verified) <> v_n)
-       OR (p_cache_windows IS NOT NULL AND cardinality(p_cache_windows) <> v_n) THEN
+       OR (p_cache_windows IS NOT NULL AND cardinality(p_cache_windows) <> v_n)
+       OR (p_cache_pids IS NOT NULL AND cardinality(p_cache_pids) <> v_n) THEN
         RAISE EXCEPTION 'QPUSH misaligned arrays';
     END IF;
 
@@ -220,6 +227,8 @@ BEGIN
             v_from[i] := greatest(
                 CASE WHEN p_cache_windows IS NOT NULL
                           AND coalesce(p_cache_windows[i], 0) < v_win[i] THEN -1
+                     WHEN p_cache_pids IS NOT NULL AND p_cache_pids[i] IS NOT NULL
+                          AND p_cache_pids[i] <> v_pid[i] THEN -1
                      ELSE coalesce(p_verified[i], -1) END,
                 v_txs[i] - 1);
             IF v_win[i] > 0 AND v_last[i] > v_from[i] THEN

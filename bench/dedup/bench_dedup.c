@@ -694,7 +694,7 @@ int main(int argc, char **argv)
     qn_dedup_config_defaults(&dc, (size_t)b->cfg.dedup_cache_mb << 20);
     if (qn_dedup_new(&b->app, &dc, &b->app.dedup) != QN_OK)
         return 1;
-    struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_window, qn_dedup_committed,
+    struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for, qn_dedup_committed,
                                           b->app.dedup};
     qn_fusion_set_dedup(b->app.fusion, &hooks);
     struct result on = run_phase(b, "on");

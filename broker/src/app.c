@@ -118,7 +118,7 @@ int qn_app_start(struct qn_broker_ctx *ctx, void **state)
         qn_dedup_config_defaults(&dc, (size_t)cfg->dedup_cache_mb << 20);
         if ((rc = qn_dedup_new(app, &dc, &app->dedup)) != QN_OK)
             return rc;
-        struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_window,
+        struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for,
                                               qn_dedup_committed, app->dedup};
         qn_fusion_set_dedup(app->fusion, &hooks);
     }

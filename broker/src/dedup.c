@@ -565,11 +565,16 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
     return e->verified_upto;
 }
 
-int32_t qn_dedup_window(void *ud, const char *queue, const char *partition)
+bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, int32_t *window,
+                          uint8_t pid[16])
 {
     struct qn_dedup *d = ud;
     struct dd_entry *e = entry_get(d, queue, partition, false);
-    return e && e->state == DD_VOUCHING ? e->load_window : 0;
+    if (e == NULL || e->state != DD_VOUCHING || !e->have_meta)
+        return false;
+    *window = e->load_window;
+    memcpy(pid, e->pid, 16);
+    return true;
 }
 
 void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],

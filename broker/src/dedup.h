@@ -52,9 +52,11 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
 void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
                         int32_t window, int64_t base, int64_t created_at_us,
                         const uint8_t *hashes, size_t n);
-/* The window the entry vouches for (sent with p_verified so SQL can refuse a
- * watermark computed under a smaller window); 0 when unknown. */
-int32_t qn_dedup_window(void *ud, const char *queue, const char *partition);
+/* The window and partition id the entry vouches under (sent with p_verified so SQL
+ * can refuse a watermark computed under a smaller window or for a partition that
+ * was deleted and created again); false when the entry does not vouch. */
+bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, int32_t *window,
+                          uint8_t pid[16]);
 
 struct qn_dedup_stats {
     size_t entries;            /* partitions with an entry */

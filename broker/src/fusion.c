@@ -73,6 +73,7 @@ struct seg {
     size_t nleaders;
     uint8_t *hashes;              /* nleaders * 16 */
     struct qn_buf blob;
+    uint8_t cache_pid[16];        /* partition the dedup watermark is for */
 };
 
 struct bundle {
@@ -642,9 +643,13 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
             } else if (f->dedup.verified) {
                 p->verified = f->dedup.verified(f->dedup.ud, s->queue, s->partition, sg->hashes,
                                                 sg->nleaders);
-                p->cache_window = p->verified >= 0 ? f->dedup.window(f->dedup.ud, s->queue,
-                                                                     s->partition)
-                                                   : 0;
+                p->cache_window = 0;
+                if (p->verified >= 0 &&
+                    f->dedup.vouched_for(f->dedup.ud, s->queue, s->partition, &p->cache_window,
+                                         sg->cache_pid))
+                    p->cache_pid = sg->cache_pid;
+                else
+                    p->verified = -1; /* cannot say what it vouched for: probe */
             } else {
                 p->verified = -1;
                 p->cache_window = 0;

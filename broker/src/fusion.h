@@ -76,8 +76,10 @@ struct qn_fusion_dedup_hooks {
      * cache cannot vouch (a local hit also answers -1). */
     int64_t (*verified)(void *ud, const char *queue, const char *partition,
                         const uint8_t *hashes, size_t n);
-    /* The dedup window (seconds) the watermark was computed under. */
-    int32_t (*window)(void *ud, const char *queue, const char *partition);
+    /* The dedup window (seconds) and the partition id the watermark was computed
+     * under; false when unknown. */
+    bool (*vouched_for)(void *ud, const char *queue, const char *partition, int32_t *window,
+                        uint8_t pid[16]);
     /* A segment committed at base with these hashes. */
     void (*committed)(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
                       int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,

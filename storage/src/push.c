@@ -37,9 +37,11 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     size_t *hlens = qn__arena_alloc(a, sizeof *hlens * n);
     int64_t *verified = qn__arena_alloc(a, sizeof *verified * n);
     int32_t *windows = qn__arena_alloc(a, sizeof *windows * n);
+    const uint8_t **cpids = qn__arena_alloc(a, sizeof *cpids * n);
+    int32_t *cplens = qn__arena_alloc(a, sizeof *cplens * n);
     const uint8_t **blobs = qn__arena_alloc(a, sizeof *blobs * n);
     size_t *blens = qn__arena_alloc(a, sizeof *blens * n);
-    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !windows || !blobs || !blens)
+    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !windows || !cpids || !cplens || !blobs || !blens)
         return p->err = QN_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct qn_push_segment *s = &segs[i];
@@ -54,6 +56,8 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
         verified[i] = s->verified;
         /* 0 (unknown) must not make SQL ignore the watermark: send the largest */
         windows[i] = s->cache_window > 0 ? s->cache_window : INT32_MAX;
+        cpids[i] = s->cache_pid;
+        cplens[i] = s->cache_pid != NULL ? 16 : -1;
         blobs[i] = s->blob;
         blens[i] = s->blob_len;
     }
@@ -66,6 +70,7 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     qn__p_bool(p, 6, strict);
     qn__p_uuid(p, 7, tenant);
     qn__p_arr_i32(p, 8, windows, n);
+    qn__p_array(p, 9, QN_OID_UUID, cpids, cplens, n);
     return p->err;
 }
 

@@ -47,9 +47,9 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
     [QN_STMT_PUSH] = {"qn_push",
                       "SELECT r_ord, r_pid, r_window, r_status, r_base, r_created_at, "
                       "r_dup_idx, r_dup_off FROM queen.push_v1($1, $2, $3, $4, $5, $6, $7, $8, "
-                      "$9)",
-                      9,
-                      {TA, TA, I4A, BYA, I8A, BYA, B, U, I4A}},
+                      "$9, $10)",
+                      10,
+                      {TA, TA, I4A, BYA, I8A, BYA, B, U, I4A, QN_OID_UUID_ARR}},
     [QN_STMT_SEGMENT_AT] = {"qn_segment_at",
                             "SELECT r_base, r_end, r_created_at, r_blob "
                             "FROM queen.segment_at_v1($1, $2)",

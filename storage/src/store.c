@@ -121,7 +121,9 @@ struct qn_store_req {
     bool in_callback;      /* its callback is running */
     bool internal;         /* connection setup: no user callback, not counted */
     uint8_t reprepared;    /* resends after a prepared-statement mix-up (26000, 42P05) */
-    bool stray_retried;
+    uint8_t stray_retried;  /* resends after a cancel meant for another call (at most 3:
+                               a cancel that reaches an idle session may still hit the
+                               next statement, and rarely the one after) */
     int conflict_retries;
     struct conn *conn;     /* SENT */
     struct qn__arena arena;
@@ -650,9 +652,17 @@ static void req_synced(struct conn *c, qn_store_req *r)
         req_requeue(r);
         return;
     }
-    if (r->err == QN_ETIMEOUT && r->cancel_seq != c->cancel_seq && !r->stray_retried) {
+    /* A cancel is only ever aimed at an abandoned call (deadline or
+     * qn_store_cancel), which is freed above without a callback. So a live call
+     * failing with "canceling statement due to user request" was hit by a cancel
+     * meant for the statement before it - also when it was sent after the
+     * cancel was requested but before the server acted on it. Statement timeouts
+     * read "due to statement timeout" and are not retried. */
+    if (r->err == QN_ETIMEOUT && r->stray_retried < 3 &&
+        (r->cancel_seq != c->cancel_seq ||
+         (r->err_msg != NULL && strstr(r->err_msg, "user request") != NULL))) {
         /* a cancel aimed at a neighbour hit this call: it failed, so retry */
-        r->stray_retried = true;
+        r->stray_retried++;
         req_requeue(r);
         return;
     }

@@ -310,11 +310,24 @@ static void load(const char *p, const uint8_t pid[16], uint64_t seed, size_t n, 
     free(rs);
 }
 
+/* The window the entry vouches under, 0 when it does not vouch; checks the
+ * partition id it reports when it does. */
+static int32_t vouch_window(const char *p, const uint8_t *want_pid)
+{
+    int32_t w = 0;
+    uint8_t pid[16];
+    if (!qn_dedup_vouched_for(dd, "q", p, &w, pid))
+        return 0;
+    if (want_pid != NULL)
+        ck_assert_mem_eq(pid, want_pid, 16);
+    return w;
+}
+
 /* load(), and the entry vouches afterwards */
 static void hydrate(const char *p, const uint8_t pid[16], uint64_t seed, size_t n, int64_t age_s)
 {
     load(p, pid, seed, n, age_s);
-    ck_assert_int_eq(qn_dedup_window(dd, "q", p), 3600);
+    ck_assert_int_eq(vouch_window(p, pid), 3600);
 }
 
 /* Accounted bytes of one partition holding n hashes (measured, so the pressure
@@ -356,7 +369,7 @@ START_TEST(hydration_then_vouching)
 {
     start(64u << 20);
     ck_assert_int_eq(verified("p", 1, 0, 1), -1);
-    ck_assert_int_eq(qn_dedup_window(dd, "q", "p"), 0);
+    ck_assert_int_eq(vouch_window("p", NULL), 0);
     struct fake_req *m = open_one(FK_META);
     /* one load at a time: more flushes meanwhile ask nothing more */
     ck_assert_int_eq(verified("p", 1, 0, 1), -1);
@@ -373,7 +386,7 @@ START_TEST(hydration_then_vouching)
     ck_assert_uint_eq(s.hydrations, 1);
     /* fresh hashes: vouched up to the last offset */
     ck_assert_int_eq(verified("p", 2, 0, 100), 199);
-    ck_assert_int_eq(qn_dedup_window(dd, "q", "p"), 3600);
+    ck_assert_int_eq(vouch_window("p", NULL), 3600);
     /* one known hash among fresh ones: cannot vouch */
     ck_assert_int_eq(verified("p", 1, 150, 1), -1);
     uint8_t mix[3 * 16];
@@ -537,13 +550,13 @@ START_TEST(window_change_in_a_result_rehydrates)
     hydrate("p", PID_A, 1, 100, 10);
     committed("p", PID_A, 60, 100, 3, 0, 10); /* someone /configured 60 s */
     ck_assert_int_eq(verified("p", 2, 0, 10), -1);
-    ck_assert_int_eq(qn_dedup_window(dd, "q", "p"), 0);
+    ck_assert_int_eq(vouch_window("p", NULL), 0);
     answer_meta(open_one(FK_META), PID_A, 60, 109);
     ck_assert_int_eq(open_one(FK_WINDOW)->seconds, 65);
     struct rowspec rows[] = {{100, 10, wall_ms, 3, 0}};
     answer_rows(open_one(FK_WINDOW), rows, 1);
     ck_assert_int_eq(verified("p", 2, 0, 10), 109);
-    ck_assert_int_eq(qn_dedup_window(dd, "q", "p"), 60);
+    ck_assert_int_eq(vouch_window("p", NULL), 60);
     stop();
 }
 END_TEST

@@ -226,7 +226,7 @@ class Broker:
         if self.kind == "product" and self.extra.get("QN_NO_WAIT_DB") is None:
             # The product listens before its database pool is up and reports
             # NOT_SERVING meanwhile; tests start from a serving broker.
-            while b"database connected" not in open(self.log_path, "rb").read():
+            while not self._logged(b"database connected"):
                 if self.proc.poll() is not None:
                     raise RuntimeError("broker exited with %d:\n%s" % (self.proc.returncode, self.log_text()))
                 if time.monotonic() > deadline:
@@ -234,6 +234,10 @@ class Broker:
                     raise RuntimeError("broker never connected to its database:\n" + self.log_text())
                 time.sleep(0.02)
         return self
+
+    def _logged(self, needle):
+        with open(self.log_path, "rb") as f:
+            return needle in f.read()
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         """Sends sig and waits; returns the exit status."""

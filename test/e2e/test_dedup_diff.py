@@ -502,17 +502,12 @@ class Differential(unittest.TestCase):
                 self.assertIsNone(d, "seed %d: %s and %s differ at %s" % (seed, names[0], n, d))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class RecreatedQueue(unittest.TestCase):
     """A queue deleted through one broker and re-created by a push through it,
     while the other broker's cache still vouches for the old partition: its
     watermark (a high offset of the old partition) must not let push_v1 skip the
     probe of the new one, whose offsets start over at 0."""
 
-    @unittest.expectedFailure  # fusion/SQL: p_verified is not tied to a partition id (see report)
     def test_stale_watermark_after_delete_and_recreate(self):
         db = "dd_recreate"
         a = Broker("product", db=db, env=QUIET).start()
@@ -538,3 +533,7 @@ class RecreatedQueue(unittest.TestCase):
         finally:
             for x in (a, b):
                 x.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

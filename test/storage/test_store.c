@@ -713,6 +713,27 @@ START_TEST(stray_cancel_is_retried_once)
 }
 END_TEST
 
+/* A cancel requested while the session is idle can land on the next statement
+ * sent, after the cancel counter moved: that call was not the target either and
+ * must be retried, not failed. */
+START_TEST(cancel_landing_on_a_later_call_is_retried)
+{
+    qn_store *st = qt_store(B, CI, 1, 4);
+    struct cap warm;
+    sql_async(st, "SELECT 1", 0, &warm, NULL);
+    ck_assert(qt_run_until(B, &warm.s.done, 5000));
+    for (int round = 0; round < 5; round++) {
+        struct cap b;
+        ck_assert_int_eq(qn__store_cancel_current(st, 0), QN_OK);
+        sql_async(st, "SELECT 'survived' FROM pg_sleep(0.2)", 0, &b, NULL);
+        ck_assert(qt_run_until(B, &b.s.done, 5000));
+        ck_assert_msg(b.s.code == QN_OK, "round %d: %s", round, b.s.message);
+        ck_assert_str_eq(b.text, "survived");
+    }
+    qn_store_free(st);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- conflicts */
 
 static void deadlock_pair(qn_store *st, struct cap *x, struct cap *y)
@@ -1009,6 +1030,7 @@ Suite *qn_test_store_suite(void)
     tcase_add_test(t, cancel_means_no_callback);
     tcase_add_test(t, statement_timeout_is_timeout);
     tcase_add_test(t, stray_cancel_is_retried_once);
+    tcase_add_test(t, cancel_landing_on_a_later_call_is_retried);
     tcase_add_test(t, deadlock_is_retried);
     tcase_add_test(t, max_waiting_is_busy);
     tcase_add_test(t, free_fails_pending_calls);

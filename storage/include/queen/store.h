@@ -133,6 +133,8 @@ struct qn_push_segment {
     int64_t verified;          /* dedup-cache watermark; -1 = cannot vouch */
     int32_t cache_window;      /* window (s) `verified` was vouched under; 0 = unknown
                                   (the watermark is then taken as given) */
+    const uint8_t *cache_pid;  /* partition id `verified` was vouched for (16 bytes);
+                                  NULL = not checked */
     const uint8_t *blob;       /* compressed segment */
     size_t blob_len;
 };
