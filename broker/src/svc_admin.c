@@ -113,6 +113,17 @@ static void admin_store_error(struct admin_rpc *a, const struct qn_store_status 
     admin_free(a);
 }
 
+/* The first storage call answered: true when it succeeded; otherwise the call
+ * was finished with its error (and a is freed). */
+static bool admin_ok(struct admin_rpc *a, const struct qn_store_status *st)
+{
+    a->sreq[0] = NULL;
+    if (st->code == QN_OK)
+        return true;
+    admin_store_error(a, st);
+    return false;
+}
+
 /* Fails the call when a storage call could not even be sent. */
 static bool sent(struct admin_rpc *a, int rc)
 {
@@ -274,11 +285,8 @@ static void configure_done(void *ud, const struct qn_store_status *st,
                            const struct qn_queues_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     if (r->n != 1) {
         admin_finish(a, QN_GRPC_INTERNAL, "the database returned no queue row");
         return;
@@ -432,11 +440,8 @@ static void listq_done(void *ud, const struct qn_store_status *st,
                        const struct qn_queues_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__ListQueuesResponse resp = QUEEN__V1__LIST_QUEUES_RESPONSE__INIT;
     resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
     for (size_t i = 0; resp.queues && i < r->n; i++) {
@@ -478,11 +483,8 @@ static void svc_list_queues(qn_call *call, ProtobufCMessage *msg)
 static void delq_done(void *ud, const struct qn_store_status *st, bool existed)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__DeleteQueueResponse resp = QUEEN__V1__DELETE_QUEUE_RESPONSE__INIT;
     resp.existed = existed;
     admin_reply(a, &resp.base);
@@ -515,11 +517,8 @@ static void groups_done(void *ud, const struct qn_store_status *st,
                         const struct qn_groups_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     struct qn_arena *ar = &a->arena;
     Queen__V1__ListConsumerGroupsResponse resp = QUEEN__V1__LIST_CONSUMER_GROUPS_RESPONSE__INIT;
     Queen__V1__ConsumerGroupInfo **groups = qn_arena_alloc(ar, (r->n ? r->n : 1) * sizeof *groups);
@@ -600,11 +599,8 @@ static void svc_list_groups(qn_call *call, ProtobufCMessage *msg)
 static void seek_done(void *ud, const struct qn_store_status *st, int64_t value)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__SeekConsumerGroupResponse resp = QUEEN__V1__SEEK_CONSUMER_GROUP_RESPONSE__INIT;
     resp.partitions_updated = value < 0 ? 0 : (uint32_t)value;
     admin_reply(a, &resp.base);
@@ -640,11 +636,8 @@ static void svc_seek(qn_call *call, ProtobufCMessage *msg)
 static void delgroup_done(void *ud, const struct qn_store_status *st, int64_t value)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__DeleteConsumerGroupResponse resp = QUEEN__V1__DELETE_CONSUMER_GROUP_RESPONSE__INIT;
     resp.partitions_deleted = value < 0 ? 0 : (uint32_t)value;
     admin_reply(a, &resp.base);
@@ -708,11 +701,8 @@ static Queen__V1__DeadLetter *dlq_out(struct qn_arena *ar, const struct qn_dlq_r
 static void listdlq_done(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__ListDeadLettersResponse resp = QUEEN__V1__LIST_DEAD_LETTERS_RESPONSE__INIT;
     resp.dead_letters = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.dead_letters);
     for (size_t i = 0; resp.dead_letters && i < r->n; i++) {
@@ -753,11 +743,8 @@ static void svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
 static void deldlq_done(void *ud, const struct qn_store_status *st, int64_t value)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     if (value == 0) {
         admin_finish(a, QN_GRPC_NOT_FOUND, "dead letter not found");
         return;
@@ -845,11 +832,8 @@ static void replay_committed(void *ud, const struct qn_store_status *st,
 static void replay_got(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     if (r->n == 0) {
         admin_finish(a, QN_GRPC_NOT_FOUND, "dead letter not found");
         return;
@@ -918,11 +902,8 @@ static void svc_replay_dlq(qn_call *call, ProtobufCMessage *msg)
 static void stats_done(void *ud, const struct qn_store_status *st, const struct qn_stats_result *r)
 {
     struct admin_rpc *a = ud;
-    a->sreq[0] = NULL;
-    if (st->code != QN_OK) {
-        admin_store_error(a, st);
+    if (!admin_ok(a, st))
         return;
-    }
     Queen__V1__GetStatsResponse resp = QUEEN__V1__GET_STATS_RESPONSE__INIT;
     resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
     for (size_t i = 0; resp.queues && i < r->n; i++) {
