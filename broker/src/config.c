@@ -181,6 +181,26 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
                  cfg->log_level);
         return QN_EINVAL;
     }
+    /* One message must always fit what the broker can read back and send: its
+     * payload plus a transaction id and producer sub of up to 64 KiB each and the
+     * envelope. */
+    const int64_t frame_slack = 2 * 65535 + 4096;
+    if (cfg->max_send_bytes < cfg->max_payload_bytes + frame_slack) {
+        snprintf(err, errcap,
+                 "QUEEN_MAX_SEND_BYTES (%lld) must exceed QUEEN_MAX_PAYLOAD_BYTES (%lld) by at "
+                 "least %lld, or a message could never be delivered",
+                 (long long)cfg->max_send_bytes, (long long)cfg->max_payload_bytes,
+                 (long long)frame_slack);
+        return QN_EINVAL;
+    }
+    if (cfg->segment_raw_max < cfg->max_payload_bytes + frame_slack) {
+        snprintf(err, errcap,
+                 "QUEEN_SEGMENT_RAW_MAX (%lld) must exceed QUEEN_MAX_PAYLOAD_BYTES (%lld) by at "
+                 "least %lld, or a stored message could never be read",
+                 (long long)cfg->segment_raw_max, (long long)cfg->max_payload_bytes,
+                 (long long)frame_slack);
+        return QN_EINVAL;
+    }
     if (cfg->max_conn_recv_bytes < cfg->max_recv_bytes) {
         snprintf(err, errcap, "QUEEN_MAX_CONN_RECV_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
                  (long long)cfg->max_conn_recv_bytes, (long long)cfg->max_recv_bytes);

@@ -370,10 +370,14 @@ static void seg_fail(struct seg *sg, int err)
 /* Takes frames from the slot into a segment: layer-2 dedup, caps, packing. */
 static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
 {
+    /* A segment stays readable: never larger than what readers may decompress. */
+    size_t raw_cap = SEG_MAX_RAW;
+    if ((size_t)f->app->cfg->segment_raw_max / 2 < raw_cap)
+        raw_cap = (size_t)f->app->cfg->segment_raw_max / 2;
     size_t take = 0, raw = 0;
     while (take < s->npending && take < SEG_MAX_FRAMES) {
         size_t b = item_bytes(item_of(s->pending[take]));
-        if (take > 0 && raw + b > SEG_MAX_RAW)
+        if (take > 0 && raw + b > raw_cap)
             break;
         raw += b;
         take++;

@@ -658,3 +658,40 @@ class MinPopWait(PopTest):
         p = self.c.pop(q, batch=10, timeout=20)
         self.assertEqual(len(p.messages), 2)
         self.assertLess(time.monotonic() - t0, 2.0)
+
+
+class SendLimit(unittest.TestCase):
+    """QUEEN_MAX_SEND_BYTES cuts batches to fit; every message still arrives once."""
+
+    def test_batches_fit_a_small_send_limit(self):
+        limit = 256 << 10
+        env = {"QUEEN_MAX_SEND_BYTES": str(limit), "QUEEN_MAX_PAYLOAD_BYTES": str(64 << 10)}
+        with Broker("product", db="e2e_queue_pop_send", env=env) as b:
+            c = Client(b.channel())
+            try:
+                q = uniq()
+                payloads = [(b"%04d" % i) * 1024 for i in range(200)]  # 4 KiB each
+                for i in range(0, 200, 50):
+                    c.push(q, payloads[i:i + 50])
+                c.push(q, [b"L" * (64 << 10)])  # the largest payload allowed
+                got = []
+                while True:
+                    p = c.pop(q, batch=1000)
+                    if not p.messages:
+                        break
+                    self.assertLessEqual(p.ByteSize(), limit)
+                    got.extend(m.payload for m in p.messages)
+                    last = p.messages[-1]
+                    c.ack([Q.AckItem(partition_id=last.partition_id, offset=last.offset,
+                                     lease_id=p.lease_id)])
+                self.assertEqual(got, payloads + [b"L" * (64 << 10)])
+                self.assertGreater(c.stats().rpcs, 0)
+            finally:
+                c.close()
+
+    def test_limits_that_could_not_deliver_a_message_are_refused_at_start(self):
+        b = Broker("product", db="e2e_queue_pop_send2",
+                   env={"QUEEN_MAX_SEND_BYTES": str(1 << 20), "QUEEN_MAX_PAYLOAD_BYTES": str(1 << 20)})
+        with self.assertRaises(RuntimeError) as cm:
+            b.start(timeout=20)
+        self.assertIn("QUEEN_MAX_SEND_BYTES", str(cm.exception))
