@@ -493,18 +493,20 @@ static void cpu_line(const struct e2e_cpu *a, const struct e2e_cpu *b, char *buf
         return;
     }
     char bs[32] = "n/a", bb[32] = "n/a", bp[32] = "n/a", bm[32] = "n/a";
-    if (a->self >= 0 && b->self >= 0)
+    /* A negative delta means the process restarted between the samples. */
+    if (a->self >= 0 && b->self >= a->self)
         snprintf(bs, sizeof bs, "%.0f%%", 100 * (b->self - a->self) / wall);
-    if (a->broker >= 0 && b->broker >= 0)
+    if (a->broker >= 0 && b->broker >= a->broker)
         snprintf(bb, sizeof bb, "%.0f%%", 100 * (b->broker - a->broker) / wall);
-    if (a->pg >= 0 && b->pg >= 0)
+    if (a->pg >= 0 && b->pg >= a->pg)
         snprintf(bp, sizeof bp, "%.0f%%", 100 * (b->pg - a->pg) / wall);
     char bo[32] = "n/a";
     if (a->machine >= 0 && b->machine >= 0) {
         double m = b->machine - a->machine;
         snprintf(bm, sizeof bm, "%.0f%%", 100 * m / wall);
         /* What neither the bench, the broker nor PostgreSQL used: other load. */
-        if (a->self >= 0 && a->broker >= 0 && a->pg >= 0 && b->broker >= 0 && b->pg >= 0) {
+        if (a->self >= 0 && a->broker >= 0 && a->pg >= 0 && b->broker >= a->broker &&
+            b->pg >= a->pg) {
             double other = m - (b->self - a->self) - (b->broker - a->broker) - (b->pg - a->pg);
             snprintf(bo, sizeof bo, "%.0f%%", other > 0 ? 100 * other / wall : 0.0);
         }
@@ -606,6 +608,10 @@ static void broker_delta(const struct e2e_broker_stats *a, bool oka,
 {
     if (!oka || !okb)
         return;
+    if (b->pushed < a->pushed || b->rpcs < a->rpcs) {
+        printf("broker GetStats: counters went backwards (the broker restarted); no delta\n");
+        return;
+    }
     printf("broker GetStats: pushed +%" PRId64 " delivered +%" PRId64 " rpcs +%" PRId64
            " (bench counted pushed %" PRIu64 ", consumed %" PRIu64 ")\n",
            b->pushed - a->pushed, b->delivered - a->delivered, b->rpcs - a->rpcs, pushed,
