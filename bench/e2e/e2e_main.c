@@ -249,6 +249,10 @@ static int parse(struct cli *c, int argc, char **argv)
     c->ph_push = c->ph_consume = c->ph_e2e = true;
     c->e2e_load = 0.5;
 
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        exit(0);
+    }
     if (argc < 2 || argv[1][0] == '-') {
         usage(stderr);
         return 2;

@@ -111,6 +111,8 @@ struct e2e_run {
     unsigned nconns;
     unsigned rr; /* round-robin cursor over conns */
     struct pollfd *pfd;
+    bool starting;          /* e2e_run_new is waiting for the first connections */
+    uint64_t last_print_ns; /* last connection failure printed */
     struct e2e_arena arena;
     /* what to push */
     char *queue;
@@ -300,9 +302,13 @@ static void loop_once(e2e_run *r, uint64_t deadline_ns)
         if (f1 > f0) {
             r->st->conn_failures += f1 - f0;
             note_error(r, "connection", e2e_conn_last_error(r->conns[i]));
-            if (!r->o->quiet)
+            /* At most one line a second (a broker restart fails every
+             * reconnect); none while the run is still making its connections. */
+            if (!r->o->quiet && !r->starting && now - r->last_print_ns >= NS) {
                 fprintf(stderr, "bench_e2e: connection %u: %s\n", i,
                         e2e_conn_last_error(r->conns[i]));
+                r->last_print_ns = now;
+            }
         }
     }
 }
@@ -379,6 +385,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
         if (e2e_conn_new(co, &r->conns[i]) != QN_OK)
             goto fail;
     uint64_t until = e2e_now_ns() + 5 * NS;
+    r->starting = true;
     while (e2e_now_ns() < until) {
         unsigned ready = 0;
         for (unsigned i = 0; i < r->nconns; i++)
@@ -387,6 +394,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
             break;
         loop_once(r, e2e_now_ns() + NS / 20);
     }
+    r->starting = false;
     if (pick_conn(r, ROLE_ANY, 0) == NULL) {
         fprintf(stderr, "bench_e2e: cannot connect to %s: %s\n", r->authority,
                 r->nconns > 0 ? e2e_conn_last_error(r->conns[0]) : "no connections");
