@@ -52,6 +52,10 @@ struct admin_rpc {
     uint8_t msgid[16];
     struct qn_buf blob;
     uint8_t hash[16];
+    /* DeleteQueue: partitions to empty step by step */
+    uint8_t *del_pids;
+    size_t del_n, del_next, del_steps;
+    int del_phase;          /* 0 segments, 1 sidecar */
 };
 
 static struct admin_rpc *admin_new(qn_call *call, ProtobufCMessage *msg)
@@ -480,14 +484,83 @@ static void svc_list_queues(qn_call *call, ProtobufCMessage *msg)
 
 /* ---------------------------------------------------------------- DeleteQueue */
 
+/*
+ * A large queue is emptied first, partition by partition, with the retention
+ * and sidecar-purge steps (each its own short transaction of at most
+ * DELQ_BATCH rows, under the statement timeout, holding one partition lock), so
+ * no single statement has to delete millions of segments. delete_queue_v1 then
+ * removes what is left (cursors, dead letters, the rows) in one transaction.
+ * Interrupted (deadline, broker gone), the queue stays with its oldest segments
+ * gone, exactly as retention would have left it; DeleteQueue again finishes it.
+ */
+#define DELQ_BATCH 2000
+
+static void delq_next(struct admin_rpc *a);
+
 static void delq_done(void *ud, const struct qn_store_status *st, bool existed)
 {
     struct admin_rpc *a = ud;
     if (!admin_ok(a, st))
         return;
+    if (existed)
+        QN_INFO("queue deleted queue=%s partitions_emptied=%zu steps=%zu",
+                ((Queen__V1__DeleteQueueRequest *)a->req)->queue, a->del_n, a->del_steps);
     Queen__V1__DeleteQueueResponse resp = QUEEN__V1__DELETE_QUEUE_RESPONSE__INIT;
     resp.existed = existed;
     admin_reply(a, &resp.base);
+}
+
+static void delq_step_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_maint_step *r)
+{
+    struct admin_rpc *a = ud;
+    if (!admin_ok(a, st))
+        return;
+    a->del_steps++;
+    if (r->done)
+        a->del_phase++; /* segments done -> sidecar; sidecar done -> next partition */
+    delq_next(a);
+}
+
+/* The next bounded step, or the final delete once every partition is empty. */
+static void delq_next(struct admin_rpc *a)
+{
+    Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)a->req;
+    struct qn_call_opts opts = {qn_call_deadline_ms(a->call), NULL};
+    if (a->del_phase >= 2) {
+        a->del_phase = 0;
+        a->del_next++;
+    }
+    if (a->del_next >= a->del_n) {
+        sent(a, qn_store_delete_queue(a->app->store, req->queue, &opts, delq_done, a,
+                                      &a->sreq[0]));
+        return;
+    }
+    const uint8_t *pid = a->del_pids + 16 * a->del_next;
+    if (a->del_phase == 0)
+        sent(a, qn_store_retention_step(a->app->store, pid, INT64_MAX, QN_STORE_NO_TS,
+                                        DELQ_BATCH, &opts, delq_step_done, a, &a->sreq[0]));
+    else
+        sent(a, qn_store_txns_purge_step(a->app->store, pid, INT64_MAX, DELQ_BATCH, &opts,
+                                         delq_step_done, a, &a->sreq[0]));
+}
+
+static void delq_parts_done(void *ud, const struct qn_store_status *st,
+                            const struct qn_partitions_result *r)
+{
+    struct admin_rpc *a = ud;
+    if (!admin_ok(a, st))
+        return;
+    /* only partitions holding enough to matter are emptied step by step */
+    a->del_pids = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * 16);
+    if (a->del_pids == NULL) {
+        admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        if (r->parts[i].last_offset - r->parts[i].log_start + 1 > DELQ_BATCH)
+            memcpy(a->del_pids + 16 * a->del_n++, r->parts[i].pid, 16);
+    delq_next(a);
 }
 
 static void svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
@@ -499,7 +572,8 @@ static void svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
     if (!check_name(a, req->queue, "queue", false))
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    sent(a, qn_store_delete_queue(a->app->store, req->queue, &opts, delq_done, a, &a->sreq[0]));
+    sent(a, qn_store_queue_partitions(a->app->store, req->queue, QN_QUEUE_MODE, &opts,
+                                      delq_parts_done, a, &a->sreq[0]));
 }
 
 /* ---------------------------------------------------------------- consumer groups */

@@ -4,12 +4,13 @@ SeekConsumerGroup, DeleteConsumerGroup and GetStats. Dead-letter RPCs are
 covered by test_queue_ack.py."""
 
 import time
+import subprocess
 import unittest
 
 import grpc
 
 from harness import Broker
-from qsupport import A, C, Client, Q, rpc_error, uniq, wait_until
+from qsupport import A, C, Client, Q, fixture_db_url, rpc_error, uniq, wait_until
 
 broker = None
 
@@ -197,6 +198,26 @@ class Inspect(AdminTest):
         self.assertEqual((r.status, r.offset), (Q.PUSH_STATUS_QUEUED, 0))
         e = rpc_error(self.c.a.DeleteQueue, A.DeleteQueueRequest(queue=""), timeout=10)
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_large_queue_is_emptied_in_steps_then_deleted(self):
+        # Big enough that DeleteQueue empties the partition step by step (short
+        # transactions) before removing the queue; nothing of it may remain.
+        q = uniq()
+        for i in range(30):
+            self.c.push(q, [b"m%d-%d" % (i, k) for k in range(100)], txns=["t%d-%d" % (i, k) for k in range(100)])
+        pid = self.c.partition(q).partition_id
+        url = fixture_db_url("e2e_admin")
+
+        def sql(query):
+            out = subprocess.run(["psql", "-XAtq", url, "-c", query], capture_output=True, text=True, check=True)
+            return out.stdout.strip()
+        self.assertTrue(self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=60).existed)
+        self.assertFalse(self.c.exists(q))
+        for table in ("log_segments", "log_txns", "log_consumers", "log_dlq", "log_partitions"):
+            col = "id" if table == "log_partitions" else "partition_id"
+            self.assertEqual(sql("SELECT count(*) FROM queen.%s WHERE %s = '%s'" % (table, col, pid)), "0", table)
+        # emptied by bounded retention steps (segments, then the sidecar), not by one statement
+        self.assertRegex(broker.log_text(), r"queue deleted queue=%s partitions_emptied=1 steps=[2-9]" % q)
 
 
 class Groups(AdminTest):
