@@ -693,7 +693,7 @@ START_TEST(statement_timeout_is_timeout)
 }
 END_TEST
 
-START_TEST(stray_cancel_is_retried_once)
+START_TEST(stray_cancel_is_retried)
 {
     qn_store *st = qt_store(B, CI, 1, 4);
     struct cap a;
@@ -708,7 +708,11 @@ START_TEST(stray_cancel_is_retried_once)
     ck_assert_int_ge(a.at_ms - t0, 500); /* ran twice */
     struct qn_store_stats s;
     qn_store_get_stats(st, &s);
-    ck_assert_uint_eq(s.retries, 1);
+    /* Once as a rule; on a loaded machine PostgreSQL has been seen to fail the
+     * resent statement with the same "user request" cancel, which is retried too
+     * (bounded at 3). */
+    ck_assert_uint_ge(s.retries, 1);
+    ck_assert_uint_le(s.retries, 3);
     qn_store_free(st);
 }
 END_TEST
@@ -1029,7 +1033,7 @@ Suite *qn_test_store_suite(void)
     tcase_add_test(t, deadline_of_queued_and_pipelined_calls);
     tcase_add_test(t, cancel_means_no_callback);
     tcase_add_test(t, statement_timeout_is_timeout);
-    tcase_add_test(t, stray_cancel_is_retried_once);
+    tcase_add_test(t, stray_cancel_is_retried);
     tcase_add_test(t, cancel_landing_on_a_later_call_is_retried);
     tcase_add_test(t, deadlock_is_retried);
     tcase_add_test(t, max_waiting_is_busy);
