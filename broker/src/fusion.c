@@ -167,13 +167,10 @@ void qn_push_item_resolve(struct qn_push_job *job, uint32_t idx, int status, int
     uint8_t rid[QN_UUID_LEN], rpid[16];
     memcpy(rid, it->result_id, sizeof rid);
     memcpy(rpid, it->pid, sizeof rpid);
-    bool self_job_in_chain = false;
     while (r.job != NULL) {
         struct qn_push_item *fi = item_of(r);
         struct qn_item_ref next = fi->next_follower;
         fi->next_follower = (struct qn_item_ref){NULL, 0};
-        if (r.job == job)
-            self_job_in_chain = true;
         fi->status = fstatus;
         fi->offset = offset;
         fi->err = err;
@@ -185,7 +182,6 @@ void qn_push_item_resolve(struct qn_push_job *job, uint32_t idx, int status, int
             job->pending--; /* our own job completes below, once */
         r = next;
     }
-    (void)self_job_in_chain;
     finish_one(job);
 }
 
@@ -393,7 +389,6 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
         hset_init(&set, take) != QN_OK)
         goto out;
 
-    bool all_minted = true;
     for (size_t i = 0; i < take; i++) {
         struct qn_item_ref r = s->pending[i];
         struct qn_push_item *it = item_of(r);
@@ -409,7 +404,6 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
         memcpy(sg->hashes + sg->nleaders * 16, it->hash, 16);
         frames[sg->nleaders] = it->frame;
         sg->leaders[sg->nleaders++] = r;
-        all_minted = all_minted && it->minted_txn;
     }
     memmove(s->pending, s->pending + take, (s->npending - take) * sizeof *s->pending);
     s->npending -= take;
@@ -417,7 +411,6 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
 
     rc = qn_segment_pack(f->app->zctx, frames, sg->nleaders, (int)f->app->cfg->zstd_level,
                          &sg->blob, NULL);
-    (void)all_minted;
 out:
     free(frames);
     free(set.slots);
