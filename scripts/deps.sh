@@ -6,6 +6,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config git ca-certificates
+  openssl                                  # the test CA and certificates made at test time
   libprotobuf-c-dev protobuf-c-compiler   # message code generation and runtime
   protobuf-compiler                        # descriptor sets for server reflection
   libnghttp2-dev                           # HTTP/2 framing (server and bench client)

@@ -345,14 +345,15 @@ int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call
 
 /* ---------------------------------------------------------------- session helpers */
 
-int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
-                               qn_bool_cb cb, void *ud, qn_store_req **req)
+/* pg_try_advisory_lock / pg_advisory_unlock on this store's session. */
+static int lock_call(qn_store *st, int stmt, int64_t key, const struct qn_call_opts *opts,
+                     qn_bool_cb cb, void *ud, qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_TRY_LOCK, qn__decode_scalar_bool, opts, &r, &rc);
+    struct qn__step *s = start(st, stmt, qn__decode_scalar_bool, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_i64(&s->p, 0, key);
@@ -360,19 +361,16 @@ int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_o
     return qn__req_submit(r, req);
 }
 
+int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
+                               qn_bool_cb cb, void *ud, qn_store_req **req)
+{
+    return lock_call(st, QN_STMT_TRY_LOCK, key, opts, cb, ud, req);
+}
+
 int qn_store_advisory_unlock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
                              qn_bool_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r;
-    int rc;
-    if (cb == NULL)
-        return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_UNLOCK, qn__decode_scalar_bool, opts, &r, &rc);
-    if (s == NULL)
-        return rc;
-    qn__p_i64(&s->p, 0, key);
-    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return lock_call(st, QN_STMT_UNLOCK, key, opts, cb, ud, req);
 }
 
 int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
