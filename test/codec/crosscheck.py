@@ -12,8 +12,8 @@ packages), is compared with `queenctl`:
 4. malformed segments and JSON lines make queenctl exit 2 with one line naming
    the frame index and byte offset (or the input line).
 
-Run by ctest as codec_crosscheck with Debian's /usr/bin/python3. Exits 77
-(skipped) when the modules are missing, 1 on any mismatch.
+Run by ctest as codec_crosscheck with Debian's /usr/bin/python3. Exits 1
+(a failure, not a skip) when the modules are missing, 1 on any mismatch.
 """
 import argparse
 import base64
@@ -30,8 +30,8 @@ try:
     import xxhash
     import zstandard
 except ImportError as e:  # pragma: no cover
-    print(f"skipped: {e} (install python3-zstandard python3-xxhash)")
-    sys.exit(77)
+    print(f"cannot run: {e} (install python3-zstandard python3-xxhash)")
+    sys.exit(1)
 
 FLAG_TRACE, FLAG_PSUB, FLAG_ENC = 1, 2, 4
 failures = 0
