@@ -288,8 +288,10 @@ class Raw(unittest.TestCase):
         try:
             before = stats()
             sid = h.request(SVC + "Stream", grpc_frame(T.EchoRequest(repeat=0, size=1000).SerializeToString()))
-            h.wait_for(lambda: h.received[sid] >= 65535, 5)
-            time.sleep(0.5)
+            self.assertTrue(h.wait_for(lambda: h.received[sid] >= 65535, 5))
+            # The producer has filled the window and queued what it may beyond it (it
+            # waits for on_drain): wait for that state on the server, not for time.
+            self.assertTrue(wait_until(lambda: stats().max_pending >= 32 * 1024))
             h.pump(0.2)
             self.assertEqual(h.received[sid], 65535)  # exactly the default window, no more
             s = stats()
@@ -492,7 +494,8 @@ class Shutdown(unittest.TestCase):
             reader = threading.Thread(target=read)
             reader.start()
             unary = stub.Hang.future(T.EchoRequest(delay_ms=700), timeout=20)
-            time.sleep(0.2)
+            # the Stream and the Hang are both held by their handlers
+            self.assertTrue(wait_until(lambda: stats(b).open_test_calls >= 2))
             t0 = time.monotonic()
             b.proc.send_signal(signal.SIGTERM)
             # Watch sees the change, then the stream ends with UNAVAILABLE.
@@ -535,7 +538,7 @@ class Shutdown(unittest.TestCase):
         try:
             ch = b.channel()
             fut = TG.TestServiceStub(ch).Hang.future(T.EchoRequest(), timeout=30)
-            time.sleep(0.3)
+            self.assertTrue(wait_until(lambda: stats(b).open_test_calls >= 1))
             t0 = time.monotonic()
             b.proc.send_signal(signal.SIGTERM)
             with self.assertRaises(grpc.RpcError) as cm:
@@ -557,14 +560,29 @@ class Shutdown(unittest.TestCase):
         b = Broker("test", env={"QUEEN_SHUTDOWN_TIMEOUT_MS": "30000"}).start()
         try:
             ch = b.channel()
+            health = HG.HealthStub(ch)
+            watch = health.Watch(H.HealthCheckRequest(), timeout=60)
+            self.assertEqual(next(watch).status, H.HealthCheckResponse.SERVING)
             fut = TG.TestServiceStub(ch).Hang.future(T.EchoRequest(), timeout=60)
-            time.sleep(0.3)
+            self.assertTrue(wait_until(lambda: stats(b).open_test_calls >= 1))
             b.proc.send_signal(signal.SIGINT)
-            time.sleep(0.3)
-            self.assertIsNone(b.proc.poll())  # still draining the unary call
+            # The first signal starts the drain: health turns NOT_SERVING (the broker
+            # has handled the signal), and the unary call that never answers holds
+            # the drain open (30 s timeout).
+            statuses = []
+            with self.assertRaises(grpc.RpcError) as cm:
+                for m in watch:
+                    statuses.append(m.status)
+            self.assertEqual(statuses, [H.HealthCheckResponse.NOT_SERVING])
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertIsNone(b.proc.poll())
+            self.assertFalse(fut.done())
+            t0 = time.monotonic()
             b.proc.send_signal(signal.SIGINT)
             self.assertEqual(b.proc.wait(5), 0)
-            fut.cancel()
+            self.assertLess(time.monotonic() - t0, 5.0)  # far below the 30 s drain
+            with self.assertRaises(grpc.RpcError):
+                fut.result(timeout=5)
             ch.close()
         finally:
             b.kill()
