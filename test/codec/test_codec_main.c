@@ -76,6 +76,7 @@ int main(int argc, char **argv)
         }
     }
     SRunner *sr = srunner_create(qn_test_error_suite());
+    srunner_add_suite(sr, qn_test_envelope_suite());
     srunner_add_suite(sr, qn_test_frame_suite());
     srunner_add_suite(sr, qn_test_hash_suite());
     srunner_add_suite(sr, qn_test_segment_suite());

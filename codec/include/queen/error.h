@@ -10,6 +10,7 @@
  *   -100 .. -199   codec (frames, segments, ids)
  *   -200 .. -299   storage (PostgreSQL)
  *   -300 .. -399   RPC layer (gRPC semantics of a single call)
+ *   -400 .. -499   authentication and authorization (a call's credential)
  *   -900 .. -999   fatal for a connection: the caller tears the connection down
  *                  (qn_err_is_fatal() is true for exactly this range)
  */
@@ -40,6 +41,11 @@ enum qn_err {
     QN_ESEGMENT_TOO_LARGE = -106,   /* decompressed size over the caller's cap */
     QN_ESEGMENT_COUNT = -107,       /* the segment holds a different number of frames than expected */
     QN_EUUID_PARSE = -108,          /* text is not a canonical UUID */
+    QN_EENVELOPE_MALFORMED = -109,  /* an encrypted payload is truncated or not an envelope */
+    QN_EENVELOPE_UNKNOWN_KEY = -110, /* the envelope's key id is not in the key ring */
+    QN_EENVELOPE_AUTH = -111,       /* the envelope does not authenticate (tampered, wrong key) */
+    QN_EKEYRING_PARSE = -112,       /* the key ring text is malformed */
+    QN_ECRYPTO = -113,              /* the crypto library or its random generator failed */
 
     /* storage */
     QN_EUNAVAILABLE = -200, /* database unreachable or shutting down; retryable */
@@ -55,6 +61,21 @@ enum qn_err {
     QN_EBUSY = -301,       /* too many parked pops or open streams */
     QN_EDEADLINE = -302,   /* the call's deadline passed */
     QN_ESHUTDOWN = -303,   /* the broker is shutting down */
+
+    /* authentication (every QN_EAUTH_* but DENIED and CONFIG means UNAUTHENTICATED) */
+    QN_EAUTH_MISSING = -400,       /* no credential was presented */
+    QN_EAUTH_MALFORMED = -401,     /* the token is not a well-formed JWS compact JWT */
+    QN_EAUTH_ALG = -402,           /* the token's algorithm is not allowed for its key */
+    QN_EAUTH_SIGNATURE = -403,     /* the signature does not verify */
+    QN_EAUTH_UNKNOWN_KID = -404,   /* the token's key id is not in the key set */
+    QN_EAUTH_EXPIRED = -405,       /* exp is in the past (beyond the clock skew) */
+    QN_EAUTH_NOT_YET_VALID = -406, /* nbf or iat is in the future (beyond the clock skew) */
+    QN_EAUTH_ISSUER = -407,        /* iss is not the configured issuer */
+    QN_EAUTH_AUDIENCE = -408,      /* aud does not name the configured audience */
+    QN_EAUTH_CLAIM = -409,         /* a required claim is missing or invalid (sub, tenant, scopes) */
+    QN_EAUTH_CERT = -410,          /* the client certificate yields no principal the policy knows */
+    QN_EAUTH_DENIED = -411,        /* authenticated, but the grants do not cover the call */
+    QN_EAUTH_CONFIG = -412,        /* a key, key set or policy file is invalid */
 
     /* fatal for a connection */
     QN_EPROTO = -900,   /* the peer violated HTTP/2 or TLS */
