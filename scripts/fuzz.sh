@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes the codec's frame and segment decoding for SECONDS (default 30).
+# Runs every libFuzzer target for SECONDS each (default 30).
 # Configures a separate clang build (build-fuzz, -DQN_FUZZ=ON), builds the
-# libFuzzer target and the seed writer, writes a fresh seed corpus, and runs
-# the fuzzer. Exits non-zero on a crash, a sanitizer report or a property
-# violation; the offending input is left in build-fuzz/fuzz-artifacts/.
+# targets and their seed writers, writes a fresh seed corpus per target, and
+# runs each fuzzer. Exits non-zero on a crash, a sanitizer report or a property
+# violation in any target; the offending input is left in
+# build-fuzz/fuzz-artifacts/<target>/.
 #
-# Environment: QN_FUZZ_BUILD_DIR (default <repo>/build-fuzz).
+# Environment: QN_FUZZ_BUILD_DIR (default <repo>/build-fuzz);
+#              QN_FUZZ_ONLY (run only the target of that name).
 set -euo pipefail
 secs=${1:-30}
 case "$secs" in
@@ -14,30 +16,48 @@ esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${QN_FUZZ_BUILD_DIR:-$root/build-fuzz}
 
+# The targets: name | path of the binary in the build | seed writer target
+# ("-" for none) | path of the seed writer | -max_len
+TARGETS=(
+  "fuzz_codec|codec/fuzz/fuzz_codec|fuzz_codec_seed|codec/fuzz/fuzz_codec_seed|65536"
+  "fuzz_envelope|codec/fuzz/fuzz_envelope|fuzz_envelope_seed|codec/fuzz/fuzz_envelope_seed|16384"
+)
+
 if ! command -v clang >/dev/null; then
   echo "fuzz.sh: clang is not installed (scripts/deps.sh installs it)" >&2
   exit 1
 fi
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DQN_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target fuzz_codec fuzz_codec_seed >/dev/null
 
-corpus="$build/fuzz-corpus"
-artifacts="$build/fuzz-artifacts"
-rm -rf "$corpus"
-mkdir -p "$artifacts"
-"$build/codec/fuzz/fuzz_codec_seed" "$corpus"
+status=0
+for t in "${TARGETS[@]}"; do
+  IFS='|' read -r name bin seedtgt seedbin maxlen <<<"$t"
+  if [ -n "${QN_FUZZ_ONLY:-}" ] && [ "$QN_FUZZ_ONLY" != "$name" ]; then
+    continue
+  fi
+  tgts=("$name")
+  [ "$seedtgt" != "-" ] && tgts+=("$seedtgt")
+  cmake --build "$build" -j"$(nproc)" --target "${tgts[@]}" >/dev/null
 
-echo "== fuzz_codec for ${secs} s"
-log="$build/fuzz.log"
-set +e
-"$build/codec/fuzz/fuzz_codec" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-  -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1
-rc=$?
-set -e
-# progress lines (#N ...) are noise; a crash report and the final stats are not
-grep -v '^#[0-9]' "$log" | tail -n 200 || true
-if [ "$rc" -ne 0 ]; then
-  echo "fuzz.sh: fuzz_codec failed (exit $rc); full log: $log" >&2
-fi
-exit "$rc"
+  corpus="$build/fuzz-corpus/$name"
+  artifacts="$build/fuzz-artifacts/$name"
+  rm -rf "$corpus"
+  mkdir -p "$corpus" "$artifacts"
+  [ "$seedtgt" != "-" ] && "$build/$seedbin" "$corpus"
+
+  echo "== $name for ${secs} s"
+  log="$build/$name.log"
+  set +e
+  "$build/$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    -max_len="$maxlen" -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1
+  rc=$?
+  set -e
+  # progress lines (#N ...) are noise; a crash report and the final stats are not
+  grep -v '^#[0-9]' "$log" | tail -n 60 || true
+  if [ "$rc" -ne 0 ]; then
+    echo "fuzz.sh: $name failed (exit $rc); full log: $log" >&2
+    status=1
+  fi
+done
+exit "$status"
