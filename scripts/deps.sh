@@ -10,7 +10,8 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler   # message code generation and runtime
   protobuf-compiler                        # descriptor sets for server reflection
   libnghttp2-dev                           # HTTP/2 framing (server and bench client)
-  libssl-dev                               # TLS
+  libssl-dev                               # TLS; AES-256-GCM payload envelopes (codec, libcrypto)
+  libcjose-dev                             # JWT: JWS verify/sign and JWK/JWKS import (broker/src/auth)
   libevent-dev                             # event loop, TLS buffers, timers
   libpq-dev                                # PostgreSQL client
   libzstd-dev zstd                         # segment compression
@@ -21,6 +22,7 @@ PKGS=(
   python3 python3-grpcio python3-protobuf protobuf-compiler-grpc   # end-to-end tests
   python3-h2                               # raw HTTP/2 in the transport's end-to-end tests
   python3-zstandard python3-xxhash         # independent segment cross-check
+  python3-jwt python3-cryptography         # independent JWT cross-check (token_crosscheck.py)
   clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
   nghttp2-client                           # h2load for load lines in the README
 )
