@@ -1,10 +1,10 @@
 /*
- * jwt.c - JWT key sets, verification and minting (jwt.h) over libcjose.
+ * jwt.c - JWT key sets and verification (jwt.h) over libcjose.
  *
  * What it does: turns key files (HS256 secrets, PEM public keys, JWKS) into
  * cjose JWKs each bound to exactly one algorithm; verifies a compact JWS with
  * the key its kid (or its alg, when it has no kid) selects; checks the
- * registered claims and builds the principal; mints development tokens.
+ * registered claims and builds the principal. Minting is jwt_mint.c.
  * What it deliberately does not: parse JWS or JWK structures itself (cjose
  * does; we read only the protected header's alg/kid/crit with jansson after
  * cjose's base64url decoder, to pick the key and to refuse algorithms before
@@ -39,8 +39,8 @@
 
 #include "auth_int.h"
 #include "jwt.h"
+#include "jwt_int.h"
 
-enum alg { ALG_HS256 = 0, ALG_RS256 = 1, ALG_ES256 = 2 };
 static const char *const alg_names[] = {"HS256", "RS256", "ES256"};
 
 struct key {
@@ -146,13 +146,9 @@ static uint8_t *bn_param(const EVP_PKEY *pkey, const char *param, size_t pad, si
     return b;
 }
 
-/*
- * A PEM key -> cjose JWK: a public RSA (>= 2048 bits) or EC P-256 key, or with
- * priv an EC P-256 private key (for minting). Returns QN_OK, QN_EAUTH_CONFIG
- * with a reason, or QN_ENOMEM.
- */
-static int pem_jwk(const uint8_t *pem, size_t len, bool priv, cjose_jwk_t **out, enum alg *alg,
-                   const char *name, char *msg, size_t cap)
+/* jwt_int.h */
+int qn__jwt_pem_jwk(const uint8_t *pem, size_t len, bool priv, cjose_jwk_t **out, enum alg *alg,
+                    const char *name, char *msg, size_t cap)
 {
     int rc = QN_EAUTH_CONFIG;
     uint8_t *x = NULL, *y = NULL, *d = NULL, *n = NULL, *e = NULL;
@@ -247,7 +243,7 @@ static int add_pem(qn_jwt_keys *k, const struct qn_jwt_source *s, char *msg, siz
 {
     cjose_jwk_t *jwk = NULL;
     enum alg alg;
-    int rc = pem_jwk(s->data, s->len, false, &jwk, &alg, nm(s), msg, cap);
+    int rc = qn__jwt_pem_jwk(s->data, s->len, false, &jwk, &alg, nm(s), msg, cap);
     if (rc != QN_OK)
         return rc;
     return add_key(k, s->kid, s->kid ? strlen(s->kid) : 0, alg, jwk, nm(s), msg, cap);
@@ -737,80 +733,5 @@ out:
     json_decref(claims);
     json_decref(hdr);
     cjose_jws_release(jws);
-    return rc;
-}
-
-/* ---- minting ---- */
-
-int qn_jwt_mint(const char *alg, const uint8_t *key, size_t key_len, const struct qn_jwt_mint *c,
-                char **token, char *msg, size_t cap)
-{
-    if (!alg || !key || !c || !c->sub || !token || (!c->scopes && c->n_scopes))
-        return QN_EINVAL;
-    int rc = QN_ENOMEM;
-    cjose_err err;
-    cjose_jwk_t *jwk = NULL;
-    cjose_header_t *hdr = NULL;
-    cjose_jws_t *jws = NULL;
-    json_t *claims = NULL, *scopes = NULL;
-    char *payload = NULL;
-    if (strcmp(alg, "HS256") == 0) {
-        if (key_len < QN_JWT_HS_SECRET_MIN) {
-            qn__auth_msg(msg, cap, "an HS256 secret needs at least %u bytes", QN_JWT_HS_SECRET_MIN);
-            return QN_EAUTH_CONFIG;
-        }
-        jwk = cjose_jwk_create_oct_spec(key, key_len, &err);
-        if (!jwk)
-            goto out;
-    } else if (strcmp(alg, "ES256") == 0) {
-        enum alg a;
-        rc = pem_jwk(key, key_len, true, &jwk, &a, "signing key", msg, cap);
-        if (rc != QN_OK)
-            goto out;
-        rc = QN_ENOMEM;
-    } else {
-        qn__auth_msg(msg, cap, "minting supports HS256 and ES256");
-        return QN_EAUTH_CONFIG;
-    }
-    hdr = cjose_header_new(&err);
-    if (!hdr || !cjose_header_set(hdr, CJOSE_HDR_ALG, alg, &err) ||
-        !cjose_header_set(hdr, "typ", "JWT", &err) ||
-        (c->kid && !cjose_header_set(hdr, CJOSE_HDR_KID, c->kid, &err)))
-        goto out;
-    claims = json_object();
-    scopes = json_array();
-    if (!claims || !scopes)
-        goto out;
-    for (size_t i = 0; i < c->n_scopes; i++)
-        if (json_array_append_new(scopes, json_string(c->scopes[i])) != 0)
-            goto out;
-    if (json_object_set_new(claims, "sub", json_string(c->sub)) != 0 ||
-        (c->tenant && json_object_set_new(claims, c->tenant_claim ? c->tenant_claim : "tenant",
-                                          json_string(c->tenant)) != 0) ||
-        json_object_set(claims, c->scopes_claim ? c->scopes_claim : "scopes", scopes) != 0 ||
-        (c->iss && json_object_set_new(claims, "iss", json_string(c->iss)) != 0) ||
-        (c->aud && json_object_set_new(claims, "aud", json_string(c->aud)) != 0) ||
-        json_object_set_new(claims, "iat", json_integer(c->iat)) != 0 ||
-        (c->exp && json_object_set_new(claims, "exp", json_integer(c->exp)) != 0))
-        goto out;
-    payload = json_dumps(claims, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!payload)
-        goto out;
-    jws = cjose_jws_sign(jwk, hdr, (const uint8_t *)payload, strlen(payload), &err);
-    const char *ser = NULL;
-    if (!jws || !cjose_jws_export(jws, &ser, &err)) {
-        qn__auth_msg(msg, cap, "signing failed");
-        rc = QN_EAUTH_CONFIG;
-        goto out;
-    }
-    *token = strdup(ser);
-    rc = *token ? QN_OK : QN_ENOMEM;
-out:
-    free(payload);
-    json_decref(scopes);
-    json_decref(claims);
-    cjose_jws_release(jws);
-    cjose_header_release(hdr);
-    cjose_jwk_release(jwk);
     return rc;
 }
