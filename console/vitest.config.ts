@@ -1,0 +1,10 @@
+import { defineConfig } from "vitest/config";
+
+// Unit and component tests: jsdom, no broker, no browser.
+export default defineConfig({
+  test: {
+    environment: "jsdom",
+    include: ["test/unit/**/*.test.{ts,tsx}"],
+    restoreMocks: true,
+  },
+});
