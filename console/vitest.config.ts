@@ -6,5 +6,6 @@ export default defineConfig({
     environment: "jsdom",
     include: ["test/unit/**/*.test.{ts,tsx}"],
     restoreMocks: true,
+    setupFiles: ["test/unit/setup.ts"],
   },
 });

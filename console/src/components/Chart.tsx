@@ -11,13 +11,22 @@ export interface ChartSeries {
  * A time-series line chart (uPlot). `t` is in seconds since the epoch; each row
  * of `values` is one series, same length as `t`.
  */
+/** Whether this browser can draw on a canvas (uPlot needs a 2D context). */
+function canDraw(): boolean {
+  try {
+    return document.createElement("canvas").getContext("2d") !== null;
+  } catch {
+    return false;
+  }
+}
+
 export function LineChart(props: { t: number[]; values: (number | null)[][]; series: ChartSeries[]; height?: number }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
 
   useEffect(() => {
     const el = box.current;
-    if (el === null) return;
+    if (el === null || !canDraw()) return; // the numbers around the chart still show
     const opts: uPlot.Options = {
       width: Math.max(320, el.clientWidth || 800),
       height: props.height ?? 260,
@@ -25,11 +34,7 @@ export function LineChart(props: { t: number[]; values: (number | null)[][]; ser
       axes: [{}, { label: "msg/s", size: 70 }],
       series: [{}, ...props.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 2, spanGaps: false }))],
     };
-    try {
-      plot.current = new uPlot(opts, [props.t, ...props.values] as uPlot.AlignedData, el);
-    } catch {
-      plot.current = null; // no canvas (tests, very old browsers): the table below still shows the numbers
-    }
+    plot.current = new uPlot(opts, [props.t, ...props.values] as uPlot.AlignedData, el);
     const onResize = () => plot.current?.setSize({ width: Math.max(320, el.clientWidth), height: props.height ?? 260 });
     window.addEventListener("resize", onResize);
     return () => {
