@@ -25,6 +25,7 @@ PKGS=(
   python3-jwt python3-cryptography         # independent JWT cross-check (token_crosscheck.py)
   clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
   nghttp2-client                           # h2load for load lines in the README
+  chromium chromium-driver                 # the web console's browser suite (playwright-core drives Debian's Chromium)
 )
 
 missing=()
