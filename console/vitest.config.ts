@@ -6,6 +6,7 @@ export default defineConfig({
     environment: "jsdom",
     include: ["test/unit/**/*.test.{ts,tsx}"],
     restoreMocks: true,
+    testTimeout: 30_000,
     setupFiles: ["test/unit/setup.ts"],
   },
 });

@@ -63,7 +63,7 @@ describe("queues page", () => {
     expect(alert.textContent).toContain("Broker unavailable");
     expect(alert.textContent).toContain("injected failure");
     broker.failWith = null;
-    await waitFor(() => expect(cell(container, 'tr[data-queue="orders"] [data-col="depth"]')).toBe("5"), { timeout: 5000 });
+    await waitFor(() => expect(cell(container, 'tr[data-queue="orders"] [data-col="depth"]')).toBe("5"), { timeout: 10_000 });
     expect(screen.queryByRole("alert")).toBeNull();
   });
 
@@ -261,7 +261,7 @@ describe("live page", () => {
     await waitFor(() => expect(screen.getByTestId("pushed-total").textContent).toBe("8"));
     expect(screen.getByTestId("push-rate").textContent).toBe("—");
     broker.push("orders", "p0", Array.from({ length: 500 }, () => "x"));
-    await waitFor(() => expect(screen.getByTestId("pushed-total").textContent).toBe("508"), { timeout: 3000 });
+    await waitFor(() => expect(screen.getByTestId("pushed-total").textContent).toBe("508"));
     const rate = Number.parseFloat(screen.getByTestId("push-rate").textContent!.replace(/,/g, ""));
     expect(rate).toBeGreaterThan(0);
     expect(rate).toBeLessThanOrEqual(500 / 0.9); // 500 messages over at least one poll interval

@@ -1,3 +1,4 @@
+// @vitest-environment node
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, test } from "vitest";
 import { ConsumerGroupInfoSchema, GroupState } from "../../src/gen/queen/v1/admin_pb";

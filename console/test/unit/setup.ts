@@ -16,3 +16,7 @@ if (typeof window !== "undefined" && typeof window.matchMedia !== "function") {
 if (typeof HTMLCanvasElement !== "undefined") {
   HTMLCanvasElement.prototype.getContext = (() => null) as typeof HTMLCanvasElement.prototype.getContext;
 }
+
+// Waits are bounded, but generous: the suite shares two cores with builds.
+import { configure } from "@testing-library/preact";
+configure({ asyncUtilTimeout: 10_000 });
