@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "e2e_conn.h"
+#include "queen/client.h"
 #include "e2e_run.h"
 #include "queen/error.h"
 
@@ -32,7 +32,7 @@
 struct cli {
     struct e2e_opts o;
     const char *mode;
-    const char *out;           /* make-body */
+    const char *out; /* make-body */
     unsigned batches[MAX_LIST];
     unsigned nbatches;
     unsigned parts[MAX_LIST];
@@ -40,12 +40,12 @@ struct cli {
     enum e2e_payload_kind kinds[2];
     unsigned nkinds;
     bool ph_push, ph_consume, ph_e2e; /* matrix phases */
-    double rate_set;           /* --rate given */
+    double rate_set;                  /* --rate given */
     bool rate_given;
     bool duration_given;
     bool inflight_given;
-    double e2e_load;           /* matrix e2e phase: fraction of the measured rate */
-    uint64_t total_pushed;     /* over all cells, to compare with GetStats */
+    double e2e_load;       /* matrix e2e phase: fraction of the measured rate */
+    uint64_t total_pushed; /* over all cells, to compare with GetStats */
     uint64_t total_consumed;
     char addr[300];
 };
@@ -56,22 +56,26 @@ static void usage(FILE *f)
         "usage: bench_e2e MODE [options]\n"
         "modes:\n"
         "  push       push for --duration (closed loop with --inflight requests, or --rate msg/s)\n"
-        "  consume    pop+ack (or --consume-api stream); without --queue, fills a fresh queue first\n"
+        "  consume    pop+ack (or --consume-api stream); without --queue, fills a fresh queue "
+        "first\n"
         "  e2e        push and consume at once; latency = push send -> consumer receipt\n"
-        "  soak       push at --rate (default 200000) for --duration (default 300 s) with consumers,\n"
+        "  soak       push at --rate (default 200000) for --duration (default 300 s) with "
+        "consumers,\n"
         "             printing pushed/consumed/backlog every --report seconds\n"
         "  matrix     every cell of --batches x --parts-list x --payloads, phases --phases\n"
         "  make-body  write a gRPC-framed PushRequest (no transaction ids) to --out, for h2load\n"
         "  stats      print AdminService.GetStats counters\n"
         "  delete     delete --queue (AdminService.DeleteQueue)\n"
         "options (defaults in brackets):\n"
-        "  --addr HOST:PORT [127.0.0.1:6632]   --tls   --ca FILE (verify; without it TLS is unverified)\n"
+        "  --addr HOST:PORT [127.0.0.1:6632]   --tls   --ca FILE (verify; without it TLS is "
+        "unverified)\n"
         "  --queue NAME [fresh per run/cell]   --group NAME [\"\" = queue mode]\n"
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
         "  --connections N [2] (producers; consumers get as many more)\n"
         "  --inflight N [64; cap 256 with --rate]  --duration S [10]\n"
         "  --rate MSG/S [0 = closed loop]\n"
-        "  --consumers N [16]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N [1]\n"
+        "  --consumers N [16]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N "
+        "[1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
         "  --txn (unique transaction ids)  --spread (one request's items over all partitions)\n"
         "  --batches 1,100,1000  --parts-list 1,16,256  --payloads json,random\n"
@@ -166,11 +170,40 @@ static bool parse_addr(struct cli *c, const char *s)
 }
 
 enum {
-    OPT_ADDR = 256, OPT_TLS, OPT_CA, OPT_QUEUE, OPT_GROUP, OPT_PARTITIONS, OPT_BATCH,
-    OPT_PAYLOAD, OPT_SIZE, OPT_CONNECTIONS, OPT_INFLIGHT, OPT_DURATION, OPT_RATE,
-    OPT_CONSUMERS, OPT_POP_BATCH, OPT_POP_WAIT, OPT_POP_PARTS, OPT_ACK, OPT_API, OPT_CREDITS,
-    OPT_TXN, OPT_SPREAD, OPT_BATCHES, OPT_PARTS_LIST, OPT_PAYLOADS, OPT_PHASES, OPT_REPORT,
-    OPT_DRAIN, OPT_KEEP, OPT_QUIET, OPT_OUT, OPT_E2E_LOAD, OPT_BROKER_PID, OPT_PG_PID,
+    OPT_ADDR = 256,
+    OPT_TLS,
+    OPT_CA,
+    OPT_QUEUE,
+    OPT_GROUP,
+    OPT_PARTITIONS,
+    OPT_BATCH,
+    OPT_PAYLOAD,
+    OPT_SIZE,
+    OPT_CONNECTIONS,
+    OPT_INFLIGHT,
+    OPT_DURATION,
+    OPT_RATE,
+    OPT_CONSUMERS,
+    OPT_POP_BATCH,
+    OPT_POP_WAIT,
+    OPT_POP_PARTS,
+    OPT_ACK,
+    OPT_API,
+    OPT_CREDITS,
+    OPT_TXN,
+    OPT_SPREAD,
+    OPT_BATCHES,
+    OPT_PARTS_LIST,
+    OPT_PAYLOADS,
+    OPT_PHASES,
+    OPT_REPORT,
+    OPT_DRAIN,
+    OPT_KEEP,
+    OPT_QUIET,
+    OPT_OUT,
+    OPT_E2E_LOAD,
+    OPT_BROKER_PID,
+    OPT_PG_PID,
     OPT_HELP,
 };
 
@@ -479,7 +512,7 @@ static double per_s(uint64_t n, uint64_t from_ns, uint64_t to_ns)
 static void merge_status(struct e2e_status_count *d, const struct e2e_status_count *a,
                          const struct e2e_status_count *b)
 {
-    for (int i = 0; i < E2E_GRPC_CODES; i++)
+    for (int i = 0; i < QN_CLIENT_GRPC_CODES; i++)
         d->code[i] = a->code[i] + b->code[i];
     d->other_code = a->other_code + b->other_code;
     d->no_status = a->no_status + b->no_status;
@@ -559,10 +592,9 @@ static void print_consume(const struct cell *cl, const struct e2e_stats *st, con
            " empty_pops=%" PRIu64 " errors=%s conn_failures=%" PRIu64 " %s\n",
            cl->batch, cl->parts, e2e_payload_kind_name(cl->kind),
            o->consume_api == E2E_CONSUME_POP ? "pop" : "stream", o->pop_batch,
-           o->ack_mode == E2E_ACK_EACH ? "each" : "last",
-           per_s(st->acked, st->phase_start_ns, end), ms(e2e_hist_quantile(&st->pop_rtt, 0.50)),
-           ms(e2e_hist_quantile(&st->pop_rtt, 0.99)), all.code[0], st->acked, st->pop_calls,
-           st->pop_empty, errs, st->conn_failures, cpu);
+           o->ack_mode == E2E_ACK_EACH ? "each" : "last", per_s(st->acked, st->phase_start_ns, end),
+           ms(e2e_hist_quantile(&st->pop_rtt, 0.50)), ms(e2e_hist_quantile(&st->pop_rtt, 0.99)),
+           all.code[0], st->acked, st->pop_calls, st->pop_empty, errs, st->conn_failures, cpu);
     if (st->first_error[0] != '\0')
         printf("  first error: %s\n", st->first_error);
     fflush(stdout);
@@ -618,8 +650,7 @@ static void broker_delta(const struct e2e_broker_stats *a, bool oka,
     }
     printf("broker GetStats: pushed +%" PRId64 " delivered +%" PRId64 " rpcs +%" PRId64
            " (bench counted pushed %" PRIu64 ", consumed %" PRIu64 ")\n",
-           b->pushed - a->pushed, b->delivered - a->delivered, b->rpcs - a->rpcs, pushed,
-           consumed);
+           b->pushed - a->pushed, b->delivered - a->delivered, b->rpcs - a->rpcs, pushed, consumed);
 }
 
 static void drop_queue(e2e_run *r, const struct e2e_opts *o, const char *queue, bool fresh)
@@ -654,8 +685,8 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
     char cpu[128];
     uint64_t pushed = 0;
     if (do_push) {
-        struct e2e_phase ph = {.label = "push", .push = true, .duration_s = o->duration_s,
-                               .rate = o->rate};
+        struct e2e_phase ph = {
+            .label = "push", .push = true, .duration_s = o->duration_s, .rate = o->rate};
         e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
         e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
@@ -670,7 +701,8 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         c->total_pushed += st->pushed;
     }
     if (do_consume) {
-        struct e2e_phase ph = {.label = "consume", .consume = true,
+        struct e2e_phase ph = {.label = "consume",
+                               .consume = true,
                                .duration_s = do_push ? o->duration_s * 3 : o->duration_s,
                                .consume_target = pushed};
         e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
@@ -709,8 +741,11 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
                 cap = cl->cons_rate;
             cl->e2e_rate = floor(cap * c->e2e_load);
         }
-        struct e2e_phase ph = {.label = "e2e", .push = true, .consume = true,
-                               .duration_s = o->duration_s, .rate = cl->e2e_rate,
+        struct e2e_phase ph = {.label = "e2e",
+                               .push = true,
+                               .consume = true,
+                               .duration_s = o->duration_s,
+                               .rate = cl->e2e_rate,
                                .inflight = cl->e2e_rate > 0 && !c->inflight_given ? 256 : 0};
         e2e_cpu_sample(&a, o->broker_pid, o->pg_pid);
         (void)e2e_run_phase(r, &ph, st);
@@ -848,8 +883,11 @@ static int mode_soak(struct cli *c)
     struct e2e_broker_stats bs0 = {0}, bs1 = {0};
     bool ok0, ok1;
     broker_stats(r, &bs0, &ok0);
-    struct e2e_phase ph = {.label = "soak", .push = true, .consume = true,
-                           .duration_s = o->duration_s, .rate = o->rate,
+    struct e2e_phase ph = {.label = "soak",
+                           .push = true,
+                           .consume = true,
+                           .duration_s = o->duration_s,
+                           .rate = o->rate,
                            .report_s = o->report_s};
     struct e2e_cpu a, b;
     char cpu[128];
@@ -857,18 +895,17 @@ static int mode_soak(struct cli *c)
     (void)e2e_run_phase(r, &ph, st);
     e2e_cpu_sample(&b, o->broker_pid, o->pg_pid);
     cpu_line(&a, &b, cpu, sizeof cpu);
-    struct cell cl = {.kind = o->payload, .batch = o->batch, .parts = o->partitions,
-                      .e2e_rate = o->rate};
+    struct cell cl = {
+        .kind = o->payload, .batch = o->batch, .parts = o->partitions, .e2e_rate = o->rate};
     print_e2e("soak-total", &cl, st, cpu);
     double pushed_rate = per_s(st->pushed, st->push_first_ns, st->push_last_ns);
     /* Kept up: pushed at >= 98 % of the target and the backlog when pushing
      * stopped was under two seconds of pushing. */
-    bool kept = pushed_rate >= 0.98 * o->rate &&
-                (double)st->backlog_at_push_end <= 2.0 * o->rate;
+    bool kept = pushed_rate >= 0.98 * o->rate && (double)st->backlog_at_push_end <= 2.0 * o->rate;
     printf("soak rate=%.0f duration=%.0fs pushed=%" PRIu64 " consumed=%" PRIu64
            " max_backlog=%" PRId64 " backlog_at_push_end=%" PRId64 " verdict=%s\n",
-           o->rate, o->duration_s, st->pushed, st->acked, st->max_backlog,
-           st->backlog_at_push_end, kept ? "kept-up" : "fell-behind");
+           o->rate, o->duration_s, st->pushed, st->acked, st->max_backlog, st->backlog_at_push_end,
+           kept ? "kept-up" : "fell-behind");
     broker_stats(r, &bs1, &ok1);
     broker_delta(&bs0, ok0, &bs1, ok1, st->pushed, st->acked);
     free(st);
@@ -953,8 +990,7 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (strcmp(c.mode, "push") == 0 || strcmp(c.mode, "consume") == 0 ||
-        strcmp(c.mode, "e2e") == 0)
+    if (strcmp(c.mode, "push") == 0 || strcmp(c.mode, "consume") == 0 || strcmp(c.mode, "e2e") == 0)
         return mode_cells(&c, false);
     if (strcmp(c.mode, "matrix") == 0)
         return mode_cells(&c, true);

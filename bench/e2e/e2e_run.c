@@ -38,11 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-
 #include "e2e_arena.h"
-#include "e2e_conn.h"
+#include "queen/client.h"
 #include "queen/error.h"
 #include "queen/v1/admin.pb-c.h"
 #include "queen/v1/queue.pb-c.h"
@@ -88,7 +85,7 @@ struct consumer {
     unsigned ack_items;
     unsigned ack_tries;
     /* Consume stream */
-    e2e_call *stream;
+    qn_client_call *stream;
     bool stream_half_closed;
     uint64_t next_req_id;
     struct pend_ack pend[PEND_SLOTS];
@@ -103,11 +100,11 @@ struct push_ctx {
 
 struct e2e_run {
     const struct e2e_opts *o;
-    SSL_CTX *ssl;
+    qn_client_tls *tls;
     char authority[300];
     char sni[256];
-    struct e2e_conn_opts co; /* how every connection is made */
-    e2e_conn **conns;
+    struct qn_client_opts co; /* how every connection is made */
+    qn_client **conns;
     unsigned nconns;
     unsigned rr; /* round-robin cursor over conns */
     struct pollfd *pfd;
@@ -143,10 +140,10 @@ struct e2e_run {
     uint64_t win_empty;      /* of which empty */
 };
 
-static const struct e2e_call_cbs push_cbs;
-static const struct e2e_call_cbs pop_cbs;
-static const struct e2e_call_cbs ack_cbs;
-static const struct e2e_call_cbs stream_cbs;
+static const struct qn_client_call_cbs push_cbs;
+static const struct qn_client_call_cbs pop_cbs;
+static const struct qn_client_call_cbs ack_cbs;
+static const struct qn_client_call_cbs stream_cbs;
 
 static uint64_t realtime_us(void)
 {
@@ -175,25 +172,26 @@ static void note_error(e2e_run *r, const char *what, const char *detail)
 
 /* ---------------------------------------------------------------- status counts */
 
-static void count_end(e2e_run *r, struct e2e_status_count *sc, const struct e2e_call_result *res,
-                      const char *what)
+static void count_end(e2e_run *r, struct e2e_status_count *sc,
+                      const struct qn_client_call_result *res, const char *what)
 {
     switch (res->end) {
-    case E2E_END_STATUS:
-        if (res->grpc_status < E2E_GRPC_CODES)
+    case QN_CLIENT_END_STATUS:
+        if (res->grpc_status < QN_CLIENT_GRPC_CODES)
             sc->code[res->grpc_status]++;
         else
             sc->other_code++;
         if (res->grpc_status != 0) {
             char d[300];
-            snprintf(d, sizeof d, "%s %s", e2e_grpc_code_name(res->grpc_status) != NULL
-                                               ? e2e_grpc_code_name(res->grpc_status)
-                                               : "non-standard status",
+            snprintf(d, sizeof d, "%s %s",
+                     qn_client_code_name(res->grpc_status) != NULL
+                         ? qn_client_code_name(res->grpc_status)
+                         : "non-standard status",
                      res->grpc_message);
             note_error(r, what, d);
         }
         break;
-    case E2E_END_NO_STATUS: {
+    case QN_CLIENT_END_NO_STATUS: {
         sc->no_status++;
         char d[80];
         snprintf(d, sizeof d, "stream ended without grpc-status (http %d, h2 error %u)",
@@ -201,28 +199,31 @@ static void count_end(e2e_run *r, struct e2e_status_count *sc, const struct e2e_
         note_error(r, what, d);
         break;
     }
-    case E2E_END_BAD_FRAME:
+    case QN_CLIENT_END_BAD_FRAME:
         sc->bad_frame++;
         note_error(r, what, "response broke gRPC framing or the size limit");
         break;
-    case E2E_END_CONN_LOST:
+    case QN_CLIENT_END_CONN_LOST:
         sc->conn_lost++;
         note_error(r, what, "connection lost");
+        break;
+    case QN_CLIENT_END_DEADLINE: /* the bench sets no call deadlines */
+        sc->no_status++;
+        note_error(r, what, "deadline passed");
         break;
     }
 }
 
 uint64_t e2e_status_errors(const struct e2e_status_count *sc)
 {
-    uint64_t n = sc->other_code + sc->no_status + sc->bad_frame + sc->conn_lost +
-                 sc->bad_decode + sc->item_failed;
-    for (int i = 1; i < E2E_GRPC_CODES; i++)
+    uint64_t n = sc->other_code + sc->no_status + sc->bad_frame + sc->conn_lost + sc->bad_decode +
+                 sc->item_failed;
+    for (int i = 1; i < QN_CLIENT_GRPC_CODES; i++)
         n += sc->code[i];
     return n;
 }
 
-static void fmt_add(char *buf, size_t cap, size_t *len, bool *first, const char *name,
-                    uint64_t n)
+static void fmt_add(char *buf, size_t cap, size_t *len, bool *first, const char *name, uint64_t n)
 {
     if (n == 0 || *len >= cap)
         return;
@@ -243,8 +244,8 @@ void e2e_status_format(const struct e2e_status_count *sc, char *buf, size_t cap)
     bool first = true;
     buf[0] = '{';
     buf[1] = '\0';
-    for (int i = 1; i < E2E_GRPC_CODES; i++)
-        fmt_add(buf, cap - 1, &len, &first, e2e_grpc_code_name(i), sc->code[i]);
+    for (int i = 1; i < QN_CLIENT_GRPC_CODES; i++)
+        fmt_add(buf, cap - 1, &len, &first, qn_client_code_name(i), sc->code[i]);
     fmt_add(buf, cap - 1, &len, &first, "other-status", sc->other_code);
     fmt_add(buf, cap - 1, &len, &first, "no-status", sc->no_status);
     fmt_add(buf, cap - 1, &len, &first, "bad-frame", sc->bad_frame);
@@ -262,14 +263,14 @@ void e2e_status_format(const struct e2e_status_count *sc, char *buf, size_t cap)
  * every stream slot cannot starve the consumers. */
 enum role { ROLE_PUSH, ROLE_CONSUME, ROLE_ANY };
 
-static e2e_conn *pick_conn(e2e_run *r, enum role role, unsigned prefer)
+static qn_client *pick_conn(e2e_run *r, enum role role, unsigned prefer)
 {
     unsigned half = r->nconns / 2;
     unsigned base = role == ROLE_CONSUME ? half : 0;
     unsigned n = role == ROLE_ANY ? r->nconns : half;
     for (unsigned i = 0; i < n; i++) {
-        e2e_conn *c = r->conns[base + (prefer + i) % n];
-        if (e2e_conn_ready(c) && e2e_conn_room(c) > 0)
+        qn_client *c = r->conns[base + (prefer + i) % n];
+        if (qn_client_ready(c) && qn_client_room(c) > 0)
             return c;
     }
     return NULL;
@@ -280,41 +281,40 @@ static e2e_conn *pick_conn(e2e_run *r, enum role role, unsigned prefer)
 static void loop_once(e2e_run *r, uint64_t deadline_ns)
 {
     for (unsigned i = 0; i < r->nconns; i++) {
-        e2e_conn_flush(r->conns[i]);
-        uint64_t d = e2e_conn_deadline(r->conns[i]);
+        qn_client_flush(r->conns[i]);
+        uint64_t d = qn_client_deadline(r->conns[i]);
         if (d != 0 && d < deadline_ns)
             deadline_ns = d;
-        r->pfd[i].fd = e2e_conn_fd(r->conns[i]);
-        r->pfd[i].events = e2e_conn_events(r->conns[i]);
+        r->pfd[i].fd = qn_client_fd(r->conns[i]);
+        r->pfd[i].events = qn_client_events(r->conns[i]);
         r->pfd[i].revents = 0;
     }
-    uint64_t now = e2e_now_ns();
+    uint64_t now = qn_client_now_ns();
     uint64_t wait = deadline_ns > now ? deadline_ns - now : 0;
     struct timespec ts = {.tv_sec = (time_t)(wait / NS), .tv_nsec = (long)(wait % NS)};
     int n = ppoll(r->pfd, r->nconns, &ts, NULL);
     if (n < 0 && errno != EINTR)
         n = 0;
-    now = e2e_now_ns();
+    now = qn_client_now_ns();
     for (unsigned i = 0; i < r->nconns; i++) {
-        uint64_t f0 = e2e_conn_failures(r->conns[i]);
-        e2e_conn_io(r->conns[i], n > 0 ? r->pfd[i].revents : 0, now);
-        uint64_t f1 = e2e_conn_failures(r->conns[i]);
+        uint64_t f0 = qn_client_failures(r->conns[i]);
+        qn_client_io(r->conns[i], n > 0 ? r->pfd[i].revents : 0, now);
+        uint64_t f1 = qn_client_failures(r->conns[i]);
         if (f1 > f0) {
             r->st->conn_failures += f1 - f0;
-            note_error(r, "connection", e2e_conn_last_error(r->conns[i]));
+            note_error(r, "connection", qn_client_last_error(r->conns[i]));
             /* At most one line a second (a broker restart fails every
              * reconnect); none while the run is still making its connections. */
             if (!r->o->quiet && !r->starting && now - r->last_print_ns >= NS) {
                 fprintf(stderr, "bench_e2e: connection %u: %s\n", i,
-                        e2e_conn_last_error(r->conns[i]));
+                        qn_client_last_error(r->conns[i]));
                 r->last_print_ns = now;
             }
         }
     }
 }
 
-static bool address(const char *host, const char *port, struct sockaddr_storage *ss,
-                    socklen_t *len)
+static bool address(const char *host, const char *port, struct sockaddr_storage *ss, socklen_t *len)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
@@ -347,7 +347,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
     e2e_arena_init(&r->arena, ARENA_MAX);
     snprintf(r->authority, sizeof r->authority, "%s:%s", o->host, o->port);
 
-    struct e2e_conn_opts *co = &r->co;
+    struct qn_client_opts *co = &r->co;
     co->authority = r->authority;
     co->max_msg = o->max_msg;
     co->window = 16u * 1024u * 1024u;
@@ -355,25 +355,24 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
         rc = QN_EINVAL;
         goto fail;
     }
+    co->reconnect = true;
+    co->user_agent = "queen-bench-e2e/0.1";
     if (o->tls) {
-        r->ssl = SSL_CTX_new(TLS_client_method());
-        if (r->ssl == NULL)
+        /* Without --ca the server is not verified; with it, the chain only. */
+        struct qn_client_tls_opts to = {
+            .ca_file = o->ca,
+            .verify = o->ca != NULL ? QN_CLIENT_VERIFY_CHAIN : QN_CLIENT_VERIFY_NONE,
+        };
+        struct qn_client_status st;
+        rc = qn_client_tls_new(&to, &r->tls, &st);
+        if (rc != QN_OK) {
+            fprintf(stderr, "bench_e2e: %s\n", st.message);
             goto fail;
-        (void)SSL_CTX_set_alpn_protos(r->ssl, (const unsigned char *)"\x02h2", 3);
-        if (o->ca != NULL) {
-            if (SSL_CTX_load_verify_locations(r->ssl, o->ca, NULL) != 1) {
-                fprintf(stderr, "bench_e2e: cannot load CA file %s\n", o->ca);
-                rc = QN_EINVAL;
-                goto fail;
-            }
-            SSL_CTX_set_verify(r->ssl, SSL_VERIFY_PEER, NULL);
-        } else {
-            SSL_CTX_set_verify(r->ssl, SSL_VERIFY_NONE, NULL);
         }
-        co->ssl_ctx = r->ssl;
+        co->tls = r->tls;
         if (!is_ip_literal(o->host)) {
             snprintf(r->sni, sizeof r->sni, "%s", o->host);
-            co->sni = r->sni;
+            co->server_name = r->sni;
         }
     }
     r->nconns = 2 * o->connections;
@@ -382,22 +381,22 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
     if (r->conns == NULL || r->pfd == NULL)
         goto fail;
     for (unsigned i = 0; i < r->nconns; i++)
-        if (e2e_conn_new(co, &r->conns[i]) != QN_OK)
+        if (qn_client_new(co, &r->conns[i]) != QN_OK)
             goto fail;
-    uint64_t until = e2e_now_ns() + 5 * NS;
+    uint64_t until = qn_client_now_ns() + 5 * NS;
     r->starting = true;
-    while (e2e_now_ns() < until) {
+    while (qn_client_now_ns() < until) {
         unsigned ready = 0;
         for (unsigned i = 0; i < r->nconns; i++)
-            ready += e2e_conn_ready(r->conns[i]);
+            ready += qn_client_ready(r->conns[i]);
         if (ready == r->nconns)
             break;
-        loop_once(r, e2e_now_ns() + NS / 20);
+        loop_once(r, qn_client_now_ns() + NS / 20);
     }
     r->starting = false;
     if (pick_conn(r, ROLE_ANY, 0) == NULL) {
         fprintf(stderr, "bench_e2e: cannot connect to %s: %s\n", r->authority,
-                r->nconns > 0 ? e2e_conn_last_error(r->conns[0]) : "no connections");
+                r->nconns > 0 ? qn_client_last_error(r->conns[0]) : "no connections");
         rc = QN_EUNAVAILABLE;
         goto fail;
     }
@@ -433,7 +432,7 @@ void e2e_run_free(e2e_run *r)
         return;
     r->st = &r->scratch_stats;
     for (unsigned i = 0; r->conns != NULL && i < r->nconns; i++)
-        e2e_conn_free(r->conns[i]);
+        qn_client_free(r->conns[i]);
     free(r->conns);
     free(r->pfd);
     if (r->cons != NULL)
@@ -442,7 +441,7 @@ void e2e_run_free(e2e_run *r)
     free(r->cons);
     target_release(r);
     e2e_arena_release(&r->arena);
-    SSL_CTX_free(r->ssl);
+    qn_client_tls_free(r->tls);
     free(r);
 }
 
@@ -508,7 +507,7 @@ static void build_push(e2e_run *r, bool txn, bool spread)
 
 static bool push_start(e2e_run *r, uint64_t now)
 {
-    e2e_conn *c = pick_conn(r, ROLE_PUSH, r->rr++);
+    qn_client *c = pick_conn(r, ROLE_PUSH, r->rr++);
     if (c == NULL)
         return false;
     struct push_ctx *ctx = malloc(sizeof *ctx);
@@ -516,8 +515,8 @@ static bool push_start(e2e_run *r, uint64_t now)
         return false;
     ctx->r = r;
     ctx->n = r->batch;
-    e2e_call *call = NULL;
-    if (e2e_call_start(c, PATH_PUSH, &push_cbs, ctx, &call) != QN_OK) {
+    qn_client_call *call = NULL;
+    if (qn_client_call_start(c, PATH_PUSH, NULL, &push_cbs, ctx, &call) != QN_OK) {
         free(ctx);
         return false;
     }
@@ -525,9 +524,9 @@ static bool push_start(e2e_run *r, uint64_t now)
     Queen__V1__PushRequest req = QUEEN__V1__PUSH_REQUEST__INIT;
     req.n_items = r->batch;
     req.items = r->itemp;
-    if (e2e_call_send(call, &req.base) != QN_OK)
-        e2e_call_cancel(call); /* ends with no-status; counted there */
-    e2e_call_close_send(call);
+    if (qn_client_call_send(call, &req.base) != QN_OK)
+        qn_client_call_cancel(call); /* ends with no-status; counted there */
+    qn_client_call_close_send(call);
     if (r->st->push_first_ns == 0)
         r->st->push_first_ns = now;
     r->push_inflight++;
@@ -535,19 +534,19 @@ static bool push_start(e2e_run *r, uint64_t now)
     return true;
 }
 
-static void push_closed(e2e_call *call, const struct e2e_call_result *res, void *ud)
+static void push_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
     struct push_ctx *ctx = ud;
     e2e_run *r = ctx->r;
     struct e2e_stats *st = r->st;
-    uint64_t now = e2e_now_ns();
+    uint64_t now = qn_client_now_ns();
     assert(r->push_inflight > 0);
     r->push_inflight--;
     st->push_calls++;
     st->push_last_ns = now;
     count_end(r, &st->push_st, res, "push");
-    e2e_hist_add(&st->push_rtt, (now - e2e_call_started_ns(call)) / 1000u, 1);
-    if (res->end == E2E_END_STATUS && res->grpc_status == 0) {
+    e2e_hist_add(&st->push_rtt, (now - qn_client_call_started_ns(call)) / 1000u, 1);
+    if (res->end == QN_CLIENT_END_STATUS && res->grpc_status == 0) {
         Queen__V1__PushResponse *pr =
             res->msg != NULL
                 ? queen__v1__push_response__unpack(&r->arena.pb, res->msg_len, res->msg)
@@ -580,7 +579,7 @@ static void push_closed(e2e_call *call, const struct e2e_call_result *res, void 
     free(ctx);
 }
 
-static const struct e2e_call_cbs push_cbs = {.on_close = push_closed};
+static const struct qn_client_call_cbs push_cbs = {.on_close = push_closed};
 
 /* ---------------------------------------------------------------- consumers */
 
@@ -609,7 +608,7 @@ static void cons_set(struct consumer *c, enum cons_state to)
 
 static void cons_wait(struct consumer *c, uint64_t ms)
 {
-    c->wait_until_ns = e2e_now_ns() + ms * 1000000ull;
+    c->wait_until_ns = qn_client_now_ns() + ms * 1000000ull;
     cons_set(c, C_WAIT);
 }
 
@@ -619,7 +618,7 @@ static void delivered(e2e_run *r, Queen__V1__Message **msgs, size_t n)
     struct e2e_stats *st = r->st;
     uint64_t now_us = realtime_us();
     if (st->consume_first_ns == 0 && n > 0)
-        st->consume_first_ns = e2e_now_ns();
+        st->consume_first_ns = qn_client_now_ns();
     st->delivered += n;
     for (size_t i = 0; i < n; i++) {
         uint64_t ts = 0;
@@ -686,17 +685,17 @@ static uint64_t ack_result(e2e_run *r, const Queen__V1__AckResponse *ar, unsigne
     return msgs * good / items;
 }
 
-static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *ud)
+static void pop_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
     struct consumer *c = ud;
     e2e_run *r = c->r;
     struct e2e_stats *st = r->st;
-    uint64_t now = e2e_now_ns();
+    uint64_t now = qn_client_now_ns();
     st->pop_calls++;
     count_end(r, &st->pop_st, res, "pop");
-    uint64_t rtt_us = (now - e2e_call_started_ns(call)) / 1000u;
+    uint64_t rtt_us = (now - qn_client_call_started_ns(call)) / 1000u;
     r->win_pops++;
-    if (res->end != E2E_END_STATUS || res->grpc_status != 0) {
+    if (res->end != QN_CLIENT_END_STATUS || res->grpc_status != 0) {
         cons_wait(c, res->grpc_status == 14 || res->grpc_status == 8 ? 100 : 10);
         return;
     }
@@ -730,17 +729,17 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
         ar.items = itemp;
         ar.n_items = build_ack(r, pr->messages, pr->n_messages, pr->lease_id, items, itemp);
         size_t len = protobuf_c_message_get_packed_size(&ar.base);
-        if (E2E_GRPC_PREFIX + len > c->ack_cap) {
-            uint8_t *nb = realloc(c->ack, E2E_GRPC_PREFIX + len);
+        if (QN_CLIENT_GRPC_PREFIX + len > c->ack_cap) {
+            uint8_t *nb = realloc(c->ack, QN_CLIENT_GRPC_PREFIX + len);
             if (nb != NULL) {
                 c->ack = nb;
-                c->ack_cap = E2E_GRPC_PREFIX + len;
+                c->ack_cap = QN_CLIENT_GRPC_PREFIX + len;
             }
         }
-        if (E2E_GRPC_PREFIX + len <= c->ack_cap && len <= UINT32_MAX) {
-            e2e_grpc_prefix(c->ack, (uint32_t)len);
-            protobuf_c_message_pack(&ar.base, c->ack + E2E_GRPC_PREFIX);
-            c->ack_len = E2E_GRPC_PREFIX + len;
+        if (QN_CLIENT_GRPC_PREFIX + len <= c->ack_cap && len <= UINT32_MAX) {
+            qn_client_grpc_prefix(c->ack, (uint32_t)len);
+            protobuf_c_message_pack(&ar.base, c->ack + QN_CLIENT_GRPC_PREFIX);
+            c->ack_len = QN_CLIENT_GRPC_PREFIX + len;
             c->ack_msgs = pr->n_messages;
             c->ack_items = (unsigned)ar.n_items;
             c->ack_tries = 0;
@@ -756,14 +755,14 @@ static void pop_closed(e2e_call *call, const struct e2e_call_result *res, void *
     cons_set(c, C_NEED_ACK);
 }
 
-static void ack_closed(e2e_call *call, const struct e2e_call_result *res, void *ud)
+static void ack_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
     (void)call;
     struct consumer *c = ud;
     e2e_run *r = c->r;
     struct e2e_stats *st = r->st;
     count_end(r, &st->ack_st, res, "ack");
-    if (res->end != E2E_END_STATUS || res->grpc_status != 0) {
+    if (res->end != QN_CLIENT_END_STATUS || res->grpc_status != 0) {
         /* Retry a few times: an unacked batch stays leased until it expires. */
         if (++c->ack_tries < ACK_TRIES) {
             cons_set(c, C_NEED_ACK);
@@ -780,23 +779,23 @@ static void ack_closed(e2e_call *call, const struct e2e_call_result *res, void *
         note_error(r, "ack", "response did not decode");
     } else {
         st->acked += ack_result(r, ar, c->ack_items, c->ack_msgs);
-        st->consume_last_ns = e2e_now_ns();
+        st->consume_last_ns = qn_client_now_ns();
     }
     e2e_arena_reset(&r->arena);
     cons_set(c, C_IDLE);
 }
 
-static const struct e2e_call_cbs pop_cbs = {.on_close = pop_closed};
-static const struct e2e_call_cbs ack_cbs = {.on_close = ack_closed};
+static const struct qn_client_call_cbs pop_cbs = {.on_close = pop_closed};
+static const struct qn_client_call_cbs ack_cbs = {.on_close = ack_closed};
 
 static void pop_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
+    qn_client *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
-    e2e_call *call = NULL;
-    if (e2e_call_start(conn, PATH_POP, &pop_cbs, c, &call) != QN_OK)
+    qn_client_call *call = NULL;
+    if (qn_client_call_start(conn, PATH_POP, NULL, &pop_cbs, c, &call) != QN_OK)
         return;
     Queen__V1__PopRequest req = QUEEN__V1__POP_REQUEST__INIT;
     req.queue = r->queue;
@@ -804,29 +803,29 @@ static void pop_start(struct consumer *c)
     req.batch = r->o->pop_batch;
     req.wait_ms = r->o->pop_wait_ms;
     req.max_partitions = r->o->pop_partitions;
-    if (e2e_call_send(call, &req.base) != QN_OK)
-        e2e_call_cancel(call);
-    e2e_call_close_send(call);
+    if (qn_client_call_send(call, &req.base) != QN_OK)
+        qn_client_call_cancel(call);
+    qn_client_call_close_send(call);
     cons_set(c, C_POPPING);
 }
 
 static void ack_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
+    qn_client *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
-    e2e_call *call = NULL;
-    if (e2e_call_start(conn, PATH_ACK, &ack_cbs, c, &call) != QN_OK)
+    qn_client_call *call = NULL;
+    if (qn_client_call_start(conn, PATH_ACK, NULL, &ack_cbs, c, &call) != QN_OK)
         return;
-    if (e2e_call_send_raw(call, c->ack, c->ack_len) != QN_OK)
-        e2e_call_cancel(call);
-    e2e_call_close_send(call);
+    if (qn_client_call_send_raw(call, c->ack, c->ack_len) != QN_OK)
+        qn_client_call_cancel(call);
+    qn_client_call_close_send(call);
     cons_set(c, C_ACKING);
 }
 
 /* Consume stream: a batch or an ack answer arrived. */
-static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void *ud)
+static void stream_message(qn_client_call *call, const uint8_t *msg, size_t len, void *ud)
 {
     struct consumer *c = ud;
     e2e_run *r = c->r;
@@ -838,7 +837,7 @@ static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void 
         e2e_arena_reset(&r->arena);
         return;
     }
-    uint64_t now = e2e_now_ns();
+    uint64_t now = qn_client_now_ns();
     if (cr->kind_case == QUEEN__V1__CONSUME_RESPONSE__KIND_BATCH && cr->batch != NULL) {
         Queen__V1__PopResponse *pr = cr->batch;
         st->pop_calls++;
@@ -848,8 +847,7 @@ static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void 
         delivered(r, pr->messages, pr->n_messages);
         if (pr->n_messages > 0 && pr->lease_id != NULL && pr->lease_id[0] != '\0') {
             Queen__V1__AckItem *items = e2e_arena_alloc(&r->arena, pr->n_messages * sizeof *items);
-            Queen__V1__AckItem **itemp =
-                e2e_arena_alloc(&r->arena, pr->n_messages * sizeof *itemp);
+            Queen__V1__AckItem **itemp = e2e_arena_alloc(&r->arena, pr->n_messages * sizeof *itemp);
             struct pend_ack *slot = NULL;
             for (unsigned i = 0; i < PEND_SLOTS && slot == NULL; i++)
                 if (c->pend[i].id == 0)
@@ -863,7 +861,7 @@ static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void 
                 q.request_id = ++c->next_req_id;
                 q.kind_case = QUEEN__V1__CONSUME_REQUEST__KIND_ACK;
                 q.ack = &ar;
-                if (e2e_call_send(call, &q.base) == QN_OK) {
+                if (qn_client_call_send(call, &q.base) == QN_OK) {
                     slot->id = q.request_id;
                     slot->msgs = pr->n_messages;
                     c->pend_n++;
@@ -876,7 +874,7 @@ static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void 
             Queen__V1__ConsumeRequest q = QUEEN__V1__CONSUME_REQUEST__INIT;
             q.kind_case = QUEEN__V1__CONSUME_REQUEST__KIND_CREDITS;
             q.credits = 1;
-            (void)e2e_call_send(call, &q.base);
+            (void)qn_client_call_send(call, &q.base);
         }
     } else if (cr->kind_case == QUEEN__V1__CONSUME_RESPONSE__KIND_ACK && cr->ack != NULL) {
         for (unsigned i = 0; i < PEND_SLOTS; i++) {
@@ -893,7 +891,7 @@ static void stream_message(e2e_call *call, const uint8_t *msg, size_t len, void 
     e2e_arena_reset(&r->arena);
 }
 
-static void stream_closed(e2e_call *call, const struct e2e_call_result *res, void *ud)
+static void stream_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
     (void)call;
     struct consumer *c = ud;
@@ -909,17 +907,17 @@ static void stream_closed(e2e_call *call, const struct e2e_call_result *res, voi
         cons_set(c, C_STOPPED);
 }
 
-static const struct e2e_call_cbs stream_cbs = {.on_message = stream_message,
-                                               .on_close = stream_closed};
+static const struct qn_client_call_cbs stream_cbs = {.on_message = stream_message,
+                                                     .on_close = stream_closed};
 
 static void stream_start(struct consumer *c)
 {
     e2e_run *r = c->r;
-    e2e_conn *conn = pick_conn(r, ROLE_CONSUME, c->idx);
+    qn_client *conn = pick_conn(r, ROLE_CONSUME, c->idx);
     if (conn == NULL)
         return;
-    e2e_call *call = NULL;
-    if (e2e_call_start(conn, PATH_CONSUME, &stream_cbs, c, &call) != QN_OK)
+    qn_client_call *call = NULL;
+    if (qn_client_call_start(conn, PATH_CONSUME, NULL, &stream_cbs, c, &call) != QN_OK)
         return;
     Queen__V1__ConsumeSubscribe sub = QUEEN__V1__CONSUME_SUBSCRIBE__INIT;
     sub.queue = r->queue;
@@ -930,8 +928,8 @@ static void stream_start(struct consumer *c)
     Queen__V1__ConsumeRequest q = QUEEN__V1__CONSUME_REQUEST__INIT;
     q.kind_case = QUEEN__V1__CONSUME_REQUEST__KIND_SUBSCRIBE;
     q.subscribe = &sub;
-    if (e2e_call_send(call, &q.base) != QN_OK)
-        e2e_call_cancel(call);
+    if (qn_client_call_send(call, &q.base) != QN_OK)
+        qn_client_call_cancel(call);
     c->stream = call;
     c->stream_half_closed = false;
     c->last_batch_ns = 0;
@@ -963,7 +961,7 @@ static void pump_consumers(e2e_run *r, uint64_t now)
         case C_STREAMING:
             if (!r->consuming && !c->stream_half_closed && c->pend_n == 0 && c->stream != NULL) {
                 c->stream_half_closed = true;
-                e2e_call_close_send(c->stream);
+                qn_client_call_close_send(c->stream);
             }
             break;
         case C_POPPING:
@@ -1051,7 +1049,7 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
             r->cons[i].state = C_IDLE;
         }
     }
-    uint64_t t0 = e2e_now_ns();
+    uint64_t t0 = qn_client_now_ns();
     st->phase_start_ns = t0;
     uint64_t dur = (uint64_t)(ph->duration_s * 1e9);
     uint64_t push_end = t0 + dur;
@@ -1068,7 +1066,7 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
     bool cancelled = false;
 
     for (;;) {
-        uint64_t now = e2e_now_ns();
+        uint64_t now = qn_client_now_ns();
         uint64_t wake = now + NS / 10;
         if (r->pushing && now >= push_end) {
             r->pushing = false;
@@ -1101,8 +1099,8 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
                 stop = !r->pushing && r->push_inflight == 0 &&
                        (st->acked >= st->pushed || now >= push_end + drain);
             else
-                stop = now >= push_end || (ph->consume_target > 0 &&
-                                           st->acked >= ph->consume_target);
+                stop =
+                    now >= push_end || (ph->consume_target > 0 && st->acked >= ph->consume_target);
             if (stop)
                 r->consuming = false;
         }
@@ -1118,9 +1116,9 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
             /* Closing a connection ends its calls (counted as conn-lost); fresh
              * connections serve the next phase. */
             for (unsigned i = 0; i < r->nconns; i++) {
-                e2e_conn_free(r->conns[i]);
+                qn_client_free(r->conns[i]);
                 r->conns[i] = NULL;
-                if (e2e_conn_new(&r->co, &r->conns[i]) != QN_OK) {
+                if (qn_client_new(&r->co, &r->conns[i]) != QN_OK) {
                     r->nconns = i;
                     break;
                 }
@@ -1140,7 +1138,7 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
         wake = consumers_deadline(r, wake);
         loop_once(r, wake);
     }
-    st->phase_end_ns = e2e_now_ns();
+    st->phase_end_ns = qn_client_now_ns();
     r->st = &r->scratch_stats;
     return cancelled ? QN_EUNAVAILABLE : QN_OK;
 }
@@ -1149,14 +1147,14 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
 
 struct sync_call {
     bool done;
-    enum e2e_call_end end;
+    enum qn_client_end end;
     int status;
     char message[256];
     uint8_t *msg;
     size_t len;
 };
 
-static void sync_closed(e2e_call *call, const struct e2e_call_result *res, void *ud)
+static void sync_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
     (void)call;
     struct sync_call *s = ud;
@@ -1173,44 +1171,44 @@ static void sync_closed(e2e_call *call, const struct e2e_call_result *res, void 
     }
 }
 
-static const struct e2e_call_cbs sync_cbs = {.on_close = sync_closed};
+static const struct qn_client_call_cbs sync_cbs = {.on_close = sync_closed};
 
 static int unary_sync(e2e_run *r, const char *path, const ProtobufCMessage *req,
                       struct sync_call *s, double timeout_s, char *err, size_t errcap)
 {
     memset(s, 0, sizeof *s);
-    uint64_t until = e2e_now_ns() + (uint64_t)(timeout_s * 1e9);
-    e2e_call *call = NULL;
+    uint64_t until = qn_client_now_ns() + (uint64_t)(timeout_s * 1e9);
+    qn_client_call *call = NULL;
     while (call == NULL) {
-        e2e_conn *c = pick_conn(r, ROLE_ANY, 0);
-        if (c != NULL && e2e_call_start(c, path, &sync_cbs, s, &call) == QN_OK)
+        qn_client *c = pick_conn(r, ROLE_ANY, 0);
+        if (c != NULL && qn_client_call_start(c, path, NULL, &sync_cbs, s, &call) == QN_OK)
             break;
         call = NULL;
-        if (e2e_now_ns() >= until) {
+        if (qn_client_now_ns() >= until) {
             snprintf(err, errcap, "no connection to the broker");
             return QN_EUNAVAILABLE;
         }
-        loop_once(r, e2e_now_ns() + NS / 20);
+        loop_once(r, qn_client_now_ns() + NS / 20);
     }
-    if (e2e_call_send(call, req) != QN_OK)
-        e2e_call_cancel(call);
-    e2e_call_close_send(call);
+    if (qn_client_call_send(call, req) != QN_OK)
+        qn_client_call_cancel(call);
+    qn_client_call_close_send(call);
     bool cancelled = false;
     while (!s->done) {
-        if (!cancelled && e2e_now_ns() >= until) {
-            e2e_call_cancel(call);
+        if (!cancelled && qn_client_now_ns() >= until) {
+            qn_client_call_cancel(call);
             cancelled = true;
         }
-        loop_once(r, e2e_now_ns() + NS / 10);
+        loop_once(r, qn_client_now_ns() + NS / 10);
     }
-    if (s->end != E2E_END_STATUS) {
+    if (s->end != QN_CLIENT_END_STATUS) {
         snprintf(err, errcap, "%s", cancelled ? "timed out" : "call failed without a status");
         free(s->msg);
         s->msg = NULL;
         return QN_EUNAVAILABLE;
     }
     if (s->status != 0) {
-        const char *name = e2e_grpc_code_name(s->status);
+        const char *name = qn_client_code_name(s->status);
         snprintf(err, errcap, "%s %s", name != NULL ? name : "error", s->message);
         free(s->msg);
         s->msg = NULL;
@@ -1260,7 +1258,7 @@ int e2e_make_push_body(const char *queue, unsigned batch, unsigned partitions,
     Queen__V1__PushItem *items = calloc(batch, sizeof *items);
     Queen__V1__PushItem **itemp = calloc(batch, sizeof *itemp);
     uint8_t *payloads = malloc((size_t)batch * size);
-    char (*pn)[16] = calloc(partitions, sizeof *pn);
+    char(*pn)[16] = calloc(partitions, sizeof *pn);
     uint8_t *buf = NULL;
     if (items == NULL || itemp == NULL || payloads == NULL || pn == NULL)
         goto out;
@@ -1287,13 +1285,13 @@ int e2e_make_push_body(const char *queue, unsigned batch, unsigned partitions,
         rc = QN_ELIMIT;
         goto out;
     }
-    buf = malloc(E2E_GRPC_PREFIX + n);
+    buf = malloc(QN_CLIENT_GRPC_PREFIX + n);
     if (buf == NULL)
         goto out;
-    e2e_grpc_prefix(buf, (uint32_t)n);
-    protobuf_c_message_pack(&req.base, buf + E2E_GRPC_PREFIX);
+    qn_client_grpc_prefix(buf, (uint32_t)n);
+    protobuf_c_message_pack(&req.base, buf + QN_CLIENT_GRPC_PREFIX);
     *out = buf;
-    *len = E2E_GRPC_PREFIX + n;
+    *len = QN_CLIENT_GRPC_PREFIX + n;
     buf = NULL;
     rc = QN_OK;
 out:
@@ -1378,8 +1376,8 @@ void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid)
     FILE *ps = fopen("/proc/stat", "re");
     if (ps != NULL) {
         unsigned long long v[8] = {0};
-        if (hz > 0 && fscanf(ps, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-                             &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+        if (hz > 0 && fscanf(ps, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                             &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
             /* user nice system idle iowait irq softirq steal: busy excludes idle, iowait */
             unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
             c->machine = (double)busy / (double)hz;
@@ -1405,8 +1403,7 @@ void e2e_cpu_sample(struct e2e_cpu *c, int broker_pid, int pg_pid)
             continue;
         long pid = strtol(e->d_name, NULL, 10);
         bool is_b = broker_pid > 0 ? pid == broker_pid : strcmp(comm, "queen-broker") == 0;
-        bool is_pg = pg_pid > 0 ? (pid == pg_pid || ppid == pg_pid)
-                                : strcmp(comm, "postgres") == 0;
+        bool is_pg = pg_pid > 0 ? (pid == pg_pid || ppid == pg_pid) : strcmp(comm, "postgres") == 0;
         if (is_b) {
             b += t;
             seen_b = true;

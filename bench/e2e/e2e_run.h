@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "e2e_grpc.h"
+#include "queen/client_wire.h"
 #include "e2e_hist.h"
 #include "e2e_payload.h"
 
@@ -33,75 +33,75 @@ struct e2e_opts {
     const char *host;
     const char *port;
     bool tls;
-    const char *ca;         /* verify the server against this PEM file (TLS) */
-    const char *queue;      /* NULL: a fresh name per run / matrix cell */
-    const char *group;      /* consumer group; "" = queue mode */
+    const char *ca;    /* verify the server against this PEM file (TLS) */
+    const char *queue; /* NULL: a fresh name per run / matrix cell */
+    const char *group; /* consumer group; "" = queue mode */
     unsigned partitions;
     unsigned batch;
     enum e2e_payload_kind payload;
     size_t size;
-    unsigned connections;   /* per role: producers and consumers each get this many */
-    unsigned inflight;      /* push requests in flight (closed loop; cap in open loop) */
+    unsigned connections; /* per role: producers and consumers each get this many */
+    unsigned inflight;    /* push requests in flight (closed loop; cap in open loop) */
     double duration_s;
-    double rate;            /* msg/s; 0 = closed loop */
+    double rate; /* msg/s; 0 = closed loop */
     unsigned consumers;
     unsigned pop_batch;
     unsigned pop_wait_ms;
     unsigned pop_partitions; /* PopRequest.max_partitions */
     enum e2e_ack_mode ack_mode;
     enum e2e_consume_api consume_api;
-    unsigned credits;       /* Consume stream credits */
-    bool txn;               /* give every message a unique transaction id */
-    bool spread;            /* spread one request's items over partitions */
-    bool keep;              /* keep the queues a run created */
-    double report_s;        /* soak: print every report_s seconds */
-    double drain_s;         /* after pushing stops, let consumers catch up this long */
-    size_t max_msg;         /* largest response message accepted */
+    unsigned credits; /* Consume stream credits */
+    bool txn;         /* give every message a unique transaction id */
+    bool spread;      /* spread one request's items over partitions */
+    bool keep;        /* keep the queues a run created */
+    double report_s;  /* soak: print every report_s seconds */
+    double drain_s;   /* after pushing stops, let consumers catch up this long */
+    size_t max_msg;   /* largest response message accepted */
     bool quiet;
-    int broker_pid;         /* CPU accounting: the broker's pid (0 = by name) */
-    int pg_pid;             /* CPU accounting: the postmaster's pid (0 = by name) */
+    int broker_pid; /* CPU accounting: the broker's pid (0 = by name) */
+    int pg_pid;     /* CPU accounting: the postmaster's pid (0 = by name) */
 };
 
 /* Counts of call outcomes of one kind of RPC. */
 struct e2e_status_count {
-    uint64_t code[E2E_GRPC_CODES]; /* grpc-status 0..16 */
-    uint64_t other_code;   /* grpc-status outside 0..16 */
-    uint64_t no_status;    /* stream ended or reset without grpc-status */
-    uint64_t bad_frame;    /* response broke gRPC framing / size limit */
-    uint64_t conn_lost;    /* the connection failed under the call */
-    uint64_t bad_decode;   /* OK status but the message did not unpack */
-    uint64_t item_failed;  /* per-item failures inside OK responses */
+    uint64_t code[QN_CLIENT_GRPC_CODES]; /* grpc-status 0..16 */
+    uint64_t other_code;                 /* grpc-status outside 0..16 */
+    uint64_t no_status;                  /* stream ended or reset without grpc-status */
+    uint64_t bad_frame;                  /* response broke gRPC framing / size limit */
+    uint64_t conn_lost;                  /* the connection failed under the call */
+    uint64_t bad_decode;                 /* OK status but the message did not unpack */
+    uint64_t item_failed;                /* per-item failures inside OK responses */
 };
 
 struct e2e_stats {
     /* push */
-    uint64_t push_calls;     /* push calls that ended */
-    uint64_t pushed;         /* items answered QUEUED */
-    uint64_t push_dup;       /* items answered DUPLICATE */
+    uint64_t push_calls; /* push calls that ended */
+    uint64_t pushed;     /* items answered QUEUED */
+    uint64_t push_dup;   /* items answered DUPLICATE */
     struct e2e_status_count push_st;
-    struct e2e_hist push_rtt; /* per push call, microseconds */
+    struct e2e_hist push_rtt;             /* per push call, microseconds */
     uint64_t push_first_ns, push_last_ns; /* first call started, last call ended */
     /* consume */
     uint64_t pop_calls;
     uint64_t pop_empty;
-    uint64_t delivered;      /* messages received by consumers */
-    uint64_t acked;          /* delivered messages whose ack was applied */
+    uint64_t delivered; /* messages received by consumers */
+    uint64_t acked;     /* delivered messages whose ack was applied */
     struct e2e_status_count pop_st;
     struct e2e_status_count ack_st;
-    struct e2e_hist pop_rtt;  /* per Pop that delivered (or stream batch gap), microseconds */
-    struct e2e_hist e2e_lat;  /* push send -> consumer receipt, microseconds */
+    struct e2e_hist pop_rtt; /* per Pop that delivered (or stream batch gap), microseconds */
+    struct e2e_hist e2e_lat; /* push send -> consumer receipt, microseconds */
     uint64_t consume_first_ns, consume_last_ns; /* first delivery, last ack applied */
     /* phase */
     uint64_t phase_start_ns, phase_end_ns;
-    int64_t max_backlog;          /* largest pushed - acked seen at a progress line */
-    int64_t backlog_at_push_end;  /* pushed - acked when pushing stopped */
+    int64_t max_backlog;         /* largest pushed - acked seen at a progress line */
+    int64_t backlog_at_push_end; /* pushed - acked when pushing stopped */
     /* connections */
     uint64_t conn_failures;
-    char first_error[200];   /* first failure message seen, for the report */
+    char first_error[200]; /* first failure message seen, for the report */
 };
 
 struct e2e_phase {
-    const char *label;       /* for progress lines */
+    const char *label; /* for progress lines */
     bool push;
     bool consume;
     double duration_s;       /* push for this long; consume-only: at most this long */
@@ -115,8 +115,8 @@ typedef struct e2e_run e2e_run;
 
 /*
  * Resolves the address, makes TLS context if asked, opens o->connections
- * connections for producers and as many for consumers, and waits up to 5 s for at least one to be ready. Returns QN_OK
- * and *out, QN_EINVAL (address or CA file; message printed to stderr),
+ * connections for producers and as many for consumers, and waits up to 5 s for at least one to be
+ * ready. Returns QN_OK and *out, QN_EINVAL (address or CA file; message printed to stderr),
  * QN_EUNAVAILABLE (no connection became ready), QN_ENOMEM. o is borrowed for
  * the run's life.
  */

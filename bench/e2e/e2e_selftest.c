@@ -4,9 +4,9 @@
  * Unit checks: gRPC message reassembly (every split point, limits, compressed
  * flag), the histogram, the payload generators, the arena. Loopback checks: an
  * in-process nghttp2 *server* on 127.0.0.1 answers the client connection of
- * e2e_conn.c with normal responses, trailers-only errors, resets, a lying
- * length prefix, 1-byte DATA frames, and a dropped connection, all driven in
- * one poll loop. Not covered: TLS (needs a certificate; exercised by hand with
+ * the qn_client library (client/src/cl_conn.c) with normal responses, trailers-only errors, resets,
+ * a lying length prefix, 1-byte DATA frames, and a dropped connection, all driven in one poll loop.
+ * Not covered: TLS (needs a certificate; exercised by hand with
  * --tls against the broker).
  */
 #include <arpa/inet.h>
@@ -23,8 +23,8 @@
 #include <nghttp2/nghttp2.h>
 
 #include "e2e_arena.h"
-#include "e2e_conn.h"
-#include "e2e_grpc.h"
+#include "queen/client.h"
+#include "queen/client_wire.h"
 #include "e2e_hist.h"
 #include "e2e_payload.h"
 #include "queen/error.h"
@@ -54,32 +54,33 @@ START_TEST(grpc_reader_every_split)
     /* Three messages: 3 bytes, empty, 300 bytes. */
     uint8_t wire[5 + 3 + 5 + 5 + 300];
     size_t off = 0;
-    e2e_grpc_prefix(wire, 3);
+    qn_client_grpc_prefix(wire, 3);
     memcpy(wire + 5, "abc", 3);
     off = 8;
-    e2e_grpc_prefix(wire + off, 0);
+    qn_client_grpc_prefix(wire + off, 0);
     off += 5;
-    e2e_grpc_prefix(wire + off, 300);
+    qn_client_grpc_prefix(wire + off, 300);
     memset(wire + off + 5, 'z', 300);
     off += 305;
     ck_assert_uint_eq(off, sizeof wire);
     for (size_t cut1 = 0; cut1 <= sizeof wire; cut1++) {
         for (size_t cut2 = cut1; cut2 <= sizeof wire; cut2 += 7) {
-            struct e2e_grpc_reader rd;
+            struct qn_client_reader rd;
             struct got g = {0};
-            e2e_grpc_reader_init(&rd, 1000);
-            ck_assert_int_eq(e2e_grpc_feed(&rd, wire, cut1, collect, &g), QN_OK);
-            ck_assert_int_eq(e2e_grpc_feed(&rd, wire + cut1, cut2 - cut1, collect, &g), QN_OK);
+            qn_client_reader_init(&rd, 1000);
+            ck_assert_int_eq(qn_client_reader_feed(&rd, wire, cut1, collect, &g), QN_OK);
+            ck_assert_int_eq(qn_client_reader_feed(&rd, wire + cut1, cut2 - cut1, collect, &g),
+                             QN_OK);
             ck_assert_int_eq(
-                e2e_grpc_feed(&rd, wire + cut2, sizeof wire - cut2, collect, &g), QN_OK);
+                qn_client_reader_feed(&rd, wire + cut2, sizeof wire - cut2, collect, &g), QN_OK);
             ck_assert_uint_eq(g.n, 3);
             ck_assert_uint_eq(g.lens[0], 3);
             ck_assert_uint_eq(g.first[0], 'a');
             ck_assert_uint_eq(g.lens[1], 0);
             ck_assert_uint_eq(g.lens[2], 300);
             ck_assert_uint_eq(g.first[2], 'z');
-            ck_assert(e2e_grpc_reader_idle(&rd));
-            e2e_grpc_reader_release(&rd);
+            ck_assert(qn_client_reader_idle(&rd));
+            qn_client_reader_release(&rd);
         }
     }
 }
@@ -87,34 +88,34 @@ END_TEST
 
 START_TEST(grpc_reader_limits)
 {
-    struct e2e_grpc_reader rd;
+    struct qn_client_reader rd;
     struct got g = {0};
     uint8_t p[5];
     /* At the limit: accepted (and waits for the body). */
-    e2e_grpc_reader_init(&rd, 100);
-    e2e_grpc_prefix(p, 100);
-    ck_assert_int_eq(e2e_grpc_feed(&rd, p, 5, collect, &g), QN_OK);
-    ck_assert(!e2e_grpc_reader_idle(&rd));
-    e2e_grpc_reader_release(&rd);
+    qn_client_reader_init(&rd, 100);
+    qn_client_grpc_prefix(p, 100);
+    ck_assert_int_eq(qn_client_reader_feed(&rd, p, 5, collect, &g), QN_OK);
+    ck_assert(!qn_client_reader_idle(&rd));
+    qn_client_reader_release(&rd);
     /* One past: rejected before anything is allocated. */
-    e2e_grpc_reader_init(&rd, 100);
-    e2e_grpc_prefix(p, 101);
-    ck_assert_int_eq(e2e_grpc_feed(&rd, p, 5, collect, &g), QN_ELIMIT);
-    e2e_grpc_reader_release(&rd);
+    qn_client_reader_init(&rd, 100);
+    qn_client_grpc_prefix(p, 101);
+    ck_assert_int_eq(qn_client_reader_feed(&rd, p, 5, collect, &g), QN_ELIMIT);
+    qn_client_reader_release(&rd);
     /* A length of 4 GiB - 1 against a small limit. */
     const uint8_t huge[5] = {0, 0xff, 0xff, 0xff, 0xff};
-    e2e_grpc_reader_init(&rd, 100);
-    ck_assert_int_eq(e2e_grpc_feed(&rd, huge, 5, collect, &g), QN_ELIMIT);
-    e2e_grpc_reader_release(&rd);
+    qn_client_reader_init(&rd, 100);
+    ck_assert_int_eq(qn_client_reader_feed(&rd, huge, 5, collect, &g), QN_ELIMIT);
+    qn_client_reader_release(&rd);
     /* Compressed flag without negotiated encoding, and a flag that is not 0/1. */
     const uint8_t comp[5] = {1, 0, 0, 0, 1};
     const uint8_t junk[5] = {7, 0, 0, 0, 1};
-    e2e_grpc_reader_init(&rd, 100);
-    ck_assert_int_eq(e2e_grpc_feed(&rd, comp, 5, collect, &g), QN_EPROTO);
-    e2e_grpc_reader_release(&rd);
-    e2e_grpc_reader_init(&rd, 100);
-    ck_assert_int_eq(e2e_grpc_feed(&rd, junk, 5, collect, &g), QN_EPROTO);
-    e2e_grpc_reader_release(&rd);
+    qn_client_reader_init(&rd, 100);
+    ck_assert_int_eq(qn_client_reader_feed(&rd, comp, 5, collect, &g), QN_EPROTO);
+    qn_client_reader_release(&rd);
+    qn_client_reader_init(&rd, 100);
+    ck_assert_int_eq(qn_client_reader_feed(&rd, junk, 5, collect, &g), QN_EPROTO);
+    qn_client_reader_release(&rd);
     ck_assert_uint_eq(g.n, 0);
 }
 END_TEST
@@ -122,13 +123,13 @@ END_TEST
 START_TEST(grpc_status_parse)
 {
     int c = -1;
-    ck_assert(e2e_grpc_parse_status((const uint8_t *)"0", 1, &c) && c == 0);
-    ck_assert(e2e_grpc_parse_status((const uint8_t *)"14", 2, &c) && c == 14);
-    ck_assert(!e2e_grpc_parse_status((const uint8_t *)"", 0, &c));
-    ck_assert(!e2e_grpc_parse_status((const uint8_t *)"1x", 2, &c));
-    ck_assert(!e2e_grpc_parse_status((const uint8_t *)"1234", 4, &c));
-    ck_assert_str_eq(e2e_grpc_code_name(14), "UNAVAILABLE");
-    ck_assert_ptr_null(e2e_grpc_code_name(17));
+    ck_assert(qn_client_parse_status((const uint8_t *)"0", 1, &c) && c == 0);
+    ck_assert(qn_client_parse_status((const uint8_t *)"14", 2, &c) && c == 14);
+    ck_assert(!qn_client_parse_status((const uint8_t *)"", 0, &c));
+    ck_assert(!qn_client_parse_status((const uint8_t *)"1x", 2, &c));
+    ck_assert(!qn_client_parse_status((const uint8_t *)"1234", 4, &c));
+    ck_assert_str_eq(qn_client_code_name(14), "UNAVAILABLE");
+    ck_assert_ptr_null(qn_client_code_name(17));
 }
 END_TEST
 
@@ -195,8 +196,7 @@ START_TEST(payload_json)
             uint64_t ts = 1700000000000000ull + (uint64_t)i;
             e2e_payload_fill(&g, buf, ts);
             ck_assert_uint_eq(buf[sizes[s]], 0xAA); /* nothing past size */
-            ck_assert_msg(json_ok(buf, sizes[s]), "size %zu: %.*s", sizes[s], (int)sizes[s],
-                          buf);
+            ck_assert_msg(json_ok(buf, sizes[s]), "size %zu: %.*s", sizes[s], (int)sizes[s], buf);
             uint64_t back = 0;
             ck_assert(e2e_payload_ts(E2E_PAYLOAD_JSON, buf, sizes[s], &back));
             ck_assert_uint_eq(back, ts);
@@ -275,7 +275,7 @@ struct srv {
     int lfd;
     int fd;
     nghttp2_session *h2;
-    bool drop; /* close the connection after this I/O round */
+    bool drop;                  /* close the connection after this I/O round */
     struct srv_stream *streams; /* every stream of the connection; freed with it */
     uint16_t port;
     unsigned accepted;
@@ -294,9 +294,8 @@ static int s_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
-static int s_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
-                    size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                    void *ud)
+static int s_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
+                    const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)flags;
     (void)ud;
@@ -307,8 +306,8 @@ static int s_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *n
         const char *path;
         enum srv_mode mode;
     } routes[] = {
-        {"/t.T/Echo", S_ECHO},   {"/t.T/Split", S_SPLIT}, {"/t.T/TrailersOnly", S_TRAILERS_ONLY},
-        {"/t.T/Huge", S_HUGE},   {"/t.T/Reset", S_RESET}, {"/t.T/Drop", S_DROP},
+        {"/t.T/Echo", S_ECHO},     {"/t.T/Split", S_SPLIT}, {"/t.T/TrailersOnly", S_TRAILERS_ONLY},
+        {"/t.T/Huge", S_HUGE},     {"/t.T/Reset", S_RESET}, {"/t.T/Drop", S_DROP},
         {"/t.T/Stream", S_STREAM},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
@@ -317,8 +316,8 @@ static int s_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *n
     return 0;
 }
 
-static int s_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
-                  size_t len, void *ud)
+static int s_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                  void *ud)
 {
     (void)flags;
     (void)ud;
@@ -331,8 +330,8 @@ static int s_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *
     return 0;
 }
 
-static ssize_t s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
-                      uint32_t *flags, nghttp2_data_source *src, void *ud)
+static ssize_t s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                      nghttp2_data_source *src, void *ud)
 {
     (void)ud;
     struct srv_stream *st = src->ptr;
@@ -353,7 +352,10 @@ static ssize_t s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t lengt
     return (ssize_t)n;
 }
 
-#define MKNV(n, v) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define MKNV(n, v)                                                                                 \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE                 \
+    }
 
 static void s_respond(nghttp2_session *s, struct srv *sv, struct srv_stream *st)
 {
@@ -510,11 +512,11 @@ static void srv_io(struct srv *sv)
 }
 
 /* One loop round over the client connection and the server. */
-static void spin(e2e_conn *c, struct srv *sv, int ms)
+static void spin(qn_client *c, struct srv *sv, int ms)
 {
-    e2e_conn_flush(c);
+    qn_client_flush(c);
     struct pollfd pf[3] = {
-        {.fd = e2e_conn_fd(c), .events = e2e_conn_events(c)},
+        {.fd = qn_client_fd(c), .events = qn_client_events(c)},
         {.fd = sv->lfd, .events = POLLIN},
         {.fd = sv->fd, .events = POLLIN},
     };
@@ -522,19 +524,19 @@ static void spin(e2e_conn *c, struct srv *sv, int ms)
     if (n > 0 && (pf[1].revents & POLLIN))
         srv_accept(sv);
     srv_io(sv);
-    e2e_conn_io(c, n > 0 ? pf[0].revents : 0, e2e_now_ns());
+    qn_client_io(c, n > 0 ? pf[0].revents : 0, qn_client_now_ns());
 }
 
 struct outcome {
     bool done;
-    struct e2e_call_result r;
+    struct qn_client_call_result r;
     char message[256];
     uint8_t msg[4096];
     size_t msg_len;
     unsigned streamed;
 };
 
-static void on_close(e2e_call *call, const struct e2e_call_result *r, void *ud)
+static void on_close(qn_client_call *call, const struct qn_client_call_result *r, void *ud)
 {
     (void)call;
     struct outcome *o = ud;
@@ -549,7 +551,7 @@ static void on_close(e2e_call *call, const struct e2e_call_result *r, void *ud)
     o->r.msg = NULL;
 }
 
-static void on_message(e2e_call *call, const uint8_t *msg, size_t len, void *ud)
+static void on_message(qn_client_call *call, const uint8_t *msg, size_t len, void *ud)
 {
     (void)call;
     (void)msg;
@@ -558,30 +560,32 @@ static void on_message(e2e_call *call, const uint8_t *msg, size_t len, void *ud)
     o->streamed++;
 }
 
-static const struct e2e_call_cbs unary_cbs = {.on_close = on_close};
-static const struct e2e_call_cbs streaming_cbs = {.on_message = on_message, .on_close = on_close};
+static const struct qn_client_call_cbs unary_cbs = {.on_close = on_close};
+static const struct qn_client_call_cbs streaming_cbs = {.on_message = on_message,
+                                                        .on_close = on_close};
 
-static e2e_conn *client(struct srv *sv)
+static qn_client *client(struct srv *sv)
 {
-    struct e2e_conn_opts o = {.authority = "127.0.0.1", .max_msg = 1u << 20, .window = 1u << 20};
+    struct qn_client_opts o = {
+        .authority = "127.0.0.1", .max_msg = 1u << 20, .window = 1u << 20, .reconnect = true};
     struct sockaddr_in *a = (struct sockaddr_in *)&o.addr;
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a->sin_port = htons(sv->port);
     o.addrlen = sizeof *a;
-    e2e_conn *c = NULL;
-    ck_assert_int_eq(e2e_conn_new(&o, &c), QN_OK);
-    for (int i = 0; i < 200 && !e2e_conn_ready(c); i++)
+    qn_client *c = NULL;
+    ck_assert_int_eq(qn_client_new(&o, &c), QN_OK);
+    for (int i = 0; i < 200 && !qn_client_ready(c); i++)
         spin(c, sv, 10);
-    ck_assert(e2e_conn_ready(c));
+    ck_assert(qn_client_ready(c));
     /* Until the server's SETTINGS arrive nghttp2 assumes 100 streams. */
-    for (int i = 0; i < 200 && e2e_conn_room(c) <= 100; i++)
+    for (int i = 0; i < 200 && qn_client_room(c) <= 100; i++)
         spin(c, sv, 10);
-    ck_assert_uint_eq(e2e_conn_room(c), 1000);
+    ck_assert_uint_eq(qn_client_room(c), 1000);
     return c;
 }
 
-static void wait_done(e2e_conn *c, struct srv *sv, struct outcome *o)
+static void wait_done(qn_client *c, struct srv *sv, struct outcome *o)
 {
     for (int i = 0; i < 500 && !o->done; i++)
         spin(c, sv, 10);
@@ -608,29 +612,29 @@ static size_t push_msg(unsigned n, Queen__V1__PushRequest *req, Queen__V1__PushI
     return protobuf_c_message_get_packed_size(&req->base);
 }
 
-static void start_unary(e2e_conn *c, const char *path, struct outcome *o, unsigned items)
+static void start_unary(qn_client *c, const char *path, struct outcome *o, unsigned items)
 {
     Queen__V1__PushRequest req;
     Queen__V1__PushItem it[64];
     Queen__V1__PushItem *itp[64];
     uint8_t payload[16] = "0123456789abcdef";
     push_msg(items, &req, it, itp, payload);
-    e2e_call *call = NULL;
+    qn_client_call *call = NULL;
     memset(o, 0, sizeof *o);
-    ck_assert_int_eq(e2e_call_start(c, path, &unary_cbs, o, &call), QN_OK);
-    ck_assert_int_eq(e2e_call_send(call, &req.base), QN_OK);
-    e2e_call_close_send(call);
+    ck_assert_int_eq(qn_client_call_start(c, path, NULL, &unary_cbs, o, &call), QN_OK);
+    ck_assert_int_eq(qn_client_call_send(call, &req.base), QN_OK);
+    qn_client_call_close_send(call);
 }
 
 START_TEST(loopback_echo)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     struct outcome o;
     start_unary(c, "/t.T/Echo", &o, 3);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_STATUS);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_STATUS);
     ck_assert_int_eq(o.r.grpc_status, 0);
     ck_assert_int_eq(o.r.http_status, 200);
     ck_assert_uint_eq(o.r.messages, 1);
@@ -639,7 +643,7 @@ START_TEST(loopback_echo)
     ck_assert_uint_eq(back->n_items, 3);
     ck_assert_str_eq(back->items[2]->partition, "p0");
     queen__v1__push_request__free_unpacked(back, NULL);
-    e2e_conn_free(c);
+    qn_client_free(c);
     close(sv.lfd);
     srv_close_conn(&sv);
 }
@@ -649,17 +653,17 @@ START_TEST(loopback_split_frames)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     struct outcome o;
     start_unary(c, "/t.T/Split", &o, 40);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_STATUS);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_STATUS);
     ck_assert_int_eq(o.r.grpc_status, 0);
     Queen__V1__PushRequest *back = queen__v1__push_request__unpack(NULL, o.msg_len, o.msg);
     ck_assert_ptr_nonnull(back);
     ck_assert_uint_eq(back->n_items, 40);
     queen__v1__push_request__free_unpacked(back, NULL);
-    e2e_conn_free(c);
+    qn_client_free(c);
     close(sv.lfd);
     srv_close_conn(&sv);
 }
@@ -669,33 +673,33 @@ START_TEST(loopback_errors)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     struct outcome o;
 
     start_unary(c, "/t.T/TrailersOnly", &o, 1);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_STATUS);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_STATUS);
     ck_assert_int_eq(o.r.grpc_status, 5);
     ck_assert_str_eq(o.message, "no such queue");
     ck_assert_uint_eq(o.r.messages, 0);
 
     start_unary(c, "/t.T/Huge", &o, 1);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_BAD_FRAME);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_BAD_FRAME);
     ck_assert_int_eq(o.r.grpc_status, -1);
 
     start_unary(c, "/t.T/Reset", &o, 1);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_NO_STATUS);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_NO_STATUS);
     ck_assert_uint_eq(o.r.h2_error, NGHTTP2_INTERNAL_ERROR);
 
     /* The connection survived all of that. */
-    ck_assert(e2e_conn_ready(c));
-    ck_assert_uint_eq(e2e_conn_failures(c), 0);
+    ck_assert(qn_client_ready(c));
+    ck_assert_uint_eq(qn_client_failures(c), 0);
     start_unary(c, "/t.T/Echo", &o, 1);
     wait_done(c, &sv, &o);
     ck_assert_int_eq(o.r.grpc_status, 0);
-    e2e_conn_free(c);
+    qn_client_free(c);
     close(sv.lfd);
     srv_close_conn(&sv);
 }
@@ -705,12 +709,12 @@ START_TEST(loopback_many_concurrent)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     enum { N = 300 };
     static struct outcome o[N];
     for (int i = 0; i < N; i++)
         start_unary(c, "/t.T/Echo", &o[i], 1 + (unsigned)(i % 50));
-    ck_assert_uint_eq(e2e_conn_active(c), N);
+    ck_assert_uint_eq(qn_client_active(c), N);
     for (int round = 0; round < 1000; round++) {
         bool all = true;
         for (int i = 0; i < N; i++)
@@ -721,11 +725,11 @@ START_TEST(loopback_many_concurrent)
     }
     for (int i = 0; i < N; i++) {
         ck_assert(o[i].done);
-        ck_assert_int_eq(o[i].r.end, E2E_END_STATUS);
+        ck_assert_int_eq(o[i].r.end, QN_CLIENT_END_STATUS);
         ck_assert_int_eq(o[i].r.grpc_status, 0);
     }
-    ck_assert_uint_eq(e2e_conn_active(c), 0);
-    e2e_conn_free(c);
+    ck_assert_uint_eq(qn_client_active(c), 0);
+    qn_client_free(c);
     close(sv.lfd);
     srv_close_conn(&sv);
 }
@@ -735,11 +739,12 @@ START_TEST(loopback_streaming_messages)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     struct outcome o;
     memset(&o, 0, sizeof o);
-    e2e_call *call = NULL;
-    ck_assert_int_eq(e2e_call_start(c, "/t.T/Stream", &streaming_cbs, &o, &call), QN_OK);
+    qn_client_call *call = NULL;
+    ck_assert_int_eq(qn_client_call_start(c, "/t.T/Stream", NULL, &streaming_cbs, &o, &call),
+                     QN_OK);
     /* Messages queued over several loop rounds (the data provider defers). */
     for (int i = 0; i < 5; i++) {
         Queen__V1__PushRequest req;
@@ -747,14 +752,14 @@ START_TEST(loopback_streaming_messages)
         Queen__V1__PushItem *itp[4];
         uint8_t payload[16] = "0123456789abcdef";
         push_msg(2, &req, it, itp, payload);
-        ck_assert_int_eq(e2e_call_send(call, &req.base), QN_OK);
+        ck_assert_int_eq(qn_client_call_send(call, &req.base), QN_OK);
         spin(c, &sv, 5);
     }
-    e2e_call_close_send(call);
+    qn_client_call_close_send(call);
     wait_done(c, &sv, &o);
-    ck_assert_int_eq(o.r.end, E2E_END_STATUS);
+    ck_assert_int_eq(o.r.end, QN_CLIENT_END_STATUS);
     ck_assert_uint_eq(o.streamed, 5);
-    e2e_conn_free(c);
+    qn_client_free(c);
     close(sv.lfd);
     srv_close_conn(&sv);
 }
@@ -764,28 +769,28 @@ START_TEST(loopback_drop_and_reconnect)
 {
     struct srv sv;
     srv_start(&sv);
-    e2e_conn *c = client(&sv);
+    qn_client *c = client(&sv);
     struct outcome a, b;
     start_unary(c, "/t.T/Echo", &a, 1);
     wait_done(c, &sv, &a);
     start_unary(c, "/t.T/Drop", &b, 1);
     wait_done(c, &sv, &b);
-    ck_assert_int_eq(b.r.end, E2E_END_CONN_LOST);
-    ck_assert_uint_eq(e2e_conn_failures(c), 1);
-    ck_assert(!e2e_conn_ready(c));
+    ck_assert_int_eq(b.r.end, QN_CLIENT_END_CONN_LOST);
+    ck_assert_uint_eq(qn_client_failures(c), 1);
+    ck_assert(!qn_client_ready(c));
     /* Reconnects after its backoff (100 ms). */
-    for (int i = 0; i < 300 && !e2e_conn_ready(c); i++)
+    for (int i = 0; i < 300 && !qn_client_ready(c); i++)
         spin(c, &sv, 10);
-    ck_assert(e2e_conn_ready(c));
+    ck_assert(qn_client_ready(c));
     ck_assert_uint_eq(sv.accepted, 2);
     start_unary(c, "/t.T/Echo", &a, 2);
     wait_done(c, &sv, &a);
-    ck_assert_int_eq(a.r.end, E2E_END_STATUS);
+    ck_assert_int_eq(a.r.end, QN_CLIENT_END_STATUS);
     ck_assert_int_eq(a.r.grpc_status, 0);
     /* Starting a call on a closed-down connection fails cleanly. */
     close(sv.lfd);
     srv_close_conn(&sv);
-    e2e_conn_free(c);
+    qn_client_free(c);
 }
 END_TEST
 
@@ -795,25 +800,27 @@ START_TEST(connect_refused_is_counted)
     srv_start(&sv);
     uint16_t port = sv.port;
     close(sv.lfd); /* nobody listens there now */
-    struct e2e_conn_opts o = {.authority = "127.0.0.1", .max_msg = 1024, .window = 65535};
+    struct qn_client_opts o = {
+        .authority = "127.0.0.1", .max_msg = 1024, .window = 65535, .reconnect = true};
     struct sockaddr_in *a = (struct sockaddr_in *)&o.addr;
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a->sin_port = htons(port);
     o.addrlen = sizeof *a;
-    e2e_conn *c = NULL;
-    ck_assert_int_eq(e2e_conn_new(&o, &c), QN_OK);
+    qn_client *c = NULL;
+    ck_assert_int_eq(qn_client_new(&o, &c), QN_OK);
     for (int i = 0; i < 50; i++) {
-        struct pollfd pf = {.fd = e2e_conn_fd(c), .events = e2e_conn_events(c)};
+        struct pollfd pf = {.fd = qn_client_fd(c), .events = qn_client_events(c)};
         int n = poll(&pf, 1, 10);
-        e2e_conn_io(c, n > 0 ? pf.revents : 0, e2e_now_ns());
+        qn_client_io(c, n > 0 ? pf.revents : 0, qn_client_now_ns());
     }
-    ck_assert(!e2e_conn_ready(c));
-    ck_assert_uint_ge(e2e_conn_failures(c), 1);
-    e2e_call *call = NULL;
+    ck_assert(!qn_client_ready(c));
+    ck_assert_uint_ge(qn_client_failures(c), 1);
+    qn_client_call *call = NULL;
     struct outcome out;
-    ck_assert_int_eq(e2e_call_start(c, "/t.T/Echo", &unary_cbs, &out, &call), QN_ECLOSED);
-    e2e_conn_free(c);
+    ck_assert_int_eq(qn_client_call_start(c, "/t.T/Echo", NULL, &unary_cbs, &out, &call),
+                     QN_ECLOSED);
+    qn_client_free(c);
 }
 END_TEST
 
