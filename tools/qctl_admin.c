@@ -43,6 +43,7 @@ enum {
     OPT_TXID,
     OPT_PROGRESS,
     OPT_NO_PROGRESS,
+    OPT_PAGE,
     OPT_QOPT = 0x400, /* + index in qopts[] */
 };
 
@@ -67,6 +68,7 @@ struct admin_args {
     const char *partition_id;
     const char *txid;
     int progress; /* 1 forced, -1 never, 0 on a terminal */
+    uint32_t page; /* dead letters per ListDeadLetters call with --all */
     const char *what; /* the positional's name, for messages; NULL: none taken */
     bool optional;    /* the positional may be absent */
     Queen__V1__QueueOptions *opts; /* queue configure */
@@ -209,6 +211,9 @@ static error_t admin_parse(int key, char *arg, struct argp_state *state)
         return 0;
     case OPT_NO_PROGRESS:
         a->progress = -1;
+        return 0;
+    case OPT_PAGE:
+        a->page = qctl_arg_u32(state, "--page", arg, 1, DLQ_PAGE);
         return 0;
     case ARGP_KEY_ARG:
         if (a->what == NULL)
@@ -631,7 +636,7 @@ static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
         req.queue = (char *)a->queue;
         req.consumer_group = (char *)str(a->group);
         req.partition = (char *)str(a->partition);
-        req.limit = DLQ_PAGE;
+        req.limit = a->page;
         req.offset = off;
         ProtobufCMessage *m = NULL;
         int rc = qctl_unary(q, SVC "ListDeadLetters", &req.base,
@@ -666,9 +671,9 @@ static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
         acc->n_dead_letters += n;
         r->n_dead_letters = 0;
         protobuf_c_message_free_unpacked(m, NULL);
-        if (n < DLQ_PAGE)
+        if (n < a->page)
             break;
-        off += DLQ_PAGE;
+        off += a->page;
     }
     *all = acc;
     return QCTL_OK;
@@ -698,18 +703,17 @@ static int cmd_dlq_list(struct qctl *q, int argc, char **argv)
         {"limit", OPT_LIMIT, "N", 0, "at most N, 1..1000 (default 100)", 0},
         {"offset", OPT_OFFSET, "N", 0, "skip the N newest", 0},
         {"all", OPT_ALL, 0, 0, "every dead letter, paging through the list", 0},
+        {"page", OPT_PAGE, "N", 0, "with --all: dead letters per call, 1..1000 (default 1000)", 0},
         {0},
     };
-    struct argp_child filters[] = {{0}};
-    (void)filters;
-    struct argp_option merged[8];
+    struct argp_option merged[10];
     size_t n = 0;
     for (size_t i = 0; dlq_filter_opts[i].name != NULL; i++)
         merged[n++] = dlq_filter_opts[i];
     for (size_t i = 0; opts[i].name != NULL; i++)
         merged[n++] = opts[i];
     merged[n] = (struct argp_option){0};
-    struct admin_args a = {0};
+    struct admin_args a = {.page = DLQ_PAGE};
     qctl_argp(q, merged, admin_parse, NULL, "Lists dead letters of a queue, newest first.", &a,
               argc, argv);
     if (a.queue == NULL)
@@ -775,10 +779,11 @@ static int cmd_dlq_replay(struct qctl *q, int argc, char **argv)
          0},
         {"to-partition", OPT_TO_PARTITION, "PARTITION", 0,
          "replay into this partition instead of the original", 0},
+        {"page", OPT_PAGE, "N", 0, "with --all: dead letters per list call (default 1000)", 0},
         O_PROGRESS,
         {0},
     };
-    struct admin_args a = {.what = "dead letter id", .optional = true};
+    struct admin_args a = {.what = "dead letter id", .optional = true, .page = DLQ_PAGE};
     qctl_argp(q, opts, admin_parse, "ID\n--all --queue QUEUE",
               "Pushes dead letters back as new messages (transaction id \"dlq:<id>\") at the "
               "tail of their partition, and removes them. With --all, every dead letter listed "

@@ -20,6 +20,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "cl_int.h"
 #include "queen/error.h"
@@ -167,7 +168,7 @@ int qn_client_tls_new(const struct qn_client_tls_opts *o, qn_client_tls **out,
                 goto fail;
             }
         } else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-            rc = file_failed(st, "the system trust store", "");
+            rc = file_failed(st, "the system trust store at", X509_get_default_cert_file());
             goto fail;
         }
         SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
@@ -179,7 +180,8 @@ int qn_client_tls_new(const struct qn_client_tls_opts *o, qn_client_tls **out,
             rc = file_failed(st, "certificate file", o->cert_file);
             goto fail;
         }
-        if (SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file, SSL_FILETYPE_PEM) != 1) {
+        if (SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file, SSL_FILETYPE_PEM) != 1 &&
+            ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
             rc = file_failed(st, "key file", o->key_file);
             goto fail;
         }
