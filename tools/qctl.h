@@ -60,8 +60,8 @@ struct qctl {
 /* Input of every command's argp parser (argp_state->input). */
 struct qctl_parse {
     struct qctl *q;
-    void *cmd;             /* the command's own argument struct */
-    argp_parser_t parser;  /* the command's parser; NULL: positional args refused */
+    void *cmd;            /* the command's own argument struct */
+    argp_parser_t parser; /* the command's parser; NULL: positional args refused */
 };
 
 /* A command: a row of queenctl's table. */
@@ -116,8 +116,7 @@ struct qn_client_call_opts qctl_call_opts(const struct qctl *q, int64_t at_least
 /* One unary call; prints any failure. Returns QCTL_OK with *resp, or the exit
  * status. */
 int qctl_unary(struct qctl *q, const char *path, const ProtobufCMessage *req,
-               const ProtobufCMessageDescriptor *desc, int64_t timeout_ms,
-               ProtobufCMessage **resp);
+               const ProtobufCMessageDescriptor *desc, int64_t timeout_ms, ProtobufCMessage **resp);
 
 /* Tears down the connection. */
 void qctl_close(struct qctl *q);

@@ -67,10 +67,10 @@ struct admin_args {
     const char *to_partition;
     const char *partition_id;
     const char *txid;
-    int progress; /* 1 forced, -1 never, 0 on a terminal */
-    uint32_t page; /* dead letters per ListDeadLetters call with --all */
-    const char *what; /* the positional's name, for messages; NULL: none taken */
-    bool optional;    /* the positional may be absent */
+    int progress;                  /* 1 forced, -1 never, 0 on a terminal */
+    uint32_t page;                 /* dead letters per ListDeadLetters call with --all */
+    const char *what;              /* the positional's name, for messages; NULL: none taken */
+    bool optional;                 /* the positional may be absent */
     Queen__V1__QueueOptions *opts; /* queue configure */
 };
 
@@ -230,11 +230,20 @@ static error_t admin_parse(int key, char *arg, struct argp_state *state)
     return ARGP_ERR_UNKNOWN;
 }
 
-#define O_QUEUE(doc) {"queue", 'q', "QUEUE", 0, doc, 0}
-#define O_GROUP(doc) {"group", 'g', "GROUP", 0, doc, 0}
-#define O_PARTITION(doc) {"partition", 'p', "PARTITION", 0, doc, 0}
+#define O_QUEUE(doc)                                                                               \
+    {                                                                                              \
+        "queue", 'q', "QUEUE", 0, doc, 0                                                           \
+    }
+#define O_GROUP(doc)                                                                               \
+    {                                                                                              \
+        "group", 'g', "GROUP", 0, doc, 0                                                           \
+    }
+#define O_PARTITION(doc)                                                                           \
+    {                                                                                              \
+        "partition", 'p', "PARTITION", 0, doc, 0                                                   \
+    }
 #define O_PROGRESS                                                                                 \
-    {"progress", OPT_PROGRESS, 0, 0, "show the progress line even when stderr is not a terminal", \
+    {"progress", OPT_PROGRESS, 0, 0, "show the progress line even when stderr is not a terminal",  \
      0},                                                                                           \
     {                                                                                              \
         "no-progress", OPT_NO_PROGRESS, 0, 0, "never show the progress line", 0                    \
@@ -306,7 +315,9 @@ static int queue_list_table(struct qctl *q, const ProtobufCMessage *m)
         qctl_table_cell(t, "%u", qi->partitions);
         qctl_table_cell(t, "%" PRId64, qi->messages);
         qctl_table_cell(t, "%" PRId64, qi->segments);
-        qctl_table_cell(t, "%s", qi->options != NULL && qi->options->namespace_[0] ? qi->options->namespace_ : "-");
+        qctl_table_cell(t, "%s",
+                        qi->options != NULL && qi->options->namespace_[0] ? qi->options->namespace_
+                                                                          : "-");
         qctl_table_cell(t, "%s", when);
     }
     return qctl_table_print(t);
@@ -329,8 +340,8 @@ static int cmd_queue_list(struct qctl *q, int argc, char **argv)
     req.limit = a.limit;
     req.offset = a.offset;
     ProtobufCMessage *resp = NULL;
-    int rc = qctl_unary(q, SVC "ListQueues", &req.base, &queen__v1__list_queues_response__descriptor,
-                        0, &resp);
+    int rc = qctl_unary(q, SVC "ListQueues", &req.base,
+                        &queen__v1__list_queues_response__descriptor, 0, &resp);
     return rc != QCTL_OK ? rc : print_resp(q, resp, queue_list_table);
 }
 
@@ -409,10 +420,13 @@ static int cmd_queue_configure(struct qctl *q, int argc, char **argv)
         for (char *c = names[i]; *c; c++)
             if (*c == '_')
                 *c = '-';
-        opts[i] = (struct argp_option){names[i], OPT_QOPT + (int)i, qopts[i].arg, 0, qopts[i].doc,
-                                       0};
+        opts[i] =
+            (struct argp_option){names[i], OPT_QOPT + (int)i, qopts[i].arg, 0, qopts[i].doc, 0};
     }
-    opts[NQOPTS] = (struct argp_option){"replace", OPT_REPLACE, 0, 0,
+    opts[NQOPTS] = (struct argp_option){"replace",
+                                        OPT_REPLACE,
+                                        0,
+                                        0,
                                         "options not given return to their defaults (default: "
                                         "they keep their stored values)",
                                         0};
@@ -524,9 +538,8 @@ static int count_table(const char *fmt, uint32_t n)
 static int group_seek_table(struct qctl *q, const ProtobufCMessage *m)
 {
     (void)q;
-    return count_table(
-        "moved the cursors of %u partitions",
-        UNPACKED(const Queen__V1__SeekConsumerGroupResponse, m)->partitions_updated);
+    return count_table("moved the cursors of %u partitions",
+                       UNPACKED(const Queen__V1__SeekConsumerGroupResponse, m)->partitions_updated);
 }
 
 static int cmd_group_seek(struct qctl *q, int argc, char **argv)
@@ -536,8 +549,7 @@ static int cmd_group_seek(struct qctl *q, int argc, char **argv)
         O_PARTITION("only this partition (default: all of the queue)"),
         {"to-end", OPT_TO_END, 0, 0, "past the last message: only new messages are seen", 0},
         {"to", OPT_TO, "TIME", 0,
-         "to the first segment written at or after TIME (2024-05-01T12:00:00Z, @SECONDS, -10m)",
-         0},
+         "to the first segment written at or after TIME (2024-05-01T12:00:00Z, @SECONDS, -10m)", 0},
         {0},
     };
     struct admin_args a = {.what = "group name"};
@@ -650,7 +662,8 @@ static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
         if (acc->n_dead_letters + n > DLQ_ALL_MAX) {
             protobuf_c_message_free_unpacked(m, NULL);
             protobuf_c_message_free_unpacked(&acc->base, NULL);
-            return qctl_fail(QCTL_FAIL, "more than %u dead letters: narrow with --group/--partition",
+            return qctl_fail(QCTL_FAIL,
+                             "more than %u dead letters: narrow with --group/--partition",
                              DLQ_ALL_MAX);
         }
         if (acc->n_dead_letters + n > cap) {
@@ -667,7 +680,8 @@ static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
             cap = ncap;
         }
         /* Move the entries over: the page's array is emptied before it is freed. */
-        memcpy(acc->dead_letters + acc->n_dead_letters, r->dead_letters, n * sizeof *r->dead_letters);
+        memcpy(acc->dead_letters + acc->n_dead_letters, r->dead_letters,
+               n * sizeof *r->dead_letters);
         acc->n_dead_letters += n;
         r->n_dead_letters = 0;
         protobuf_c_message_free_unpacked(m, NULL);
@@ -770,13 +784,11 @@ static int replay_table(struct qctl *q, const ProtobufCMessage *m)
 static int cmd_dlq_replay(struct qctl *q, int argc, char **argv)
 {
     static const struct argp_option opts[] = {
-        {"all", OPT_ALL, 0, 0, "replay every dead letter of --queue (with --group/--partition)",
-         0},
+        {"all", OPT_ALL, 0, 0, "replay every dead letter of --queue (with --group/--partition)", 0},
         O_QUEUE("with --all: the queue whose dead letters are replayed"),
         O_GROUP("with --all: only this group's"),
         O_PARTITION("with --all: only this partition's"),
-        {"to-queue", OPT_TO_QUEUE, "QUEUE", 0, "replay into this queue instead of the original",
-         0},
+        {"to-queue", OPT_TO_QUEUE, "QUEUE", 0, "replay into this queue instead of the original", 0},
         {"to-partition", OPT_TO_PARTITION, "PARTITION", 0,
          "replay into this partition instead of the original", 0},
         {"page", OPT_PAGE, "N", 0, "with --all: dead letters per list call (default 1000)", 0},
@@ -856,8 +868,8 @@ static int cmd_dlq_delete(struct qctl *q, int argc, char **argv)
     };
     struct admin_args a = {.what = "dead letter id", .optional = true};
     qctl_argp(q, opts, admin_parse, "ID\n--partition-id UUID --txid TXID",
-              "Deletes a dead letter by id, or every group's dead letter of one message.", &a,
-              argc, argv);
+              "Deletes a dead letter by id, or every group's dead letter of one message.", &a, argc,
+              argv);
     bool by_addr = a.partition_id != NULL || a.txid != NULL;
     if ((a.name != NULL) == by_addr)
         return qctl_usage(q, "give a dead letter ID or --partition-id and --txid");
@@ -912,8 +924,7 @@ static int stats_table(struct qctl *q, const ProtobufCMessage *m)
         return rc;
     printf("\nbroker: up %" PRId64 " s, %" PRId64 " rpcs, %" PRId64 " pushed, %" PRId64
            " delivered, %" PRId64 " commits, %" PRId64 " segments written\n",
-           r->uptime_seconds, r->rpcs, r->pushed, r->delivered, r->push_commits,
-           r->push_segments);
+           r->uptime_seconds, r->rpcs, r->pushed, r->delivered, r->push_commits, r->push_segments);
     return fflush(stdout) == 0 ? QCTL_OK : QCTL_FAIL;
 }
 
@@ -932,8 +943,8 @@ static int cmd_stats(struct qctl *q, int argc, char **argv)
     Queen__V1__GetStatsRequest req = QUEEN__V1__GET_STATS_REQUEST__INIT;
     req.queue = (char *)str(a.queue);
     ProtobufCMessage *resp = NULL;
-    int rc = qctl_unary(q, SVC "GetStats", &req.base, &queen__v1__get_stats_response__descriptor,
-                        0, &resp);
+    int rc = qctl_unary(q, SVC "GetStats", &req.base, &queen__v1__get_stats_response__descriptor, 0,
+                        &resp);
     return rc != QCTL_OK ? rc : print_resp(q, resp, stats_table);
 }
 

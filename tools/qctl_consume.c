@@ -178,15 +178,24 @@ static const char *str(const char *s)
         {"group", 'g', "GROUP", 0, "consumer group (default: queue mode, __QUEUE_MODE__)", 0},     \
         {"namespace", OPT_NAMESPACE, "NS", 0, "discover queues of this namespace", 0},             \
         {"task", OPT_TASK, "TASK", 0, "discover queues of this task", 0},                          \
-        {"max-partitions", OPT_MAX_PARTITIONS, "N", 0,                                             \
-         "partitions one batch may claim with any-partition (default 1)", 0},                      \
-        {"from", OPT_FROM, "WHERE", 0,                                                             \
+        {"max-partitions",                                                                         \
+         OPT_MAX_PARTITIONS,                                                                       \
+         "N",                                                                                      \
+         0,                                                                                        \
+         "partitions one batch may claim with any-partition (default 1)",                          \
+         0},                                                                                       \
+        {"from",                                                                                   \
+         OPT_FROM,                                                                                 \
+         "WHERE",                                                                                  \
+         0,                                                                                        \
          "where a new group starts: earliest, latest, or a time (2024-05-01T12:00:00Z, "           \
          "@SECONDS, -10m); an existing cursor is not moved (see group seek)",                      \
          0},                                                                                       \
-        {"lease", OPT_LEASE, "SECONDS", 0, "lease length (default: the queue's lease_time)", 0},  \
-        {"auto-ack", OPT_AUTO_ACK, 0, 0, "commit the cursor on delivery (at most once, no lease)", \
-         0}
+        {"lease", OPT_LEASE, "SECONDS", 0, "lease length (default: the queue's lease_time)", 0},   \
+    {                                                                                              \
+        "auto-ack", OPT_AUTO_ACK, 0, 0, "commit the cursor on delivery (at most once, no lease)",  \
+            0                                                                                      \
+    }
 
 static int need_target(const struct qctl *q, const struct consume_args *a)
 {
@@ -430,8 +439,7 @@ static int ack_printed(struct tail *t, const Queen__V1__PopResponse *b, size_t n
             j++;
         if (j == k) {
             if (k == MAX_ACK_PARTS)
-                return qctl_fail(QCTL_FAIL, "a batch spans more than %u partitions",
-                                 MAX_ACK_PARTS);
+                return qctl_fail(QCTL_FAIL, "a batch spans more than %u partitions", MAX_ACK_PARTS);
             Queen__V1__AckItem init = QUEEN__V1__ACK_ITEM__INIT;
             items[k] = init;
             items[k].partition_id = m->partition_id;
@@ -612,8 +620,7 @@ static int cmd_tail(struct qctl *q, int argc, char **argv)
                 rc = r;
         }
         if (rc == QCTL_OK && t.acks_pending > 0)
-            rc = qctl_fail(QCTL_FAIL, "%u acks were not answered within --timeout",
-                           t.acks_pending);
+            rc = qctl_fail(QCTL_FAIL, "%u acks were not answered within --timeout", t.acks_pending);
         tail_set(&t, TAIL_CLOSING);
         qn_client_stream_close_send(t.s);
         until = qctl_now_s() + 5.0;

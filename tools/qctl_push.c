@@ -47,7 +47,7 @@
 
 #define PATH_PUSH "/queen.v1.QueueService/Push"
 #define MAX_INFLIGHT 64u
-#define ERRORS_SHOWN 10u /* per-item failures printed before the rest are only counted */
+#define ERRORS_SHOWN 10u  /* per-item failures printed before the rest are only counted */
 #define ITEM_OVERHEAD 24u /* protobuf tags and lengths per item, roughly */
 
 enum txid_mode { TXID_NONE, TXID_LINE, TXID_HASH, TXID_FIELD };
@@ -203,8 +203,7 @@ static const struct argp_option push_options[] = {
     {"txid-prefix", OPT_TXID_PREFIX, "PREFIX", 0,
      "prefix of --txid line ids (default: the file name, or stdin)", 0},
     {"batch", OPT_BATCH, "N", 0, "messages per Push call (default 1000)", 0},
-    {"batch-bytes", OPT_BATCH_BYTES, "BYTES", 0, "payload bytes per Push call (default 1 MiB)",
-     0},
+    {"batch-bytes", OPT_BATCH_BYTES, "BYTES", 0, "payload bytes per Push call (default 1 MiB)", 0},
     {"inflight", OPT_INFLIGHT, "N", 0, "Push calls awaiting their answer at once (default 4)", 0},
     {"max-line", OPT_MAX_LINE, "BYTES", 0, "longest input line accepted (default 4 MiB)", 0},
     {"progress", OPT_PROGRESS, 0, 0, "show the progress line even when stderr is not a terminal",
@@ -223,8 +222,8 @@ struct input {
     uint64_t lineno;
     char *buf;
     size_t cap;
-    size_t len;       /* of the current line */
-    off_t size;       /* regular file: its size, for the progress line; else -1 */
+    size_t len;        /* of the current line */
+    off_t size;        /* regular file: its size, for the progress line; else -1 */
     uint64_t consumed; /* bytes read */
 };
 
@@ -382,8 +381,8 @@ static int json_item(const struct push_args *a, const struct input *in, Queen__V
     const char *where = in->name;
     uint64_t ln = in->lineno;
     if (o == NULL) {
-        qctl_fail(rc, "%s: line %" PRIu64 ": invalid json at column %d: %s", where, ln,
-                  jerr.column, jerr.text);
+        qctl_fail(rc, "%s: line %" PRIu64 ": invalid json at column %d: %s", where, ln, jerr.column,
+                  jerr.text);
         return rc;
     }
     if (!json_is_object(o)) {
@@ -394,7 +393,7 @@ static int json_item(const struct push_args *a, const struct input *in, Queen__V
     json_t *v;
     json_object_foreach(o, key, v)
     {
-        static const char *const known[] = {"payload", "payload_b64", "partition",
+        static const char *const known[] = {"payload", "payload_b64",    "partition",
                                             "queue",   "transaction_id", "trace_id"};
         bool ok = a->txid == TXID_FIELD && strcmp(key, a->txid_field) == 0;
         for (size_t i = 0; !ok && i < sizeof known / sizeof known[0]; i++)
@@ -412,9 +411,8 @@ static int json_item(const struct push_args *a, const struct input *in, Queen__V
         goto out;
     }
     if (pb != NULL) {
-        if (!json_is_string(pb) ||
-            !b64_decode(json_string_value(pb), json_string_length(pb), &it->payload.data,
-                        &it->payload.len)) {
+        if (!json_is_string(pb) || !b64_decode(json_string_value(pb), json_string_length(pb),
+                                               &it->payload.data, &it->payload.len)) {
             qctl_fail(rc, "%s: line %" PRIu64 ": payload_b64: not base64", where, ln);
             goto out;
         }
@@ -463,12 +461,12 @@ static int json_item(const struct push_args *a, const struct input *in, Queen__V
             txt = json_string_value(f);
             tlen = json_string_length(f);
         } else if (json_is_integer(f)) {
-            tlen = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
+            tlen =
+                (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
             txt = num;
         } else {
-            qctl_fail(rc, "%s: line %" PRIu64 ": field \"%s\" for the transaction id is %s",
-                      where, ln, a->txid_field,
-                      f == NULL ? "missing" : "neither a string nor an integer");
+            qctl_fail(rc, "%s: line %" PRIu64 ": field \"%s\" for the transaction id is %s", where,
+                      ln, a->txid_field, f == NULL ? "missing" : "neither a string nor an integer");
             goto out;
         }
         it->transaction_id = xstrndup(txt, tlen);
@@ -575,8 +573,7 @@ static void push_closed(qn_client_call *call, const struct qn_client_call_result
         r = res->msg != NULL ? queen__v1__push_response__unpack(NULL, res->msg_len, res->msg)
                              : NULL;
         if (r == NULL || r->n_results != c->n) {
-            snprintf(st.message, sizeof st.message,
-                     "the Push answer %s (%zu items sent)",
+            snprintf(st.message, sizeof st.message, "the Push answer %s (%zu items sent)",
                      r == NULL ? "did not decode" : "has the wrong number of results", c->n);
             st.fail = QN_CLIENT_FAIL_RESPONSE;
         }
@@ -724,8 +721,8 @@ static int summary(struct push *p, double secs)
                               (json_int_t)p->unconfirmed, "seconds", secs);
         return qctl_emit(o);
     }
-    printf("pushed %" PRIu64 " messages to %s in %.2f s (%.0f msg/s): %" PRIu64
-           " queued, %" PRIu64 " duplicate, %" PRIu64 " failed",
+    printf("pushed %" PRIu64 " messages to %s in %.2f s (%.0f msg/s): %" PRIu64 " queued, %" PRIu64
+           " duplicate, %" PRIu64 " failed",
            p->sent, p->a->queue, secs, secs > 0 ? (double)(p->queued + p->duplicate) / secs : 0.0,
            p->queued, p->duplicate, p->failed);
     if (p->unconfirmed > 0)

@@ -283,8 +283,8 @@ static void frame_list_free(struct frame_list *l)
 
 static bool known_key(const char *k)
 {
-    static const char *keys[] = {"message_id",   "trace_id",  "transaction_id", "producer_sub",
-                                 "encrypted",    "payload_b64", "offset"};
+    static const char *keys[] = {"message_id", "trace_id",    "transaction_id", "producer_sub",
+                                 "encrypted",  "payload_b64", "offset"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (strcmp(k, keys[i]) == 0)
             return true;
@@ -334,8 +334,7 @@ static int parse_line(const char *line, size_t len, size_t lineno, size_t index,
     json_t *mid = json_object_get(o, "message_id");
     if (mid && !json_is_null(mid)) {
         if (!json_is_string(mid) ||
-            qn_uuid_parse(json_string_value(mid), json_string_length(mid), f.message_id) !=
-                QN_OK) {
+            qn_uuid_parse(json_string_value(mid), json_string_length(mid), f.message_id) != QN_OK) {
             fail(EXIT_BAD, "line %zu (frame %zu): message_id: not a uuid", lineno, index);
             goto out;
         }
@@ -370,8 +369,8 @@ static int parse_line(const char *line, size_t len, size_t lineno, size_t index,
         txn_len = QN_UUID_STR_LEN - 1;
     }
     if (txn_len > QN_FRAME_TXN_MAX) {
-        fail(EXIT_BAD, "line %zu (frame %zu): transaction_id: longer than %u bytes", lineno,
-             index, QN_FRAME_TXN_MAX);
+        fail(EXIT_BAD, "line %zu (frame %zu): transaction_id: longer than %u bytes", lineno, index,
+             QN_FRAME_TXN_MAX);
         goto out;
     }
 
@@ -406,8 +405,7 @@ static int parse_line(const char *line, size_t len, size_t lineno, size_t index,
 
     json_t *pl = json_object_get(o, "payload_b64");
     if (!pl || !json_is_string(pl)) {
-        fail(EXIT_BAD, "line %zu (frame %zu): payload_b64: missing or not a string", lineno,
-             index);
+        fail(EXIT_BAD, "line %zu (frame %zu): payload_b64: missing or not a string", lineno, index);
         goto out;
     }
     const char *b64 = json_string_value(pl);
@@ -426,8 +424,8 @@ static int parse_line(const char *line, size_t len, size_t lineno, size_t index,
     size_t bad = 0;
     long long pay_len = b64_decode(b64, b64_len, mem + txn_len + psub_len, &bad);
     if (pay_len < 0) {
-        fail(EXIT_BAD, "line %zu (frame %zu): payload_b64: invalid base64 at character %zu",
-             lineno, index, bad);
+        fail(EXIT_BAD, "line %zu (frame %zu): payload_b64: invalid base64 at character %zu", lineno,
+             index, bad);
         goto out;
     }
     f.txn = mem;
@@ -472,16 +470,15 @@ static error_t encode_parse(int key, char *arg, struct argp_state *state)
     switch (key) {
     case OPT_LEVEL:
         if (!parse_i64(arg, &v) || v < 1 || v > 19)
-            argp_failure(state, EXIT_BAD, 0, "--level: expected an integer from 1 to 19, got \"%s\"",
-                         arg);
+            argp_failure(state, EXIT_BAD, 0,
+                         "--level: expected an integer from 1 to 19, got \"%s\"", arg);
         a->level = (int)v;
         return 0;
     case OPT_HASHES:
         a->hashes_path = arg;
         return 0;
     case ARGP_KEY_ARG:
-        argp_error(state, "unexpected argument \"%s\" (frames are read from standard input)",
-                   arg);
+        argp_error(state, "unexpected argument \"%s\" (frames are read from standard input)", arg);
         return 0;
     }
     return ARGP_ERR_UNKNOWN;
@@ -563,8 +560,8 @@ static int cmd_segment_encode(struct qctl *q, int argc, char **argv)
     if (err == QN_OK)
         err = qn_segment_pack(z, frames, list.n, level, &blob, hashes);
     if (err == QN_ELIMIT) {
-        rc = fail(EXIT_BAD, "%zu frames are larger than a segment may be (%u bytes packed)",
-                  list.n, (unsigned)QN_SEGMENT_RAW_MAX_DEFAULT);
+        rc = fail(EXIT_BAD, "%zu frames are larger than a segment may be (%u bytes packed)", list.n,
+                  (unsigned)QN_SEGMENT_RAW_MAX_DEFAULT);
         goto out;
     }
     if (err != QN_OK) {
@@ -640,7 +637,8 @@ static json_t *frame_json(const struct qn_frame *f, int64_t offset, const char *
         goto fail;
     e = json_object_set_new(o, "producer_sub", psub);
     psub = NULL;
-    if (e || json_object_set_new(o, "encrypted", json_boolean(f->flags & QN_FRAME_FLAG_ENCRYPTED)) ||
+    if (e ||
+        json_object_set_new(o, "encrypted", json_boolean(f->flags & QN_FRAME_FLAG_ENCRYPTED)) ||
         json_object_set_new(o, "payload_b64", json_string(b64)))
         goto fail;
     free(b64);
@@ -724,8 +722,7 @@ static int cmd_segment_decode(struct qctl *q, int argc, char **argv)
         goto out;
     }
     if (err == QN_ESEGMENT_TOO_LARGE) {
-        rc = fail(EXIT_BAD, "segment decompresses to more than %zu bytes (see --max-raw)",
-                  max_raw);
+        rc = fail(EXIT_BAD, "segment decompresses to more than %zu bytes (see --max-raw)", max_raw);
         goto out;
     }
     if (err != QN_OK) {
@@ -768,8 +765,8 @@ static int cmd_segment_decode(struct qctl *q, int argc, char **argv)
             const char *what;
             o = frame_json(&f, base + (int64_t)index, &what);
             if (!o && what) {
-                rc = fail(EXIT_BAD, "frame %zu at byte %zu: %s is not valid utf-8", index, at,
-                          what);
+                rc =
+                    fail(EXIT_BAD, "frame %zu at byte %zu: %s is not valid utf-8", index, at, what);
                 goto out;
             }
             if (!o) {

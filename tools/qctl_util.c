@@ -60,8 +60,7 @@ int qctl_status_fail(const struct qn_client_status *st)
         }
         return qctl_fail(QCTL_FAIL, "%s%s%s", name, st->message[0] ? ": " : "", st->message);
     }
-    return qctl_fail(st->fail == QN_CLIENT_FAIL_CONFIG ? QCTL_USAGE : QCTL_FAIL, "%s",
-                     st->message);
+    return qctl_fail(st->fail == QN_CLIENT_FAIL_CONFIG ? QCTL_USAGE : QCTL_FAIL, "%s", st->message);
 }
 
 /* ---------------------------------------------------------------- global options */
@@ -81,10 +80,8 @@ static const struct argp_option global_options[] = {
     {"addr", 'a', "HOST:PORT", 0, "broker address (QUEEN_ADDR; default " DEFAULT_ADDR ")", 0},
     {"tls", OPT_TLS, 0, 0, "use TLS (QUEEN_TLS=true)", 0},
     {"ca", OPT_CA, "FILE", 0, "CA bundle to verify the broker (QUEEN_TLS_CA); implies --tls", 0},
-    {"cert", OPT_CERT, "FILE", 0, "client certificate for mTLS (QUEEN_TLS_CERT); implies --tls",
-     0},
-    {"key", OPT_KEY, "FILE", 0, "key of the client certificate (QUEEN_TLS_KEY); implies --tls",
-     0},
+    {"cert", OPT_CERT, "FILE", 0, "client certificate for mTLS (QUEEN_TLS_CERT); implies --tls", 0},
+    {"key", OPT_KEY, "FILE", 0, "key of the client certificate (QUEEN_TLS_KEY); implies --tls", 0},
     {"server-name", OPT_SERVER_NAME, "NAME", 0,
      "name to verify in the broker's certificate (QUEEN_TLS_SERVER_NAME; default: the host)", 0},
     {"token", OPT_TOKEN, "TOKEN", 0, "bearer token sent with every call (QUEEN_TOKEN)", 0},
@@ -237,8 +234,7 @@ struct qn_client_call_opts qctl_call_opts(const struct qctl *q, int64_t at_least
 }
 
 int qctl_unary(struct qctl *q, const char *path, const ProtobufCMessage *req,
-               const ProtobufCMessageDescriptor *desc, int64_t timeout_ms,
-               ProtobufCMessage **resp)
+               const ProtobufCMessageDescriptor *desc, int64_t timeout_ms, ProtobufCMessage **resp)
 {
     if (q->c == NULL) {
         int rc = qctl_connect(q);
@@ -457,8 +453,8 @@ static size_t field_size(const ProtobufCFieldDescriptor *f)
 static int set_bytes(json_t *o, const char *name, const ProtobufCBinaryData *b)
 {
     char key[128];
-    json_t *text = utf8_valid(b->data, b->len) ? json_stringn((const char *)b->data, b->len)
-                                               : json_null();
+    json_t *text =
+        utf8_valid(b->data, b->len) ? json_stringn((const char *)b->data, b->len) : json_null();
     if (json_object_set_new(o, name, text) != 0)
         return -1;
     char *enc = b64(b->data, b->len);
@@ -508,7 +504,8 @@ json_t *qctl_pb_json(const ProtobufCMessage *m)
             continue;
         }
         if (f->label == PROTOBUF_C_LABEL_OPTIONAL && !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-            f->quantifier_offset != 0 && !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
+            f->quantifier_offset != 0 &&
+            !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
             continue;
         if (f->type == PROTOBUF_C_TYPE_BYTES) {
             if (set_bytes(o, f->name, p) != 0)
@@ -837,8 +834,8 @@ bool qctl_parse_time(const char *s, int64_t now_us, int64_t *us)
     }
     if (*p != '\0')
         return false;
-    int64_t secs = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
-                   se - off_s;
+    int64_t secs =
+        days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se - off_s;
     *us = secs * 1000000 + frac_us;
     return true;
 }
@@ -901,8 +898,8 @@ void qctl_progress(struct qctl_progress *p, const char *what, uint64_t done, con
     char n[40], rate[40];
     group3(done, n, sizeof n);
     group3(el > 0 ? (uint64_t)(done / el) : 0, rate, sizeof rate);
-    fprintf(stderr, "%s%s: %s %s, %s %s/s, %.1f s elapsed%s%s", p->tty ? "\r\033[K" : "", what,
-            n, unit, rate, unit, el, extra != NULL ? extra : "", p->tty && !final ? "" : "\n");
+    fprintf(stderr, "%s%s: %s %s, %s %s/s, %.1f s elapsed%s%s", p->tty ? "\r\033[K" : "", what, n,
+            unit, rate, unit, el, extra != NULL ? extra : "", p->tty && !final ? "" : "\n");
     fflush(stderr);
     p->drawn = p->tty && !final;
 }

@@ -184,8 +184,8 @@ int main(int argc, char **argv)
         }
         c = find(word, av[1]);
         if (c == NULL)
-            return qctl_fail(QCTL_USAGE, "unknown command \"%s %s\" (see queenctl %s --help)",
-                             word, av[1], word);
+            return qctl_fail(QCTL_USAGE, "unknown command \"%s %s\" (see queenctl %s --help)", word,
+                             av[1], word);
         ac--;
         av++;
         snprintf(name, sizeof name, "queenctl %s %s", c->group, c->name);

@@ -110,9 +110,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap();
     qn_client_reader_release(&rd);
 
-    int64_t ms = 0;
+    uint64_t u = 0;
     for (size_t i = 0; i < 8 && i < size; i++)
-        ms = ms << 8 | data[size - 1 - i];
+        u = u << 8 | data[size - 1 - i];
+    int64_t ms = (int64_t)u;
     char t[QN_CLIENT_TIMEOUT_LEN];
     size_t tl = qn_client_timeout_format(ms, t);
     if (tl < 2 || tl > 9 || t[tl] != '\0' || strchr("mSMH", t[tl - 1]) == NULL)

@@ -254,7 +254,8 @@ void qn_client_head_add(struct qn_client_head *h, const uint8_t *name, size_t na
 {
     int st = 0;
     if (name_is(name, namelen, ":status")) {
-        if (valuelen == 3 && qn_client_parse_status(value, valuelen, &st))
+        /* Three digits, 100..999: "065" is not an HTTP status. */
+        if (valuelen == 3 && qn_client_parse_status(value, valuelen, &st) && st >= 100)
             h->http_status = st;
     } else if (name_is(name, namelen, "grpc-status")) {
         if (qn_client_parse_status(value, valuelen, &st)) {
