@@ -9,7 +9,7 @@ PKGS=(
   openssl                                  # the test CA and certificates made at test time
   libprotobuf-c-dev protobuf-c-compiler   # message code generation and runtime
   protobuf-compiler                        # descriptor sets for server reflection
-  libnghttp2-dev                           # HTTP/2 framing (server and bench client)
+  libnghttp2-dev                           # HTTP/2 framing (server and client library)
   libssl-dev                               # TLS; AES-256-GCM payload envelopes (codec, libcrypto)
   libcjose-dev                             # JWT: JWS verify/sign and JWK/JWKS import (broker/src/auth)
   libevent-dev                             # event loop, TLS buffers, timers

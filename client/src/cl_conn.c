@@ -54,6 +54,7 @@
 #define BACKOFF_MIN_NS (100ull * 1000000ull)
 #define BACKOFF_MAX_NS (2000ull * 1000000ull)
 #define TOKEN_MAX 8192u /* longest bearer token accepted */
+#define TIMEOUT_MAX_MS (INT64_C(366) * 24 * 3600 * 1000)
 
 enum conn_state {
     CONN_DOWN,
@@ -980,7 +981,9 @@ int qn_client_call_start(qn_client *c, const char *path, const struct qn_client_
     char timeout[QN_CLIENT_TIMEOUT_LEN];
     if (o != NULL && o->timeout_ms > 0) {
         qn_client_timeout_format(o->timeout_ms, timeout);
-        uint64_t ns = (uint64_t)o->timeout_ms * 1000000ull;
+        /* Past a year the deadline is as good as none; the clamp keeps ns in range. */
+        int64_t ms = o->timeout_ms < TIMEOUT_MAX_MS ? o->timeout_ms : TIMEOUT_MAX_MS;
+        uint64_t ns = (uint64_t)ms * 1000000ull;
         k->deadline_ns = k->started_ns + ns;
     }
 

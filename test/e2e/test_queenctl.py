@@ -413,6 +413,18 @@ class PopAckTail(Base):
         self.assertEqual(self.c.partition(q, group="g").committed, 2)
         out, _ = self.ok("pop", "-q", q, "-g", "g", "-o", "table")
         self.assertIn("no messages", out)
+        # retry: the lease is released and the message comes again, no budget spent
+        self.c.push(q, [b"d"])
+        r = self.json1("pop", "-q", q, "-g", "g")
+        m = r["messages"][0]
+        a = self.json1("ack", "--partition-id", m["partition_id"], "--offset", m["offset"],
+                       "--status", "retry", "-g", "g")
+        self.assertEqual((a["outcome"], a["dlq"]), ("ACK_OUTCOME_APPLIED", False))
+        r = self.json1("pop", "-q", q, "-g", "g")
+        self.assertEqual([x["payload"] for x in r["messages"]], ["d"])
+        out, _ = self.ok("ack", "--partition-id", m["partition_id"], "--offset", m["offset"],
+                         "-g", "g", "-o", "table")
+        self.assertTrue(out.startswith("APPLIED offset 3"), out)
 
     def test_pop_table_and_wait(self):
         q = uniq()
