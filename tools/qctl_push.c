@@ -24,6 +24,9 @@
  * written) --END_STREAM out--> AWAITING --on_close--> FREE. At most one call is
  * SENDING at a time.
  *
+ * One file (about 850 lines): input, items, batching and the call pipeline
+ * are one job's stages.
+ *
  * Invariants:
  *   1. a line longer than --max-line fails the run (exit 2) before it is sent.
  *   2. a batch holds at most --batch items and about --batch-bytes bytes (a

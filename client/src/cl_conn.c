@@ -9,6 +9,8 @@
  * deadlines, reconnect with backoff when asked.
  * Does not: resolve names (cl_dial.c does, before), retry calls, or negotiate
  * compression; block (the blocking API in cl_sync.c is a loop around this).
+ * One file (about 1,100 lines) because the connection and its calls share the
+ * nghttp2 session's callbacks and the done list that defers on_close.
  *
  * Connection lifecycle (asserted in conn_set_state):
  *   DOWN --(backoff elapsed)--> CONNECTING --(socket connected)--> HANDSHAKE
