@@ -45,7 +45,7 @@ static Queen__V1__PushRequest *request(unsigned n)
 {
     static Queen__V1__PushItem items[16];
     static Queen__V1__PushItem *ptrs[16];
-    static char names[16][8];
+    static char names[16][16];
     static Queen__V1__PushRequest req;
     ck_assert_uint_le(n, 16);
     for (unsigned i = 0; i < n; i++) {
