@@ -679,8 +679,9 @@ static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
             cap = ncap;
         }
         /* Move the entries over: the page's array is emptied before it is freed. */
-        memcpy(acc->dead_letters + acc->n_dead_letters, r->dead_letters,
-               n * sizeof *r->dead_letters);
+        if (n > 0)
+            memcpy(acc->dead_letters + acc->n_dead_letters, r->dead_letters,
+                   n * sizeof *r->dead_letters);
         acc->n_dead_letters += n;
         r->n_dead_letters = 0;
         protobuf_c_message_free_unpacked(m, NULL);

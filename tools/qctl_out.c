@@ -224,8 +224,8 @@ static size_t field_size(const ProtobufCFieldDescriptor *f)
 static int set_bytes(json_t *o, const char *name, const ProtobufCBinaryData *b)
 {
     char key[128];
-    json_t *text =
-        utf8_valid(b->data, b->len) ? json_stringn((const char *)b->data, b->len) : json_null();
+    const char *bytes = b->len > 0 ? (const char *)b->data : "";
+    json_t *text = utf8_valid(b->data, b->len) ? json_stringn(bytes, b->len) : json_null();
     if (json_object_set_new(o, name, text) != 0)
         return -1;
     char *enc = b64(b->data, b->len);

@@ -91,9 +91,11 @@ static ssize_t s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t lengt
         st->deferred = true;
         return NGHTTP2_ERR_DEFERRED;
     }
-    memcpy(buf, st->out, n);
-    memmove(st->out, st->out + n, st->out_len - n);
-    st->out_len -= n;
+    if (n > 0) {
+        memcpy(buf, st->out, n);
+        memmove(st->out, st->out + n, st->out_len - n);
+        st->out_len -= n;
+    }
     if (st->out_len == 0 && st->req_ended) {
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
         nghttp2_nv tr[] = {MKNV("grpc-status", "0")};
