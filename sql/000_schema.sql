@@ -8,8 +8,22 @@
 -- does not block reads or writes).
 --
 -- Deliberately not here: the log tables (001_log_schema.sql) and any procedure.
+--
+-- Two schemas. The tables live in schema queen, where the storage model puts
+-- them: a database Queen MQ's own SQL laid down holds the same tables, and both
+-- brokers serve its data. Every function of ours lives in schema qn, which is
+-- ours alone: Queen MQ defines its procedures in schema queen (some with names
+-- we once used there, e.g. queen.delete_queue_v1(text, uuid) returning JSONB),
+-- re-applies them at every boot, and neither side may break the other's.
+-- Migration bookkeeping is qn.schema_files (storage/src/migrate.c).
+--
+-- On a database laid down by Queen MQ, CREATE TABLE IF NOT EXISTS finds its
+-- tables and changes nothing; the guarded helpers only add what is missing (an
+-- index of ours, a column Queen MQ's older versions lacked) and never rewrite a
+-- row.
 
 CREATE SCHEMA IF NOT EXISTS queen;
+CREATE SCHEMA IF NOT EXISTS qn;
 
 -- Guarded DDL for the schema files. A file is re-applied whole when it changes,
 -- on a live database. "CREATE INDEX IF NOT EXISTS" takes its SHARE lock on the
@@ -17,7 +31,7 @@ CREATE SCHEMA IF NOT EXISTS queen;
 -- STORAGE" take ACCESS EXCLUSIVE: held to the end of the file's transaction,
 -- they would stop every push for the whole migration. These run the statement
 -- only when there is something to do, so a re-apply takes no such lock.
-CREATE OR REPLACE FUNCTION queen.ensure_index(p_name TEXT, p_ddl TEXT) RETURNS VOID
+CREATE OR REPLACE FUNCTION qn.ensure_index(p_name TEXT, p_ddl TEXT) RETURNS VOID
 LANGUAGE plpgsql AS $$
 BEGIN
     IF to_regclass('queen.' || quote_ident(p_name)) IS NULL THEN
@@ -26,7 +40,7 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION queen.ensure_column(p_table TEXT, p_column TEXT, p_type TEXT)
+CREATE OR REPLACE FUNCTION qn.ensure_column(p_table TEXT, p_column TEXT, p_type TEXT)
 RETURNS VOID
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -39,7 +53,7 @@ END;
 $$;
 
 -- p_storage: 'e' external, 'm' main, 'x' extended, 'p' plain (pg_attribute.attstorage)
-CREATE OR REPLACE FUNCTION queen.ensure_storage(p_table TEXT, p_column TEXT, p_storage "char")
+CREATE OR REPLACE FUNCTION qn.ensure_storage(p_table TEXT, p_column TEXT, p_storage "char")
 RETURNS VOID
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -92,14 +106,14 @@ CREATE TABLE IF NOT EXISTS queen.queues (
 );
 
 -- On the wire a queue is (tenant, name): two tenants may hold the same name.
-SELECT queen.ensure_index('queues_tenant_name_uk', $ddl$
+SELECT qn.ensure_index('queues_tenant_name_uk', $ddl$
     CREATE UNIQUE INDEX queues_tenant_name_uk
     ON queen.queues (tenant_id, name)$ddl$);
-SELECT queen.ensure_index('idx_queues_name', $ddl$
+SELECT qn.ensure_index('idx_queues_name', $ddl$
     CREATE INDEX idx_queues_name
     ON queen.queues (name)$ddl$);
 -- Discovery pops (namespace/task) select queues of one tenant by these.
-SELECT queen.ensure_index('idx_queues_tenant_ns_task', $ddl$
+SELECT qn.ensure_index('idx_queues_tenant_ns_task', $ddl$
     CREATE INDEX idx_queues_tenant_ns_task
     ON queen.queues (tenant_id, namespace, task)$ddl$);
 
@@ -122,12 +136,12 @@ CREATE TABLE IF NOT EXISTS queen.consumer_groups_metadata (
 );
 -- NULLS NOT DISTINCT (PostgreSQL 15): discovery rows have queue_id NULL and must
 -- still be unique per (tenant, group, namespace, task).
-SELECT queen.ensure_index('cgm_identity_uk', $ddl$
+SELECT qn.ensure_index('cgm_identity_uk', $ddl$
     CREATE UNIQUE INDEX cgm_identity_uk
     ON queen.consumer_groups_metadata
        (tenant_id, consumer_group, queue_id, partition_name, namespace, task)
     NULLS NOT DISTINCT$ddl$);
-SELECT queen.ensure_index('idx_cgm_queue', $ddl$
+SELECT qn.ensure_index('idx_cgm_queue', $ddl$
     CREATE INDEX idx_cgm_queue
     ON queen.consumer_groups_metadata (queue_id)$ddl$);
 
@@ -154,9 +168,9 @@ CREATE TABLE IF NOT EXISTS queen.retention_history (
     retention_type   VARCHAR(50) NOT NULL,
     executed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-SELECT queen.ensure_index('idx_retention_history_partition', $ddl$
+SELECT qn.ensure_index('idx_retention_history_partition', $ddl$
     CREATE INDEX idx_retention_history_partition
     ON queen.retention_history (partition_id)$ddl$);
-SELECT queen.ensure_index('idx_retention_history_executed', $ddl$
+SELECT qn.ensure_index('idx_retention_history_executed', $ddl$
     CREATE INDEX idx_retention_history_executed
     ON queen.retention_history (executed_at)$ddl$);

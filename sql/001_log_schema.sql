@@ -46,14 +46,14 @@ CREATE TABLE IF NOT EXISTS queen.log_partitions (
 -- queue's configuration at query time. Moved in the same transaction, under the
 -- same row lock, as the watermark it mirrors; push only fills them on the
 -- empty-to-non-empty transition (COALESCE) so its UPDATE stays HOT.
-SELECT queen.ensure_column('log_partitions', 'oldest_live_at', 'TIMESTAMPTZ');
-SELECT queen.ensure_column('log_partitions', 'oldest_txn_at', 'TIMESTAMPTZ');
+SELECT qn.ensure_column('log_partitions', 'oldest_live_at', 'TIMESTAMPTZ');
+SELECT qn.ensure_column('log_partitions', 'oldest_txn_at', 'TIMESTAMPTZ');
 
 -- Lets a wildcard pop range-scan only recently written partitions instead of the
 -- whole set. Because it exists, push bumps last_write_at only when it is more than
 -- a second old (otherwise every allocator UPDATE would be non-HOT); the candidate
 -- scan absorbs the staleness with two minutes of slack.
-SELECT queen.ensure_index('idx_log_partitions_queue_write', $ddl$
+SELECT qn.ensure_index('idx_log_partitions_queue_write', $ddl$
     CREATE INDEX idx_log_partitions_queue_write
     ON queen.log_partitions (queue_id, last_write_at)$ddl$);
 
@@ -93,7 +93,7 @@ CREATE TABLE IF NOT EXISTS queen.log_segments (
 -- The broker already compressed the bytes: EXTERNAL stops TOAST from spending CPU
 -- trying again, and keeps an out-of-line value uncompressed so that
 -- substring(blob, 1, 18) (zstd_content_size) fetches one chunk, not the value.
-SELECT queen.ensure_storage('log_segments', 'blob', 'e');
+SELECT qn.ensure_storage('log_segments', 'blob', 'e');
 -- Set by measurement at 1M msg/s (reference broker, 2026-08): factors 0.02 /
 -- 0.05 re-fired vacuum about every 13 s, and each pass over the growing heap and
 -- its TOAST table competed for I/O exactly when there was no headroom left (a
@@ -136,7 +136,7 @@ CREATE TABLE IF NOT EXISTS queen.log_txns (
 );
 -- 128-bit hashes are incompressible: EXTERNAL skips the futile compression
 -- attempt on large rows.
-SELECT queen.ensure_storage('log_txns', 'hashes', 'e');
+SELECT qn.ensure_storage('log_txns', 'hashes', 'e');
 -- Same insert-heavy, prefix-deleted shape as log_segments, same reasoning.
 ALTER TABLE queen.log_txns SET (
     autovacuum_vacuum_scale_factor = 0.1,
@@ -199,7 +199,7 @@ CREATE TABLE IF NOT EXISTS queen.log_dlq (
     failed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 -- What the DLQ browse and depth queries scan.
-SELECT queen.ensure_index('idx_log_dlq_partition_failed_at', $ddl$
+SELECT qn.ensure_index('idx_log_dlq_partition_failed_at', $ddl$
     CREATE INDEX idx_log_dlq_partition_failed_at
     ON queen.log_dlq (partition_id, failed_at DESC)$ddl$);
 
@@ -210,7 +210,7 @@ SELECT queen.ensure_index('idx_log_dlq_partition_failed_at', $ddl$
 -- The OFFSET 0 subquery detoasts the argument once (p || '' copies it) instead of
 -- once per 16-byte slice: an out-of-line value would otherwise be fetched again
 -- for every substring.
-CREATE OR REPLACE FUNCTION queen.log_unnest_hashes(p BYTEA)
+CREATE OR REPLACE FUNCTION qn.log_unnest_hashes(p BYTEA)
 RETURNS TABLE (idx INT, h BYTEA)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -233,7 +233,7 @@ $$;
 --   Frame_Content_Size     flag 0: 1 byte if Single_Segment_flag else absent;
 --                          1: 2 bytes (value + 256); 2: 4 bytes; 3: 8 bytes;
 --                          little-endian
-CREATE OR REPLACE FUNCTION queen.zstd_content_size(p_blob BYTEA)
+CREATE OR REPLACE FUNCTION qn.zstd_content_size(p_blob BYTEA)
 RETURNS INT8
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
@@ -281,10 +281,10 @@ $$;
 
 -- Namespace and task of a queue created without explicit ones: the first and
 -- second dot-separated parts of its name ("ns.task.rest"); '' when absent.
-CREATE OR REPLACE FUNCTION queen.name_namespace(p_name TEXT) RETURNS TEXT
+CREATE OR REPLACE FUNCTION qn.name_namespace(p_name TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT split_part(p_name, '.', 1) $$;
 
-CREATE OR REPLACE FUNCTION queen.name_task(p_name TEXT) RETURNS TEXT
+CREATE OR REPLACE FUNCTION qn.name_task(p_name TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT split_part(p_name, '.', 2) $$;

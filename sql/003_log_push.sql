@@ -28,7 +28,7 @@
 
 -- The zero-based index of hash p_h in the 16-byte-stride set p_set, or NULL.
 -- Only 16-aligned matches count (a match straddling two hashes is skipped).
-CREATE OR REPLACE FUNCTION queen.hash_index(p_set BYTEA, p_h BYTEA)
+CREATE OR REPLACE FUNCTION qn.hash_index(p_set BYTEA, p_h BYTEA)
 RETURNS INT4
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
@@ -58,11 +58,6 @@ $$;
 -- writes of a round are one statement each; a later round's probe sees the
 -- earlier rounds' sidecar rows. The common bundle (one segment per partition) is
 -- a single round: lock, probe (only when the broker cannot vouch), write.
--- The signature grew p_cache_windows, then p_cache_pids: drop the older
--- overloads so callers never reach a version without the guards.
-DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], BYTEA[], BOOL, UUID);
-DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], BYTEA[], BOOL, UUID,
-                                      INT4[]);
 
 -- p_cache_windows[i]: the dedup window (seconds) under which the broker computed
 -- p_verified[i]. A watermark vouched under a smaller window than the queue's
@@ -72,7 +67,7 @@ DROP FUNCTION IF EXISTS queen.push_v1(TEXT[], TEXT[], INT4[], BYTEA[], INT8[], B
 -- p_cache_pids[i]: the partition id the watermark was computed for. A watermark
 -- of another partition (the queue was deleted and created again, with offsets
 -- starting over) is ignored. NULL element or array: not checked.
-CREATE OR REPLACE FUNCTION queen.push_v1(
+CREATE OR REPLACE FUNCTION qn.push_v1(
     p_queues     TEXT[],
     p_partitions TEXT[],
     p_counts     INT4[],
@@ -189,7 +184,7 @@ BEGIN
         -- Inserts in unique-key order, so concurrent provisioners cannot deadlock
         -- on each other's speculative insertions.
         INSERT INTO queen.queues (tenant_id, name, namespace, task)
-        SELECT p_tenant, x.qn, queen.name_namespace(x.qn), queen.name_task(x.qn)
+        SELECT p_tenant, x.qn, qn.name_namespace(x.qn), qn.name_task(x.qn)
         FROM (SELECT DISTINCT qn FROM unnest(p_queues) AS qn) x
         WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
                           WHERE q.tenant_id = p_tenant AND q.name = x.qn)
@@ -254,11 +249,11 @@ BEGIN
             -- paid only when the broker cannot vouch for the span.
             SELECT array_agg(ih.h) INTO v_all
             FROM unnest(p_hashes, v_probe) AS e(hashes, probe)
-            CROSS JOIN LATERAL queen.log_unnest_hashes(e.hashes) ih
+            CROSS JOIN LATERAL qn.log_unnest_hashes(e.hashes) ih
             WHERE e.probe;
             FOR r IN EXECUTE
                 'SELECT x.ord, x.idx, min(x.off) AS off
-                 FROM (SELECT e.ord::INT AS ord, queen.hash_index(e.hashes, th.h) AS idx,
+                 FROM (SELECT e.ord::INT AS ord, qn.hash_index(e.hashes, th.h) AS idx,
                               t.base_offset + th.idx AS off
                        FROM unnest($1::UUID[], $2::INT8[], $3::INT4[], $4::BOOL[], $5::BYTEA[])
                                 WITH ORDINALITY AS e(pid, vfrom, win, probe, hashes, ord)
@@ -273,7 +268,7 @@ BEGIN
                                      e.vfrom + 1)
                              AND t.end_offset > e.vfrom
                              AND t.created_at >= $6 - make_interval(secs => e.win)) t
-                       CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                       CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
                        WHERE e.probe AND t.base_offset + th.idx > e.vfrom
                          AND th.h = ANY ($7)) x
                  WHERE x.idx IS NOT NULL
@@ -344,7 +339,7 @@ $$;
 -- One backward primary-key step per offset; an offset in a retention gap or past
 -- the end finds a segment that does not cover it and yields nothing. Used to
 -- resolve a duplicate's original message id and to snapshot dead letters.
-CREATE OR REPLACE FUNCTION queen.segment_at_v1(p_pid UUID, p_offsets INT8[])
+CREATE OR REPLACE FUNCTION qn.segment_at_v1(p_pid UUID, p_offsets INT8[])
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_blob BYTEA)
 LANGUAGE sql STABLE
 AS $$

@@ -26,7 +26,7 @@
 -- over the offset range: created_at is monotone per partition (storage model
 -- invariant 2), so O(log range) primary-key steps instead of a forward walk over
 -- every older segment. NULL when no such segment exists.
-CREATE OR REPLACE FUNCTION queen.first_base_since(p_pid UUID, p_from INT8, p_ts TIMESTAMPTZ)
+CREATE OR REPLACE FUNCTION qn.first_base_since(p_pid UUID, p_from INT8, p_ts TIMESTAMPTZ)
 RETURNS INT8
 LANGUAGE plpgsql STABLE
 AS $$
@@ -85,7 +85,7 @@ $$;
 -- The cursor a group starts from in a partition it meets for the first time:
 -- 'new' at the tail, otherwise just before the first segment created at or after
 -- the subscription timestamp (epoch for 'all'), or at the tail when none is.
-CREATE OR REPLACE FUNCTION queen.seed_cursor(p_pid UUID, p_mode TEXT, p_ts TIMESTAMPTZ,
+CREATE OR REPLACE FUNCTION qn.seed_cursor(p_pid UUID, p_mode TEXT, p_ts TIMESTAMPTZ,
                                              p_log_start INT8, p_last INT8)
 RETURNS INT8
 LANGUAGE sql STABLE
@@ -94,14 +94,14 @@ AS $$
         WHEN p_mode = 'new' THEN p_last
         -- log_start is the first live segment's base (or last + 1 when empty)
         WHEN p_mode = 'all' THEN p_log_start - 1
-        ELSE coalesce(queen.first_base_since(p_pid, p_log_start, p_ts) - 1, p_last)
+        ELSE coalesce(qn.first_base_since(p_pid, p_log_start, p_ts) - 1, p_last)
     END
 $$;
 
 -- Canonical subscription mode; NULL for an unknown one. The broker normalizes the
 -- wire's aliases, this accepts the common ones too (a 'new-only' that reached SQL
 -- unnormalized once replayed everything in the reference).
-CREATE OR REPLACE FUNCTION queen.sub_mode_canonical(p_mode TEXT) RETURNS TEXT
+CREATE OR REPLACE FUNCTION qn.sub_mode_canonical(p_mode TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE lower(coalesce(p_mode, ''))
@@ -123,7 +123,7 @@ $$;
 -- subscription: the stored one when another pop won the registration.
 -- p_mode: 'all' | 'new' | 'timestamp' (canonical); p_ts: the subscription
 -- timestamp (epoch for 'all', now for 'new').
-CREATE OR REPLACE FUNCTION queen.register_group(p_qid UUID, p_tenant UUID, p_group TEXT,
+CREATE OR REPLACE FUNCTION qn.register_group(p_qid UUID, p_tenant UUID, p_group TEXT,
                                                 p_mode TEXT, p_ts TIMESTAMPTZ,
                                                 OUT o_mode TEXT, OUT o_ts TIMESTAMPTZ)
 LANGUAGE plpgsql
@@ -149,7 +149,7 @@ BEGIN
                     -- registered just now: "new" is the current tail
                     THEN p.last_offset
                     -- registered earlier (discovery): segments since then are new
-                    ELSE queen.seed_cursor(p.id, CASE WHEN p_mode = 'new' THEN 'timestamp'
+                    ELSE qn.seed_cursor(p.id, CASE WHEN p_mode = 'new' THEN 'timestamp'
                                                       ELSE p_mode END,
                                            p_ts, p.log_start, p.last_offset)
                END
@@ -172,7 +172,7 @@ $$;
 --                 here is always taken, partially when over the byte budget)
 --   p_max_bytes   the call's byte budget (for the partial take)
 -- o_cost is what the caller subtracts from its byte budget.
-CREATE OR REPLACE FUNCTION queen.pop_partition(
+CREATE OR REPLACE FUNCTION qn.pop_partition(
     p_pid UUID, p_group TEXT, p_worker TEXT, p_auto_ack BOOL, p_lease_seconds INT4,
     p_delayed INT4, p_window_buffer INT4, p_sub_mode TEXT, p_sub_ts TIMESTAMPTZ,
     p_budget INT4, p_bytes_left INT8, p_first BOOL, p_max_bytes INT8,
@@ -233,7 +233,7 @@ BEGIN
         END IF;
         INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
         SELECT p.id, p_group,
-               queen.seed_cursor(p.id, CASE WHEN p_sub_mode = 'new' THEN 'timestamp'
+               qn.seed_cursor(p.id, CASE WHEN p_sub_mode = 'new' THEN 'timestamp'
                                             ELSE p_sub_mode END,
                                  p_sub_ts, p.log_start, p.last_offset)
         FROM queen.log_partitions p
@@ -279,7 +279,7 @@ BEGIN
         v_cost := 0;
         v_partial := false;
         IF v_bytes IS NOT NULL THEN
-            v_size := queen.zstd_content_size(s.blob);
+            v_size := qn.zstd_content_size(s.blob);
             v_cost := v_size + p_overhead::INT8 * v_take;
             IF v_size IS NULL OR v_cost > v_bytes THEN
                 IF NOT (p_first AND v_taken = 0) THEN
@@ -345,7 +345,7 @@ $$;
 -- re-checks, ignoring leases, whether anything is pending at all: only then may
 -- the floor move to now (a lease-held backlog must not be hidden when its lease
 -- expires); otherwise only updated_at moves. Rows upserted in queue id order.
-CREATE OR REPLACE FUNCTION queen.note_empty_scan(p_qids UUID[], p_group TEXT)
+CREATE OR REPLACE FUNCTION qn.note_empty_scan(p_qids UUID[], p_group TEXT)
 RETURNS VOID
 LANGUAGE sql
 AS $$
@@ -375,7 +375,7 @@ AS $$
 $$;
 
 -- pop_v1: see sql/API.md.
-CREATE OR REPLACE FUNCTION queen.pop_v1(
+CREATE OR REPLACE FUNCTION qn.pop_v1(
     p_queue          TEXT,
     p_partition      TEXT,
     p_group          TEXT,
@@ -399,7 +399,7 @@ AS $$
 DECLARE
     v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
     v_part    TEXT := nullif(p_partition, '');
-    v_mode    TEXT := queen.sub_mode_canonical(p_sub_mode);
+    v_mode    TEXT := qn.sub_mode_canonical(p_sub_mode);
     v_ts      TIMESTAMPTZ;
     v_qid     UUID;
     v_lease   INT4;
@@ -447,12 +447,12 @@ BEGIN
         EXIT WHEN FOUND;
         -- A group may subscribe before the first push: provision the queue.
         INSERT INTO queen.queues (tenant_id, name, namespace, task)
-        VALUES (p_tenant, p_queue, queen.name_namespace(p_queue), queen.name_task(p_queue))
+        VALUES (p_tenant, p_queue, qn.name_namespace(p_queue), qn.name_task(p_queue))
         ON CONFLICT (tenant_id, name) DO NOTHING;
     END LOOP;
     IF v_smode IS NULL THEN
         SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
-        FROM queen.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
+        FROM qn.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
         IF v_smode IS NULL THEN
             RETURN;            -- another pop is registering this group right now
         END IF;
@@ -485,7 +485,7 @@ BEGIN
     LOOP
         v_got := 0;
         FOR s IN
-            SELECT * FROM queen.pop_partition(c.id, v_group, p_worker, coalesce(p_auto_ack, false),
+            SELECT * FROM qn.pop_partition(c.id, v_group, p_worker, coalesce(p_auto_ack, false),
                                               v_lease, v_delayed, v_wbuf, v_smode, v_sts,
                                               v_left, v_bytes, v_first, p_max_bytes,
                                               coalesce(p_msg_overhead, 0),
@@ -515,7 +515,7 @@ BEGIN
     END LOOP;
 
     IF v_claimed = 0 AND v_part IS NULL THEN
-        PERFORM queen.note_empty_scan(ARRAY[v_qid], v_group);
+        PERFORM qn.note_empty_scan(ARRAY[v_qid], v_group);
     END IF;
 END;
 $$;
@@ -524,7 +524,7 @@ $$;
 -- (group, namespace, task) with queue_id NULL; a matching queue met later is
 -- registered from it, so with 'new' a queue created after the subscription is
 -- read from its beginning.
-CREATE OR REPLACE FUNCTION queen.pop_discover_v1(
+CREATE OR REPLACE FUNCTION qn.pop_discover_v1(
     p_namespace      TEXT,
     p_task           TEXT,
     p_group          TEXT,
@@ -549,7 +549,7 @@ DECLARE
     v_ns      TEXT := coalesce(p_namespace, '');
     v_task    TEXT := coalesce(p_task, '');
     v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
-    v_mode    TEXT := queen.sub_mode_canonical(p_sub_mode);
+    v_mode    TEXT := qn.sub_mode_canonical(p_sub_mode);
     v_ts      TIMESTAMPTZ;
     v_dmode   TEXT;
     v_dts     TIMESTAMPTZ;
@@ -610,7 +610,7 @@ BEGIN
                             AND m.namespace = '' AND m.task = '')
         ORDER BY x.id
     LOOP
-        PERFORM queen.register_group(q.id, p_tenant, v_group,
+        PERFORM qn.register_group(q.id, p_tenant, v_group,
                                      CASE WHEN v_dmode = 'new' AND v_dts < now() THEN 'timestamp'
                                           ELSE v_dmode END,
                                      v_dts);
@@ -646,7 +646,7 @@ BEGIN
     LOOP
         v_got := 0;
         FOR s IN
-            SELECT * FROM queen.pop_partition(
+            SELECT * FROM qn.pop_partition(
                 c.id, v_group, p_worker, coalesce(p_auto_ack, false),
                 CASE WHEN coalesce(p_lease_seconds, 0) > 0 THEN p_lease_seconds
                      ELSE c.lease_time END,
@@ -678,7 +678,7 @@ BEGIN
     END LOOP;
 
     IF v_claimed = 0 THEN
-        PERFORM queen.note_empty_scan(v_qids, v_group);
+        PERFORM qn.note_empty_scan(v_qids, v_group);
     END IF;
 END;
 $$;
@@ -687,7 +687,7 @@ $$;
 -- pop: a missing queue, partition, subscription or cursor row answers true so
 -- that the full pop does the first contact. A live lease hides its partition
 -- (nothing to pop there until it is acked or expires).
-CREATE OR REPLACE FUNCTION queen.has_pending_v1(
+CREATE OR REPLACE FUNCTION qn.has_pending_v1(
     p_queue     TEXT,
     p_partition TEXT,
     p_group     TEXT,
@@ -747,7 +747,7 @@ $$;
 -- named one, or all). Watermark arithmetic only, no segment is read; a group with
 -- no cursor on a partition counts its whole retained range (a hint: the pop that
 -- follows decides). Missing queue: (0, 0).
-CREATE OR REPLACE FUNCTION queen.pop_gate_v1(
+CREATE OR REPLACE FUNCTION qn.pop_gate_v1(
     p_queue     TEXT,
     p_partition TEXT,
     p_group     TEXT,

@@ -31,7 +31,7 @@
 -- ack_v1: see sql/API.md. Outcomes: 1 applied, 2 noop, 3 stale, 4 unresolved,
 -- 5 lease_invalid, 6 rejected, 7 deferred. Summary flags: 1 lease released,
 -- 2 DLQ hand-off pending, 4 poison frame dropped, 8 retry budget charged.
-CREATE OR REPLACE FUNCTION queen.ack_v1(
+CREATE OR REPLACE FUNCTION qn.ack_v1(
     p_pid      UUID,
     p_group    TEXT,
     p_worker   TEXT,
@@ -176,7 +176,7 @@ BEGIN
                  FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
                  JOIN (SELECT th.h, min(t.base_offset + th.idx) AS off
                        FROM queen.log_txns t
-                       CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                       CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
                        WHERE t.partition_id = $2
                          AND t.base_offset >= coalesce(
                                  (SELECT max(t2.base_offset) FROM queen.log_txns t2
@@ -206,7 +206,7 @@ BEGIN
                  FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
                  WHERE u.h IN (SELECT th.h
                                FROM queen.log_txns t
-                               CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                               CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
                                WHERE t.partition_id = $2 AND t.base_offset <= $3
                                  AND t.base_offset + th.idx <= $3
                                  AND th.h = ANY ($1))'
@@ -338,7 +338,7 @@ $$;
 -- written. So a second call for the same frame fails (the first released the
 -- lease). committed = GREATEST(committed, p_off) is a guard: the cursor already
 -- sits just below p_off, and a stale caller can never walk it backward.
-CREATE OR REPLACE FUNCTION queen.dlq_head_v1(
+CREATE OR REPLACE FUNCTION qn.dlq_head_v1(
     p_pid        UUID,
     p_group      TEXT,
     p_worker     TEXT,
@@ -392,7 +392,7 @@ $$;
 -- There is no index on worker_id (it would make every lease change non-HOT):
 -- this scans log_consumers, which is acceptable for a per-batch, not per-message,
 -- operation.
-CREATE OR REPLACE FUNCTION queen.renew_lease_v1(p_worker TEXT, p_seconds INT4)
+CREATE OR REPLACE FUNCTION qn.renew_lease_v1(p_worker TEXT, p_seconds INT4)
 RETURNS TABLE (r_renewed INT4, r_expires_at TIMESTAMPTZ)
 LANGUAGE sql
 AS $$
@@ -415,7 +415,7 @@ $$;
 
 -- release_lease_v1: releases every live lease of the worker now; the cursor does
 -- not move, so each batch redelivers at once (a Consume stream ended).
-CREATE OR REPLACE FUNCTION queen.release_lease_v1(p_worker TEXT)
+CREATE OR REPLACE FUNCTION qn.release_lease_v1(p_worker TEXT)
 RETURNS INT4
 LANGUAGE sql
 AS $$
@@ -437,7 +437,7 @@ $$;
 
 -- check_leases_v1: inside a transaction, fails it unless every named worker
 -- still holds at least one live lease.
-CREATE OR REPLACE FUNCTION queen.check_leases_v1(p_workers TEXT[])
+CREATE OR REPLACE FUNCTION qn.check_leases_v1(p_workers TEXT[])
 RETURNS VOID
 LANGUAGE plpgsql
 AS $$

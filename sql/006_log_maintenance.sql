@@ -31,7 +31,7 @@
 -- (cost follows deletable work, not the partition count). Cutoffs are computed
 -- from the queue's configuration and the caller's single p_now per cycle.
 -- Phase 1 retention, 2 sidecar purge, 3 max-wait eviction. NULL cutoff = rule off.
-CREATE OR REPLACE FUNCTION queen.maint_worklist_v1(p_now TIMESTAMPTZ, p_phase INT2, p_limit INT4)
+CREATE OR REPLACE FUNCTION qn.maint_worklist_v1(p_now TIMESTAMPTZ, p_phase INT2, p_limit INT4)
 RETURNS TABLE (r_pid UUID, r_all_cutoff TIMESTAMPTZ, r_completed_cutoff TIMESTAMPTZ,
                r_cutoff TIMESTAMPTZ)
 LANGUAGE plpgsql STABLE
@@ -108,7 +108,7 @@ $$;
 -- consumed by every group) allows. Both conditions are monotone in base order
 -- (created_at and end_offset grow), so the deletable set is a prefix and a walk of
 -- p_max_rows + 1 rows from log_start decides it. Internal to the two steps below.
-CREATE OR REPLACE FUNCTION queen.trim_segments(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
+CREATE OR REPLACE FUNCTION qn.trim_segments(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
                                                p_completed_cutoff TIMESTAMPTZ,
                                                p_max_rows INT4, p_type TEXT)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
@@ -190,30 +190,30 @@ END;
 $$;
 
 -- retention_step_v1: both rules; NULL cutoff = rule off.
-CREATE OR REPLACE FUNCTION queen.retention_step_v1(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
+CREATE OR REPLACE FUNCTION qn.retention_step_v1(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
                                                    p_completed_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
 LANGUAGE sql
 AS $$
-    SELECT * FROM queen.trim_segments(p_pid, p_all_cutoff, p_completed_cutoff, p_max_rows, NULL)
+    SELECT * FROM qn.trim_segments(p_pid, p_all_cutoff, p_completed_cutoff, p_max_rows, NULL)
 $$;
 
 -- evict_max_wait_step_v1: rule 1 only, for every group, leased batches included;
 -- nothing is dead-lettered (data loss by design: for data that is worthless when
 -- stale). A cursor left below the new log_start resumes at the next segment.
-CREATE OR REPLACE FUNCTION queen.evict_max_wait_step_v1(p_pid UUID, p_cutoff TIMESTAMPTZ,
+CREATE OR REPLACE FUNCTION qn.evict_max_wait_step_v1(p_pid UUID, p_cutoff TIMESTAMPTZ,
                                                         p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
 LANGUAGE sql
 AS $$
-    SELECT * FROM queen.trim_segments(p_pid, p_cutoff, NULL, p_max_rows, 'max_wait_time_eviction')
+    SELECT * FROM qn.trim_segments(p_pid, p_cutoff, NULL, p_max_rows, 'max_wait_time_eviction')
 $$;
 
 -- txns_purge_step_v1: deletes the oldest sidecar rows created before p_cutoff,
 -- advances txns_start (the push probe's and ack resolution's lower bound) and
 -- oldest_txn_at under the partition lock. A hash purged here resolves as
 -- unknown: a re-push is accepted as new, a late ack is not applied (redelivery).
-CREATE OR REPLACE FUNCTION queen.txns_purge_step_v1(p_pid UUID, p_cutoff TIMESTAMPTZ,
+CREATE OR REPLACE FUNCTION qn.txns_purge_step_v1(p_pid UUID, p_cutoff TIMESTAMPTZ,
                                                     p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_new_txns_start INT8, r_done BOOL)
 LANGUAGE plpgsql
@@ -275,7 +275,7 @@ $$;
 -- pins its partition), and no consumer row with a live lease or any activity
 -- (lease taken or expiring, row created) at or after the cutoff. NULL when the
 -- partition does not exist.
-CREATE OR REPLACE FUNCTION queen.partition_dead_v1(p_pid UUID, p_cutoff TIMESTAMPTZ)
+CREATE OR REPLACE FUNCTION qn.partition_dead_v1(p_pid UUID, p_cutoff TIMESTAMPTZ)
 RETURNS BOOL
 LANGUAGE sql STABLE
 AS $$
@@ -299,7 +299,7 @@ $$;
 -- deadlocking) and the predicate is evaluated again under the locks, which is
 -- the authoritative check. Their log_txns rows go first (no foreign key), an
 -- audit row each, then the partition rows (cascading to cursors and segments).
-CREATE OR REPLACE FUNCTION queen.partition_cleanup_step_v1(p_cutoff TIMESTAMPTZ, p_max_rows INT4)
+CREATE OR REPLACE FUNCTION qn.partition_cleanup_step_v1(p_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_done BOOL)
 LANGUAGE plpgsql
 SET jit = off
@@ -317,7 +317,7 @@ BEGIN
     FROM (SELECT p.id
           FROM queen.log_partitions p
           WHERE p.created_at < p_cutoff AND p.last_write_at < p_cutoff
-            AND queen.partition_dead_v1(p.id, p_cutoff)
+            AND qn.partition_dead_v1(p.id, p_cutoff)
           ORDER BY p.id
           LIMIT v_max
           FOR UPDATE SKIP LOCKED) x;
@@ -327,7 +327,7 @@ BEGIN
     END IF;
     SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
     FROM unnest(v_cand) AS c(id)
-    WHERE queen.partition_dead_v1(c.id, p_cutoff);
+    WHERE qn.partition_dead_v1(c.id, p_cutoff);
     IF v_ids IS NOT NULL THEN
         DELETE FROM queen.log_txns WHERE partition_id = ANY (v_ids);
         INSERT INTO queen.retention_history (partition_id, messages_deleted, retention_type)
@@ -339,7 +339,7 @@ END;
 $$;
 
 -- metrics_purge_v1: ages out the retention audit.
-CREATE OR REPLACE FUNCTION queen.metrics_purge_v1(p_cutoff TIMESTAMPTZ)
+CREATE OR REPLACE FUNCTION qn.metrics_purge_v1(p_cutoff TIMESTAMPTZ)
 RETURNS INT4
 LANGUAGE sql
 AS $$

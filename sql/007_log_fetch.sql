@@ -13,7 +13,7 @@
 -- 2 offset out of range (< log_start or > last_offset + 1; = last_offset + 1 is a
 -- valid empty read). Budgets <= 0 mean unlimited.
 -- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
-CREATE OR REPLACE FUNCTION queen.fetch_v1(
+CREATE OR REPLACE FUNCTION qn.fetch_v1(
     p_queues        TEXT[],
     p_partitions    TEXT[],
     p_offsets       INT8[],
@@ -96,7 +96,7 @@ BEGIN
             v_take := least(v_avail, v_left);
             v_stop := false;
             IF v_ent IS NOT NULL OR v_call IS NOT NULL THEN
-                v_size := queen.zstd_content_size(s.blob);
+                v_size := qn.zstd_content_size(s.blob);
                 v_cost := v_size + v_ovh * v_take;
                 v_lim := least(coalesce(v_ent, v_call), coalesce(v_call, v_ent));
                 IF v_size IS NULL OR v_cost > v_lim THEN

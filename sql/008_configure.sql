@@ -12,7 +12,7 @@
 -- Every column of a queue row as the admin functions return it, in the order of
 -- p_ids. r_messages counts retained messages (watermark arithmetic);
 -- r_segments counts segment rows (an index-only count per partition).
-CREATE OR REPLACE FUNCTION queen.queue_rows(p_ids UUID[])
+CREATE OR REPLACE FUNCTION qn.queue_rows(p_ids UUID[])
 RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_at TIMESTAMPTZ,
                r_priority INT4, r_lease_time INT4, r_retry_limit INT4, r_retry_delay INT4,
                r_max_size INT4, r_ttl INT4, r_dead_letter_queue BOOL,
@@ -46,7 +46,7 @@ $$;
 
 -- One integer option: absent -> p_keep, JSON null -> p_def, else a JSON integer
 -- in [p_min, p_max].
-CREATE OR REPLACE FUNCTION queen.conf_int(p_opts JSONB, p_key TEXT, p_keep INT4, p_def INT4,
+CREATE OR REPLACE FUNCTION qn.conf_int(p_opts JSONB, p_key TEXT, p_keep INT4, p_def INT4,
                                           p_min INT8, p_max INT8)
 RETURNS INT4
 LANGUAGE plpgsql IMMUTABLE
@@ -77,7 +77,7 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION queen.conf_bool(p_opts JSONB, p_key TEXT, p_keep BOOL, p_def BOOL)
+CREATE OR REPLACE FUNCTION qn.conf_bool(p_opts JSONB, p_key TEXT, p_keep BOOL, p_def BOOL)
 RETURNS BOOL
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -94,7 +94,7 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION queen.conf_text(p_opts JSONB, p_key TEXT, p_keep TEXT, p_def TEXT)
+CREATE OR REPLACE FUNCTION qn.conf_text(p_opts JSONB, p_key TEXT, p_keep TEXT, p_def TEXT)
 RETURNS TEXT
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -123,7 +123,7 @@ $$;
 -- The existing row is locked FOR NO KEY UPDATE: concurrent configures serialize,
 -- while pushes creating partitions (whose foreign-key check takes FOR KEY SHARE
 -- on this row) are not blocked.
-CREATE OR REPLACE FUNCTION queen.configure_queue_v1(
+CREATE OR REPLACE FUNCTION qn.configure_queue_v1(
     p_queue   TEXT,
     p_options JSONB,
     p_replace BOOL,
@@ -171,8 +171,8 @@ BEGIN
     -- replace gives exactly the row a push creates).
     d.tenant_id := p_tenant;
     d.name := p_queue;
-    d.namespace := queen.name_namespace(p_queue);
-    d.task := queen.name_task(p_queue);
+    d.namespace := qn.name_namespace(p_queue);
+    d.task := qn.name_task(p_queue);
     d.priority := 0;
     d.lease_time := 60;
     d.retry_limit := 3;
@@ -202,36 +202,36 @@ BEGIN
             c.id := v_id;
         END IF;
         n := c;
-        n.namespace := queen.conf_text(o, 'namespace', c.namespace, d.namespace);
-        n.task := queen.conf_text(o, 'task', c.task, d.task);
-        n.priority := queen.conf_int(o, 'priority', c.priority, d.priority, -I32 - 1, I32);
-        n.lease_time := queen.conf_int(o, 'lease_time', c.lease_time, d.lease_time, 1, 86400);
-        n.retry_limit := queen.conf_int(o, 'retry_limit', c.retry_limit, d.retry_limit, 0, 1000000);
-        n.retry_delay := queen.conf_int(o, 'retry_delay', c.retry_delay, d.retry_delay, 0, I32);
-        n.max_queue_size := queen.conf_int(o, 'max_size', c.max_queue_size, d.max_queue_size, 0, I32);
-        n.ttl := queen.conf_int(o, 'ttl', c.ttl, d.ttl, 0, I32);
-        n.dead_letter_queue := queen.conf_bool(o, 'dead_letter_queue', c.dead_letter_queue,
+        n.namespace := qn.conf_text(o, 'namespace', c.namespace, d.namespace);
+        n.task := qn.conf_text(o, 'task', c.task, d.task);
+        n.priority := qn.conf_int(o, 'priority', c.priority, d.priority, -I32 - 1, I32);
+        n.lease_time := qn.conf_int(o, 'lease_time', c.lease_time, d.lease_time, 1, 86400);
+        n.retry_limit := qn.conf_int(o, 'retry_limit', c.retry_limit, d.retry_limit, 0, 1000000);
+        n.retry_delay := qn.conf_int(o, 'retry_delay', c.retry_delay, d.retry_delay, 0, I32);
+        n.max_queue_size := qn.conf_int(o, 'max_size', c.max_queue_size, d.max_queue_size, 0, I32);
+        n.ttl := qn.conf_int(o, 'ttl', c.ttl, d.ttl, 0, I32);
+        n.dead_letter_queue := qn.conf_bool(o, 'dead_letter_queue', c.dead_letter_queue,
                                                d.dead_letter_queue);
-        n.dlq_after_max_retries := queen.conf_bool(o, 'dlq_after_max_retries',
+        n.dlq_after_max_retries := qn.conf_bool(o, 'dlq_after_max_retries',
                                                    c.dlq_after_max_retries, d.dlq_after_max_retries);
-        n.delayed_processing := queen.conf_int(o, 'delayed_processing', c.delayed_processing,
+        n.delayed_processing := qn.conf_int(o, 'delayed_processing', c.delayed_processing,
                                                d.delayed_processing, 0, I32);
-        n.window_buffer := queen.conf_int(o, 'window_buffer', c.window_buffer, d.window_buffer, 0, I32);
-        n.retention_seconds := queen.conf_int(o, 'retention_seconds', c.retention_seconds,
+        n.window_buffer := qn.conf_int(o, 'window_buffer', c.window_buffer, d.window_buffer, 0, I32);
+        n.retention_seconds := qn.conf_int(o, 'retention_seconds', c.retention_seconds,
                                               d.retention_seconds, 0, I32);
-        n.completed_retention_seconds := queen.conf_int(o, 'completed_retention_seconds',
+        n.completed_retention_seconds := qn.conf_int(o, 'completed_retention_seconds',
                                                         c.completed_retention_seconds,
                                                         d.completed_retention_seconds, 0, I32);
-        n.retention_enabled := queen.conf_bool(o, 'retention_enabled', c.retention_enabled,
+        n.retention_enabled := qn.conf_bool(o, 'retention_enabled', c.retention_enabled,
                                                d.retention_enabled);
-        n.encryption_enabled := queen.conf_bool(o, 'encryption_enabled', c.encryption_enabled,
+        n.encryption_enabled := qn.conf_bool(o, 'encryption_enabled', c.encryption_enabled,
                                                 d.encryption_enabled);
-        n.max_wait_time_seconds := queen.conf_int(o, 'max_wait_time_seconds',
+        n.max_wait_time_seconds := qn.conf_int(o, 'max_wait_time_seconds',
                                                   c.max_wait_time_seconds,
                                                   d.max_wait_time_seconds, 0, I32);
-        n.min_pop_wait_time := queen.conf_int(o, 'min_pop_wait_time', c.min_pop_wait_time,
+        n.min_pop_wait_time := qn.conf_int(o, 'min_pop_wait_time', c.min_pop_wait_time,
                                               d.min_pop_wait_time, 0, 60000);
-        n.dedup_window_seconds := queen.conf_int(o, 'dedup_window_seconds', c.dedup_window_seconds,
+        n.dedup_window_seconds := qn.conf_int(o, 'dedup_window_seconds', c.dedup_window_seconds,
                                                  d.dedup_window_seconds, 0, I32);
         IF v_exists THEN
             UPDATE queen.queues q
@@ -270,12 +270,12 @@ BEGIN
         -- lost a creation race: merge into the winner's row
     END LOOP;
 
-    RETURN QUERY SELECT NOT v_exists, x.* FROM queen.queue_rows(ARRAY[v_id]) x;
+    RETURN QUERY SELECT NOT v_exists, x.* FROM qn.queue_rows(ARRAY[v_id]) x;
 END;
 $$;
 
 -- get_queue_v1: no row when missing.
-CREATE OR REPLACE FUNCTION queen.get_queue_v1(
+CREATE OR REPLACE FUNCTION qn.get_queue_v1(
     p_queue  TEXT,
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_at TIMESTAMPTZ,
@@ -289,13 +289,13 @@ RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_
                r_messages INT8)
 LANGUAGE sql STABLE
 AS $$
-    SELECT x.* FROM queen.queue_rows(ARRAY(
+    SELECT x.* FROM qn.queue_rows(ARRAY(
         SELECT q.id FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue)) x
 $$;
 
 -- list_queues_v1: ordered by name; an empty or NULL namespace / task matches all;
 -- p_limit <= 0 means no limit.
-CREATE OR REPLACE FUNCTION queen.list_queues_v1(
+CREATE OR REPLACE FUNCTION qn.list_queues_v1(
     p_namespace TEXT,
     p_task      TEXT,
     p_limit     INT4,
@@ -312,7 +312,7 @@ RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_
                r_messages INT8)
 LANGUAGE sql STABLE
 AS $$
-    SELECT x.* FROM queen.queue_rows(ARRAY(
+    SELECT x.* FROM qn.queue_rows(ARRAY(
         SELECT q.id FROM queen.queues q
         WHERE q.tenant_id = p_tenant
           AND (coalesce(p_namespace, '') = '' OR q.namespace = p_namespace)

@@ -10,7 +10,7 @@
 
 -- queue_partitions_v1: one row per partition, by name. depth = messages retained
 -- and not yet consumed by the group (committed -1 when it has no row).
-CREATE OR REPLACE FUNCTION queen.queue_partitions_v1(
+CREATE OR REPLACE FUNCTION qn.queue_partitions_v1(
     p_queue  TEXT,
     p_group  TEXT,
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -38,7 +38,7 @@ $$;
 -- segments, cursors, watermarks and subscriptions. The queue row is locked first
 -- so no push can provision a new partition of it meanwhile, then its partitions
 -- in ascending id (the pushers' order).
-CREATE OR REPLACE FUNCTION queen.delete_queue_v1(
+CREATE OR REPLACE FUNCTION qn.delete_queue_v1(
     p_queue  TEXT,
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS BOOL
@@ -71,7 +71,7 @@ $$;
 -- NULL queue / group matches all. lag = retained messages past the cursor; time
 -- lag = age in seconds of the oldest unconsumed segment (two primary-key probes),
 -- 0 when nothing is pending.
-CREATE OR REPLACE FUNCTION queen.list_consumer_groups_v1(
+CREATE OR REPLACE FUNCTION qn.list_consumer_groups_v1(
     p_queue  TEXT,
     p_group  TEXT,
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -121,7 +121,7 @@ $$;
 -- segment created at or after p_ts (the tail when none is), clearing the lease,
 -- the retry budget and the attempt counters; deletes the group's empty-scan
 -- floor so the moved cursors are scanned again. Returns partitions updated.
-CREATE OR REPLACE FUNCTION queen.seek_consumer_group_v1(
+CREATE OR REPLACE FUNCTION qn.seek_consumer_group_v1(
     p_group     TEXT,
     p_queue     TEXT,
     p_partition TEXT,
@@ -153,7 +153,7 @@ BEGIN
     INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
     SELECT p.id, v_group,
            CASE WHEN v_end THEN p.last_offset
-                ELSE coalesce(queen.first_base_since(p.id, p.log_start, p_ts) - 1, p.last_offset) END
+                ELSE coalesce(qn.first_base_since(p.id, p.log_start, p_ts) - 1, p.last_offset) END
     FROM queen.log_partitions p
     WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
     ORDER BY p.id
@@ -171,7 +171,7 @@ $$;
 -- queue of the tenant when p_queue is empty) and its empty-scan floors; with
 -- p_delete_metadata also its subscriptions, so the next pop subscribes afresh.
 -- Without it the stored subscription seeds the new cursors. Returns cursors deleted.
-CREATE OR REPLACE FUNCTION queen.delete_consumer_group_v1(
+CREATE OR REPLACE FUNCTION qn.delete_consumer_group_v1(
     p_group           TEXT,
     p_queue           TEXT,
     p_delete_metadata BOOL,
@@ -212,7 +212,7 @@ $$;
 
 -- list_dlq_v1: newest first; empty or NULL filters match all; p_limit <= 0
 -- means 100. Scans idx_log_dlq_partition_failed_at per partition.
-CREATE OR REPLACE FUNCTION queen.list_dlq_v1(
+CREATE OR REPLACE FUNCTION qn.list_dlq_v1(
     p_queue     TEXT,
     p_group     TEXT,
     p_partition TEXT,
@@ -239,7 +239,7 @@ AS $$
 $$;
 
 -- get_dlq_v1: one dead letter by id; no row when missing.
-CREATE OR REPLACE FUNCTION queen.get_dlq_v1(p_id UUID)
+CREATE OR REPLACE FUNCTION qn.get_dlq_v1(p_id UUID)
 RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TEXT,
                r_offset INT8, r_message_id UUID, r_txn TEXT, r_payload BYTEA, r_error TEXT,
                r_retry_count INT4, r_failed_at TIMESTAMPTZ)
@@ -255,7 +255,7 @@ $$;
 
 -- delete_dlq_v1: by id when p_id is given, else every group's row at
 -- (p_pid, p_txn). Returns rows deleted.
-CREATE OR REPLACE FUNCTION queen.delete_dlq_v1(p_id UUID, p_pid UUID, p_txn TEXT)
+CREATE OR REPLACE FUNCTION qn.delete_dlq_v1(p_id UUID, p_pid UUID, p_txn TEXT)
 RETURNS INT4
 LANGUAGE sql
 AS $$
@@ -272,7 +272,7 @@ $$;
 -- group of each partition (all retained when the partition has no cursor);
 -- bytes = stored blob bytes (pg_column_size reads TOAST pointers, not values).
 -- Cost: segments and bytes read every segment row of the queue.
-CREATE OR REPLACE FUNCTION queen.stats_v1(
+CREATE OR REPLACE FUNCTION qn.stats_v1(
     p_queue  TEXT,
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE (r_queue TEXT, r_partitions INT4, r_messages INT8, r_segments INT8,
@@ -314,7 +314,7 @@ AS $$
 $$;
 
 -- partition_meta_v1: what the broker's dedup cache memoises per partition.
-CREATE OR REPLACE FUNCTION queen.partition_meta_v1(
+CREATE OR REPLACE FUNCTION qn.partition_meta_v1(
     p_queue     TEXT,
     p_partition TEXT,
     p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -331,7 +331,7 @@ $$;
 -- txns_window_v1: the dedup cache's hydration, every sidecar row created within
 -- p_seconds of now, ascending. created_at is monotone in base order, so the
 -- qualifying rows are a suffix of the partition's (already purged) sidecar.
-CREATE OR REPLACE FUNCTION queen.txns_window_v1(p_pid UUID, p_seconds INT4)
+CREATE OR REPLACE FUNCTION qn.txns_window_v1(p_pid UUID, p_seconds INT4)
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
 LANGUAGE sql STABLE
 AS $$
@@ -346,7 +346,7 @@ $$;
 -- ascending, found through the primary key from the row covering p_after + 1.
 -- The dedup cache reads it to close a gap another broker left, instead of
 -- hydrating the whole window again.
-CREATE OR REPLACE FUNCTION queen.txns_since_v1(p_pid UUID, p_after INT8)
+CREATE OR REPLACE FUNCTION qn.txns_since_v1(p_pid UUID, p_after INT8)
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
 LANGUAGE sql STABLE
 AS $$
@@ -365,7 +365,7 @@ $$;
 -- pushes committed, outside their transaction; one notification per distinct
 -- queue, payload "tenant/queue" (tenant as UUID text). PostgreSQL folds identical
 -- notifications of one transaction, and delivers them at commit.
-CREATE OR REPLACE FUNCTION queen.notify_push_v1(
+CREATE OR REPLACE FUNCTION qn.notify_push_v1(
     p_queues TEXT[],
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS VOID

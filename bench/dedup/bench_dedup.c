@@ -382,7 +382,7 @@ static void prefill(struct bench *b)
         int pl[4] = {0, 0, 100 * 16, (int)blob.len};
         int pf[4] = {0, 0, 1, 1};
         PGresult *r = PQexecParams(b->db,
-                                   "SELECT r_pid FROM queen.push_v1(ARRAY[$1::text], ARRAY[$2::text], "
+                                   "SELECT r_pid FROM qn.push_v1(ARRAY[$1::text], ARRAY[$2::text], "
                                    "ARRAY[100], ARRAY[$3::bytea], NULL, ARRAY[$4::bytea])",
                                    4, NULL, pv, pl, pf, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)

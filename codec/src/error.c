@@ -37,6 +37,7 @@ const char *qn_strerror(int err)
     case QN_ECONFLICT: return "conflict persisted after retries";
     case QN_EDUPLICATE: return "duplicate transaction id";
     case QN_EPROTOCOL_DB: return "unexpected database answer";
+    case QN_EINDOUBT: return "outcome unknown";
     case QN_EBADREQUEST: return "bad request";
     case QN_EBUSY: return "too busy";
     case QN_EDEADLINE: return "deadline exceeded";

@@ -1,5 +1,5 @@
 /*
- * ack.c - ack_v1, dlq_head_v1, renew_lease_v1, release_lease_v1
+ * ack.c - qn.ack_v1, qn.dlq_head_v1, qn.renew_lease_v1, qn.release_lease_v1
  * (sql/005_log_ack.sql).
  *
  * Does: encode ack items as three aligned arrays (hash or offset per item, the
@@ -129,79 +129,72 @@ int qn__decode_ack(qn_store_req *r, int step, const PGresult *res)
     return QN_OK;
 }
 
-static void finish_ack(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_ack_cb cb = (qn_ack_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_ack, qn_ack_cb)
 
 int qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
                  qn_ack_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (a == NULL || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_ACK, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_ACK, qn__decode_ack);
     s->expect = a->n;
     qn__params_ack(&s->p, a, false);
-    qn__req_set_finish(r, finish_ack, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_ack, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- dlq_head */
 
 struct dlq_head_out {
     bool ok;
-    bool has_id;
-    uint8_t id[16];
+    uint8_t id[16]; /* all zero: no id (gen_random_uuid never makes that one) */
 };
 
-static int decode_dlq_head(qn_store_req *r, int step, const PGresult *res)
+static const struct qn__col dlq_head_cols[] = {
+    QN__BOOL_OR(struct dlq_head_out, ok, false),
+    QN__UUID_OR0(struct dlq_head_out, id),
+};
+
+static const struct qn__rowspec dlq_head_spec = {QN__NCOLS(dlq_head_cols),
+                                                 dlq_head_cols,
+                                                 sizeof(struct dlq_head_out),
+                                                 0,
+                                                 1,
+                                                 0,
+                                                 0,
+                                                 0,
+                                                 false,
+                                                 NULL};
+
+int qn__decode_dlq_head(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[2] = {QN_OID_BOOL, QN_OID_UUID};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) > 1)
-        return QN_EPROTOCOL_DB;
-    struct dlq_head_out *o = qn__arena_zalloc(a, sizeof *o);
-    if (o == NULL)
-        return QN_ENOMEM;
-    if (PQntuples(res) == 1) {
-        struct qn__row w = {res, 0, a, QN_OK, -1};
-        bool was_null;
-        o->ok = qn__row_bool_or(&w, 0, false);
-        qn__row_uuid_or0(&w, 1, o->id, &was_null);
-        o->has_id = !was_null;
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    s->out = o;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &dlq_head_spec);
 }
 
 static void finish_dlq_head(qn_store_req *r, const struct qn_store_status *st)
 {
+    static const uint8_t zero[16];
     qn_dlq_head_cb cb = (qn_dlq_head_cb)qn__req_cb(r);
     const struct dlq_head_out *o = st->code == QN_OK ? qn__req_out(r, 0) : NULL;
-    cb(qn__req_ud(r), st, o ? o->ok : false, (o && o->has_id) ? o->id : NULL);
+    bool has_id = o != NULL && memcmp(o->id, zero, 16) != 0;
+    cb(qn__req_ud(r), st, o ? o->ok : false, has_id ? o->id : NULL);
 }
 
 int qn_store_dlq_head(qn_store *st, const struct qn_dlq_head_args *a,
                       const struct qn_call_opts *opts, qn_dlq_head_cb cb, void *ud,
                       qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (a == NULL || cb == NULL || (a->txn == NULL && a->txn_len > 0) ||
         (a->payload == NULL && a->payload_len > 0))
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DLQ_HEAD, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_DLQ_HEAD, decode_dlq_head);
     struct qn__params *p = &s->p;
     qn__p_uuid(p, 0, a->pid);
     qn__p_text(p, 1, a->group ? a->group : "");
@@ -211,8 +204,7 @@ int qn_store_dlq_head(qn_store *st, const struct qn_dlq_head_args *a,
     qn__p_bytea(p, 5, a->txn ? a->txn : "", a->txn_len); /* text: raw bytes in binary */
     qn__p_bytea(p, 6, a->payload ? (const void *)a->payload : "", a->payload_len);
     qn__p_text(p, 7, a->error);
-    qn__req_set_finish(r, finish_dlq_head, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_dlq_head, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- leases */
@@ -222,26 +214,22 @@ struct renew_out {
     int64_t expires_at_us;
 };
 
-static int decode_renew(qn_store_req *r, int step, const PGresult *res)
+static bool renew_ok(const void *row)
 {
-    static const uint32_t t[2] = {QN_OID_INT4, QN_OID_TIMESTAMPTZ};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) > 1)
-        return QN_EPROTOCOL_DB;
-    struct renew_out *o = qn__arena_zalloc(a, sizeof *o);
-    if (o == NULL)
-        return QN_ENOMEM;
-    if (PQntuples(res) == 1) {
-        struct qn__row w = {res, 0, a, QN_OK, -1};
-        o->renewed = qn__row_i32_or(&w, 0, 0);
-        o->expires_at_us = qn__row_ts_or(&w, 1, 0);
-        if (w.err != QN_OK || o->renewed < 0)
-            return QN_EPROTOCOL_DB;
-    }
-    s->out = o;
-    return QN_OK;
+    return ((const struct renew_out *)row)->renewed >= 0;
+}
+
+static const struct qn__col renew_cols[] = {
+    QN__I32_OR(struct renew_out, renewed, 0),
+    QN__TS_OR(struct renew_out, expires_at_us, 0),
+};
+
+static const struct qn__rowspec renew_spec = {
+    QN__NCOLS(renew_cols), renew_cols, sizeof(struct renew_out), 0, 1, 0, 0, 0, false, renew_ok};
+
+int qn__decode_renew(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &renew_spec);
 }
 
 static void finish_renew(qn_store_req *r, const struct qn_store_status *st)
@@ -255,30 +243,28 @@ int qn_store_renew_lease(qn_store *st, const char *worker, int32_t seconds,
                          const struct qn_call_opts *opts, qn_renew_cb cb, void *ud,
                          qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (worker == NULL || worker[0] == '\0' || cb == NULL || seconds < 0)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_RENEW, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_RENEW, decode_renew);
     qn__p_text(&s->p, 0, worker);
     qn__p_i32(&s->p, 1, seconds);
-    qn__req_set_finish(r, finish_renew, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_renew, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_release_lease(qn_store *st, const char *worker, const struct qn_call_opts *opts,
                            qn_int_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (worker == NULL || worker[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_RELEASE, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_RELEASE, qn__decode_scalar_int);
     qn__p_text(&s->p, 0, worker);
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }

@@ -1,6 +1,7 @@
 /*
  * admin.c - the admin procedures (queues, partitions, consumer groups, dead
- * letters, stats) and notify_push_v1 (sql/010_admin.sql and neighbours).
+ * letters, stats) and qn.notify_push_v1 (sql/008_configure.sql and
+ * sql/009_admin.sql).
  *
  * Does: encode arguments (queue options as a JSONB text parameter holding only
  * the options that are set), decode typed rows; texts and payloads are borrowed
@@ -12,19 +13,12 @@
  *   1. Every decoded row comes from a result whose shape (columns, types, binary
  *      format) was checked first; NULL texts become "" and NULL numbers 0.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "queen/error.h"
 #include "store_int.h"
-
-#define T QN_OID_TEXT
-#define I4 QN_OID_INT4
-#define I8 QN_OID_INT8
-#define B QN_OID_BOOL
-#define U QN_OID_UUID
-#define TS QN_OID_TIMESTAMPTZ
-#define BY QN_OID_BYTEA
 
 static const char *const opt_names[QN_OPT_COUNT] = {
     "lease_time",       "retry_limit",          "retry_delay",
@@ -128,98 +122,127 @@ static char *options_json(struct qn__arena *a, const struct qn_queue_options *o)
 
 /* ---------------------------------------------------------------- queues */
 
-#define QCOLS 25
-static const uint32_t queue_types[QCOLS] = {U,  T,  T,  T,  TS, I4, I4, I4, I4, I4, I4, B, B,
-                                            I4, I4, I4, I4, B,  B,  I4, I4, I4, I4, I8, I8};
+#define QI struct qn_queue_info
+static const struct qn__col queue_cols[] = {
+    QN__UUID(QI, id),
+    QN__TEXT(QI, name),
+    QN__TEXT_OR(QI, options.namespace_),
+    QN__TEXT_OR(QI, options.task),
+    QN__TS_OR(QI, created_at_us, 0),
+    QN__I32_OR(QI, options.priority, 0),
+    QN__I32_OR(QI, options.lease_time, 0),
+    QN__I32_OR(QI, options.retry_limit, 0),
+    QN__I32_OR(QI, options.retry_delay, 0),
+    QN__I32_OR(QI, options.max_size, 0),
+    QN__I32_OR(QI, options.ttl, 0),
+    QN__BOOL_OR(QI, options.dead_letter_queue, false),
+    QN__BOOL_OR(QI, options.dlq_after_max_retries, false),
+    QN__I32_OR(QI, options.delayed_processing, 0),
+    QN__I32_OR(QI, options.window_buffer, 0),
+    QN__I32_OR(QI, options.retention_seconds, 0),
+    QN__I32_OR(QI, options.completed_retention_seconds, 0),
+    QN__BOOL_OR(QI, options.retention_enabled, false),
+    QN__BOOL_OR(QI, options.encryption_enabled, false),
+    QN__I32_OR(QI, options.max_wait_time_seconds, 0),
+    QN__I32_OR(QI, options.min_pop_wait_time, 0),
+    QN__I32_OR(QI, options.dedup_window_seconds, 0),
+    QN__I32_OR(QI, partitions, 0),
+    QN__I64_OR(QI, segments, 0),
+    QN__I64_OR(QI, messages, 0),
+};
+#undef QI
 
-/* Decodes the queue columns starting at column c0 of row w. */
-static void queue_row(struct qn__row *w, int c0, struct qn_queue_info *q)
+static bool queue_ok(const void *row)
 {
-    struct qn_queue_options *o = &q->options;
-    int c = c0;
-    qn__row_uuid(w, c++, q->id);
-    q->name = qn__row_text(w, c++);
-    o->namespace_ = qn__row_text_or(w, c++);
-    o->task = qn__row_text_or(w, c++);
-    q->created_at_us = qn__row_ts_or(w, c++, 0);
-    o->priority = qn__row_i32_or(w, c++, 0);
-    o->lease_time = qn__row_i32_or(w, c++, 0);
-    o->retry_limit = qn__row_i32_or(w, c++, 0);
-    o->retry_delay = qn__row_i32_or(w, c++, 0);
-    o->max_size = qn__row_i32_or(w, c++, 0);
-    o->ttl = qn__row_i32_or(w, c++, 0);
-    o->dead_letter_queue = qn__row_bool_or(w, c++, false);
-    o->dlq_after_max_retries = qn__row_bool_or(w, c++, false);
-    o->delayed_processing = qn__row_i32_or(w, c++, 0);
-    o->window_buffer = qn__row_i32_or(w, c++, 0);
-    o->retention_seconds = qn__row_i32_or(w, c++, 0);
-    o->completed_retention_seconds = qn__row_i32_or(w, c++, 0);
-    o->retention_enabled = qn__row_bool_or(w, c++, false);
-    o->encryption_enabled = qn__row_bool_or(w, c++, false);
-    o->max_wait_time_seconds = qn__row_i32_or(w, c++, 0);
-    o->min_pop_wait_time = qn__row_i32_or(w, c++, 0);
-    o->dedup_window_seconds = qn__row_i32_or(w, c++, 0);
-    q->partitions = qn__row_i32_or(w, c++, 0);
-    q->segments = qn__row_i64_or(w, c++, 0);
-    q->messages = qn__row_i64_or(w, c++, 0);
-    o->set = (1u << QN_OPT_COUNT) - 1;
+    struct qn_queue_info *q = (struct qn_queue_info *)row;
+    q->options.set = (1u << QN_OPT_COUNT) - 1; /* results set every option */
+    return true;
 }
 
-static int decode_queues_at(qn_store_req *r, int step, const PGresult *res, int c0)
+static const struct qn__rowspec queue_spec = {
+    QN__NCOLS(queue_cols), queue_cols, sizeof(struct qn_queue_info), 0, -1,
+    sizeof(struct qn_queues_result), offsetof(struct qn_queues_result, n),
+    offsetof(struct qn_queues_result, queues), false, queue_ok};
+
+int qn__decode_queues(qn_store_req *r, int step, const PGresult *res)
 {
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    uint32_t types[QCOLS + 1];
-    types[0] = B;
-    memcpy(types + c0, queue_types, sizeof queue_types);
-    if (qn__res_shape(res, QCOLS + c0, c0 ? types : queue_types) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_queues_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_queue_info *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
+    return qn__decode_rows(r, step, res, &queue_spec);
+}
+
+/* configure_queue_v1: r_created, then the queue columns (one row). */
+struct configured {
+    bool created;
+    struct qn_queue_info q;
+};
+
+#define CQ struct configured
+static const struct qn__col configure_cols[] = {
+    QN__BOOL_OR(CQ, created, false),
+    QN__UUID(CQ, q.id),
+    QN__TEXT(CQ, q.name),
+    QN__TEXT_OR(CQ, q.options.namespace_),
+    QN__TEXT_OR(CQ, q.options.task),
+    QN__TS_OR(CQ, q.created_at_us, 0),
+    QN__I32_OR(CQ, q.options.priority, 0),
+    QN__I32_OR(CQ, q.options.lease_time, 0),
+    QN__I32_OR(CQ, q.options.retry_limit, 0),
+    QN__I32_OR(CQ, q.options.retry_delay, 0),
+    QN__I32_OR(CQ, q.options.max_size, 0),
+    QN__I32_OR(CQ, q.options.ttl, 0),
+    QN__BOOL_OR(CQ, q.options.dead_letter_queue, false),
+    QN__BOOL_OR(CQ, q.options.dlq_after_max_retries, false),
+    QN__I32_OR(CQ, q.options.delayed_processing, 0),
+    QN__I32_OR(CQ, q.options.window_buffer, 0),
+    QN__I32_OR(CQ, q.options.retention_seconds, 0),
+    QN__I32_OR(CQ, q.options.completed_retention_seconds, 0),
+    QN__BOOL_OR(CQ, q.options.retention_enabled, false),
+    QN__BOOL_OR(CQ, q.options.encryption_enabled, false),
+    QN__I32_OR(CQ, q.options.max_wait_time_seconds, 0),
+    QN__I32_OR(CQ, q.options.min_pop_wait_time, 0),
+    QN__I32_OR(CQ, q.options.dedup_window_seconds, 0),
+    QN__I32_OR(CQ, q.partitions, 0),
+    QN__I64_OR(CQ, q.segments, 0),
+    QN__I64_OR(CQ, q.messages, 0),
+};
+#undef CQ
+
+static bool configured_ok(const void *row)
+{
+    return queue_ok(&((struct configured *)row)->q);
+}
+
+static const struct qn__rowspec configure_spec = {QN__NCOLS(configure_cols),
+                                                  configure_cols,
+                                                  sizeof(struct configured),
+                                                  0,
+                                                  1,
+                                                  0,
+                                                  0,
+                                                  0,
+                                                  true,
+                                                  configured_ok};
+
+int qn__decode_configure(qn_store_req *r, int step, const PGresult *res)
+{
+    int rc = qn__decode_rows(r, step, res, &configure_spec);
+    if (rc != QN_OK)
+        return rc;
+    int n;
+    struct qn__step *s = &qn__req_steps(r, &n)[step];
+    const struct configured *c = s->out;
+    struct qn_queues_result *out = qn__arena_zalloc(qn__req_arena(r), sizeof *out);
+    if (out == NULL)
         return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        if (c0 == 1)
-            out->created = qn__row_bool_or(&w, 0, false);
-        queue_row(&w, c0, &v[i]);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
+    if (c != NULL) {
+        out->n = 1;
+        out->queues = &c->q;
+        out->created = c->created;
     }
-    out->n = (size_t)rows;
-    out->queues = v;
     s->out = out;
     return QN_OK;
 }
 
-static int decode_queues(qn_store_req *r, int step, const PGresult *res)
-{
-    return decode_queues_at(r, step, res, 0);
-}
-
-static int decode_configure(qn_store_req *r, int step, const PGresult *res)
-{
-    return decode_queues_at(r, step, res, 1);
-}
-
-static void finish_queues(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_queues_cb cb = (qn_queues_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
-
-/* Starts a one-step admin call; NULL with *rc set on failure. */
-static struct qn__step *start(qn_store *st, int stmt, qn__decode_fn dec,
-                              const struct qn_call_opts *opts, qn_store_req **r, int *rc)
-{
-    *r = NULL;
-    *rc = qn__req_new(st, 1, opts, r);
-    if (*rc != QN_OK)
-        return NULL;
-    return qn__req_add(*r, stmt, dec);
-}
+QN__FINISH_PTR(finish_queues, qn_queues_cb)
 
 int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_queue_options *o,
                              bool replace, const struct qn_call_opts *opts, qn_queues_cb cb,
@@ -229,7 +252,7 @@ int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_qu
     int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_CONFIGURE_QUEUE, decode_configure, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_CONFIGURE_QUEUE, opts, &r, &rc);
     if (s == NULL)
         return rc;
     char *json = options_json(qn__req_arena(r), o);
@@ -241,8 +264,7 @@ int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_qu
     qn__p_textfmt(&s->p, 1, json);
     qn__p_bool(&s->p, 2, replace);
     qn__p_uuid(&s->p, 3, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_queues, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
@@ -252,13 +274,12 @@ int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opt
     int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_GET_QUEUE, decode_queues, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_GET_QUEUE, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, queue);
     qn__p_uuid(&s->p, 1, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_queues, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
@@ -269,7 +290,7 @@ int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task,
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_LIST_QUEUES, decode_queues, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_QUEUES, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, namespace_);
@@ -277,49 +298,31 @@ int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task,
     qn__p_i32(&s->p, 2, limit);
     qn__p_i32(&s->p, 3, offset);
     qn__p_uuid(&s->p, 4, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_queues, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- partitions */
 
-static int decode_partitions(qn_store_req *r, int step, const PGresult *res)
+#define PI struct qn_partition_info
+static const struct qn__col partition_cols[] = {
+    QN__TEXT(PI, partition),         QN__UUID(PI, pid),
+    QN__I64_OR(PI, last_offset, -1), QN__I64_OR(PI, log_start, 0),
+    QN__I64_OR(PI, committed, -1),   QN__I64_OR(PI, depth, 0),
+    QN__BOOL_OR(PI, leased, false),  QN__TS_OR(PI, last_write_at_us, 0),
+};
+#undef PI
+
+static const struct qn__rowspec partition_spec = {
+    QN__NCOLS(partition_cols), partition_cols, sizeof(struct qn_partition_info), 0, -1,
+    sizeof(struct qn_partitions_result), offsetof(struct qn_partitions_result, n),
+    offsetof(struct qn_partitions_result, parts), false, NULL};
+
+int qn__decode_partitions(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[8] = {T, U, I8, I8, I8, I8, B, TS};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 8, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_partitions_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_partition_info *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        v[i].partition = qn__row_text(&w, 0);
-        qn__row_uuid(&w, 1, v[i].pid);
-        v[i].last_offset = qn__row_i64_or(&w, 2, -1);
-        v[i].log_start = qn__row_i64_or(&w, 3, 0);
-        v[i].committed = qn__row_i64_or(&w, 4, -1);
-        v[i].depth = qn__row_i64_or(&w, 5, 0);
-        v[i].leased = qn__row_bool_or(&w, 6, false);
-        v[i].last_write_at_us = qn__row_ts_or(&w, 7, 0);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->parts = v;
-    s->out = out;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &partition_spec);
 }
 
-static void finish_partitions(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_partitions_cb cb = (qn_partitions_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_partitions, qn_partitions_cb)
 
 int qn_store_queue_partitions(qn_store *st, const char *queue, const char *group,
                               const struct qn_call_opts *opts, qn_partitions_cb cb, void *ud,
@@ -329,14 +332,13 @@ int qn_store_queue_partitions(qn_store *st, const char *queue, const char *group
     int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_QUEUE_PARTITIONS, decode_partitions, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_QUEUE_PARTITIONS, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, group ? group : "");
     qn__p_uuid(&s->p, 2, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_partitions, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_partitions, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
@@ -346,62 +348,47 @@ int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_
     int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_DELETE_QUEUE, qn__decode_scalar_bool, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DELETE_QUEUE, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, queue);
     qn__p_uuid(&s->p, 1, qn__req_tenant(r));
-    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- consumer groups */
 
-static int decode_groups(qn_store_req *r, int step, const PGresult *res)
+#define GR struct qn_group_row
+static const struct qn__col group_cols[] = {
+    QN__TEXT(GR, group),
+    QN__TEXT(GR, queue),
+    QN__TEXT_OR(GR, sub_mode),
+    QN__TS_OR(GR, sub_from_us, 0),
+    QN__TEXT_OR(GR, partition),
+    QN__UUID_OR0(GR, pid),
+    QN__I64_OR(GR, committed, -1),
+    QN__I64_OR(GR, last_offset, -1),
+    QN__I64_OR(GR, lag, 0),
+    QN__I64_OR(GR, time_lag_seconds, 0),
+    QN__BOOL_OR(GR, leased, false),
+    QN__TEXT_OR(GR, worker),
+    QN__I64_OR(GR, total_consumed, 0),
+    QN__I32_OR(GR, retry_count, 0),
+    QN__I32_OR(GR, attempt_count, 0),
+};
+#undef GR
+
+static const struct qn__rowspec group_spec = {
+    QN__NCOLS(group_cols), group_cols, sizeof(struct qn_group_row), 0, -1,
+    sizeof(struct qn_groups_result), offsetof(struct qn_groups_result, n),
+    offsetof(struct qn_groups_result, rows), false, NULL};
+
+int qn__decode_groups(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[15] = {T, T, T, TS, T, U, I8, I8, I8, I8, B, T, I8, I4, I4};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 15, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_groups_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_group_row *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        struct qn_group_row *g = &v[i];
-        g->group = qn__row_text(&w, 0);
-        g->queue = qn__row_text(&w, 1);
-        g->sub_mode = qn__row_text_or(&w, 2);
-        g->sub_from_us = qn__row_ts_or(&w, 3, 0);
-        g->partition = qn__row_text_or(&w, 4);
-        qn__row_uuid_or0(&w, 5, g->pid, NULL);
-        g->committed = qn__row_i64_or(&w, 6, -1);
-        g->last_offset = qn__row_i64_or(&w, 7, -1);
-        g->lag = qn__row_i64_or(&w, 8, 0);
-        g->time_lag_seconds = qn__row_i64_or(&w, 9, 0);
-        g->leased = qn__row_bool_or(&w, 10, false);
-        g->worker = qn__row_text_or(&w, 11);
-        g->total_consumed = qn__row_i64_or(&w, 12, 0);
-        g->retry_count = qn__row_i32_or(&w, 13, 0);
-        g->attempt_count = qn__row_i32_or(&w, 14, 0);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->rows = v;
-    s->out = out;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &group_spec);
 }
 
-static void finish_groups(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_groups_cb cb = (qn_groups_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_groups, qn_groups_cb)
 
 int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *group,
                                   const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
@@ -411,14 +398,13 @@ int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *g
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_LIST_GROUPS, decode_groups, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_GROUPS, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, group);
     qn__p_uuid(&s->p, 2, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_groups, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_groups, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *queue,
@@ -430,7 +416,7 @@ int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *qu
     int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_SEEK_GROUP, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_SEEK_GROUP, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, group ? group : "");
@@ -442,8 +428,7 @@ int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *qu
     else
         qn__p_ts(&s->p, 4, ts_us);
     qn__p_uuid(&s->p, 5, qn__req_tenant(r));
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_delete_consumer_group(qn_store *st, const char *group, const char *queue,
@@ -454,61 +439,46 @@ int qn_store_delete_consumer_group(qn_store *st, const char *group, const char *
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_DELETE_GROUP, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DELETE_GROUP, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, group ? group : "");
     qn__p_text(&s->p, 1, (queue && *queue) ? queue : NULL);
     qn__p_bool(&s->p, 2, delete_metadata);
     qn__p_uuid(&s->p, 3, qn__req_tenant(r));
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- dead letters */
 
-static int decode_dlq(qn_store_req *r, int step, const PGresult *res)
+#define DR struct qn_dlq_row
+static const struct qn__col dlq_cols[] = {
+    QN__UUID(DR, id),
+    QN__TEXT_OR(DR, queue),
+    QN__TEXT_OR(DR, partition),
+    QN__UUID_OR0(DR, pid),
+    QN__TEXT_OR(DR, group),
+    QN__I64_OR(DR, offset, -1),
+    QN__UUID_OR0(DR, message_id),
+    QN__TEXT_OR(DR, txn),
+    QN__BYTEA_OR(DR, payload, payload_len),
+    QN__TEXT_OR(DR, error),
+    QN__I32_OR(DR, retry_count, 0),
+    QN__TS_OR(DR, failed_at_us, 0),
+};
+#undef DR
+
+static const struct qn__rowspec dlq_spec = {
+    QN__NCOLS(dlq_cols), dlq_cols, sizeof(struct qn_dlq_row), 0, -1,
+    sizeof(struct qn_dlq_result), offsetof(struct qn_dlq_result, n),
+    offsetof(struct qn_dlq_result, rows), false, NULL};
+
+int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[12] = {U, T, T, U, T, I8, U, T, BY, T, I4, TS};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 12, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_dlq_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_dlq_row *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        struct qn_dlq_row *d = &v[i];
-        qn__row_uuid(&w, 0, d->id);
-        d->queue = qn__row_text_or(&w, 1);
-        d->partition = qn__row_text_or(&w, 2);
-        qn__row_uuid_or0(&w, 3, d->pid, NULL);
-        d->group = qn__row_text_or(&w, 4);
-        d->offset = qn__row_i64_or(&w, 5, -1);
-        qn__row_uuid_or0(&w, 6, d->message_id, NULL);
-        d->txn = qn__row_text_or(&w, 7);
-        d->payload = qn__row_bytea_or(&w, 8, &d->payload_len);
-        d->error = qn__row_text_or(&w, 9);
-        d->retry_count = qn__row_i32_or(&w, 10, 0);
-        d->failed_at_us = qn__row_ts_or(&w, 11, 0);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->rows = v;
-    s->out = out;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &dlq_spec);
 }
 
-static void finish_dlq(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_dlq_cb cb = (qn_dlq_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_dlq, qn_dlq_cb)
 
 int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const char *partition,
                       int32_t limit, int32_t offset, const struct qn_call_opts *opts,
@@ -518,7 +488,7 @@ int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const 
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_LIST_DLQ, decode_dlq, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_DLQ, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, queue);
@@ -527,8 +497,7 @@ int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const 
     qn__p_i32(&s->p, 3, limit);
     qn__p_i32(&s->p, 4, offset);
     qn__p_uuid(&s->p, 5, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_dlq, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_dlq, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_opts *opts,
@@ -538,12 +507,11 @@ int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_op
     int rc;
     if (id == NULL || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_GET_DLQ, decode_dlq, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_GET_DLQ, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_uuid(&s->p, 0, id);
-    qn__req_set_finish(r, finish_dlq, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_dlq, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_delete_dlq(qn_store *st, const uint8_t *id, const uint8_t *pid, const char *txn,
@@ -554,55 +522,36 @@ int qn_store_delete_dlq(qn_store *st, const uint8_t *id, const uint8_t *pid, con
     int rc;
     if (cb == NULL || (id == NULL && (pid == NULL || txn == NULL)))
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_DELETE_DLQ, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DELETE_DLQ, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_uuid(&s->p, 0, id);
     qn__p_uuid(&s->p, 1, id ? NULL : pid);
     qn__p_text(&s->p, 2, id ? NULL : txn);
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- stats */
 
-static int decode_stats(qn_store_req *r, int step, const PGresult *res)
+#define SR struct qn_stats_row
+static const struct qn__col stats_cols[] = {
+    QN__TEXT(SR, queue),          QN__I32_OR(SR, partitions, 0), QN__I64_OR(SR, messages, 0),
+    QN__I64_OR(SR, segments, 0),  QN__I64_OR(SR, pending, 0),    QN__I64_OR(SR, dead_letters, 0),
+    QN__I32_OR(SR, groups, 0),    QN__I64_OR(SR, bytes, 0),
+};
+#undef SR
+
+static const struct qn__rowspec stats_spec = {
+    QN__NCOLS(stats_cols), stats_cols, sizeof(struct qn_stats_row), 0, -1,
+    sizeof(struct qn_stats_result), offsetof(struct qn_stats_result, n),
+    offsetof(struct qn_stats_result, rows), false, NULL};
+
+int qn__decode_stats(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[8] = {T, I4, I8, I8, I8, I8, I4, I8};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 8, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_stats_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_stats_row *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        v[i].queue = qn__row_text(&w, 0);
-        v[i].partitions = qn__row_i32_or(&w, 1, 0);
-        v[i].messages = qn__row_i64_or(&w, 2, 0);
-        v[i].segments = qn__row_i64_or(&w, 3, 0);
-        v[i].pending = qn__row_i64_or(&w, 4, 0);
-        v[i].dead_letters = qn__row_i64_or(&w, 5, 0);
-        v[i].groups = qn__row_i32_or(&w, 6, 0);
-        v[i].bytes = qn__row_i64_or(&w, 7, 0);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->rows = v;
-    s->out = out;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &stats_spec);
 }
 
-static void finish_stats(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_stats_cb cb = (qn_stats_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_stats, qn_stats_cb)
 
 int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts,
                    qn_stats_cb cb, void *ud, qn_store_req **req)
@@ -611,13 +560,12 @@ int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *o
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_STATS, decode_stats, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_STATS, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_text(&s->p, 0, (queue && *queue) ? queue : NULL);
     qn__p_uuid(&s->p, 1, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_stats, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_stats, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- notify */
@@ -630,11 +578,10 @@ int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,
     int rc;
     if (queues == NULL || n == 0)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_NOTIFY_PUSH, qn__decode_void, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_NOTIFY_PUSH, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_arr_text(&s->p, 0, queues, n, NULL);
     qn__p_uuid(&s->p, 1, qn__req_tenant(r));
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }

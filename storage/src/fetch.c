@@ -1,5 +1,5 @@
 /*
- * fetch.c - fetch_v1 (offset-addressed reads, sql/032_log_fetch.sql).
+ * fetch.c - qn.fetch_v1 (offset-addressed reads, sql/007_log_fetch.sql).
  *
  * Does: encode the entries as four aligned arrays, decode one header row per
  * entry (r_base NULL) and its segment rows into per-entry results in request
@@ -17,7 +17,7 @@
 enum { C_ENTRY, C_ERROR, C_PID, C_HIGH, C_LOG_START, C_BASE, C_START, C_TAKE, C_CREATED,
        C_BLOB, C_N };
 
-static int decode_fetch(qn_store_req *r, int step, const PGresult *res)
+int qn__decode_fetch(qn_store_req *r, int step, const PGresult *res)
 {
     static const uint32_t t[C_N] = {QN_OID_INT4, QN_OID_INT2, QN_OID_UUID, QN_OID_INT8,
                                     QN_OID_INT8, QN_OID_INT8, QN_OID_INT4, QN_OID_INT4,
@@ -97,23 +97,22 @@ static int decode_fetch(qn_store_req *r, int step, const PGresult *res)
     return QN_OK;
 }
 
-static void finish_fetch(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_fetch_cb cb = (qn_fetch_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_fetch, qn_fetch_cb)
 
 int qn_store_fetch(qn_store *st, const struct qn_fetch_args *a, const struct qn_call_opts *opts,
                    qn_fetch_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (a == NULL || cb == NULL || a->n == 0 || a->entries == NULL ||
         a->n > (size_t)INT32_MAX / 16)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    for (size_t i = 0; i < a->n; i++)
+        if (a->entries[i].queue == NULL || a->entries[i].queue[0] == '\0')
+            return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_FETCH, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_FETCH, decode_fetch);
     struct qn__arena *ar = qn__req_arena(r);
     size_t n = a->n;
     const char **queues = qn__arena_alloc(ar, sizeof *queues * n);
@@ -125,15 +124,10 @@ int qn_store_fetch(qn_store *st, const struct qn_fetch_args *a, const struct qn_
         return QN_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        const struct qn_fetch_entry *en = &a->entries[i];
-        if (en->queue == NULL || en->queue[0] == '\0') {
-            qn__req_discard(r);
-            return QN_EINVAL;
-        }
-        queues[i] = en->queue;
-        parts[i] = en->partition;
-        offs[i] = en->offset;
-        maxb[i] = en->max_bytes;
+        queues[i] = a->entries[i].queue;
+        parts[i] = a->entries[i].partition;
+        offs[i] = a->entries[i].offset;
+        maxb[i] = a->entries[i].max_bytes;
     }
     s->expect = n;
     qn__p_arr_text(&s->p, 0, queues, n, NULL);
@@ -145,6 +139,5 @@ int qn_store_fetch(qn_store *st, const struct qn_fetch_args *a, const struct qn_
     qn__p_i32(&s->p, 6, a->msg_overhead);
     qn__p_i32(&s->p, 7, a->max_msg_bytes);
     qn__p_uuid(&s->p, 8, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_fetch, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_fetch, (qn__anyfn)cb, ud, req);
 }

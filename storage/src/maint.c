@@ -1,8 +1,8 @@
 /*
- * maint.c - the retention loop's procedures and the dedup cache's two reads
- * (sql/006_log_maintenance.sql, partition_meta_v1, txns_window_v1 and txns_since_v1 of
- * sql/009_admin.sql), plus the session helpers (advisory lock, database clock) and
- * the queues-of probe behind the loop's log line.
+ * maint.c - the retention loop's procedures (sql/006_log_maintenance.sql) and the
+ * dedup cache's reads (qn.partition_meta_v1, qn.txns_window_v1, qn.txns_since_v1
+ * of sql/009_admin.sql), plus the session helpers (advisory lock, database
+ * clock) and the queues-of probe behind the loop's log line.
  *
  * Does: encode arguments (a QN_STORE_NO_TS timestamp is SQL NULL: "rule off"),
  * decode the work list and step results. Hash blobs of txns_window are borrowed
@@ -14,6 +14,8 @@
  *   1. Every step result comes from exactly one row; anything else is
  *      QN_EPROTOCOL_DB.
  */
+#include <stddef.h>
+
 #include "queen/error.h"
 #include "store_int.h"
 
@@ -27,218 +29,176 @@ static void p_ts_or_null(struct qn__params *p, int i, int64_t us)
 
 /* ---------------------------------------------------------------- partition meta */
 
-static int decode_meta(qn_store_req *r, int step, const PGresult *res)
+#define PM struct qn_partition_meta
+static const struct qn__col meta_cols[] = {
+    QN__UUID(PM, pid),
+    QN__I32_OR(PM, window, 0),
+    QN__I64(PM, last_offset),
+    QN__I64(PM, txns_start),
+};
+#undef PM
+
+static const struct qn__rowspec meta_spec = {QN__NCOLS(meta_cols),
+                                             meta_cols,
+                                             sizeof(struct qn_partition_meta),
+                                             0,
+                                             1,
+                                             0,
+                                             0,
+                                             0,
+                                             true, /* missing: NULL */
+                                             NULL};
+
+int qn__decode_partition_meta(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[4] = {QN_OID_UUID, QN_OID_INT4, QN_OID_INT8, QN_OID_INT8};
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 4, t) != QN_OK || PQntuples(res) > 1)
-        return QN_EPROTOCOL_DB;
-    if (PQntuples(res) == 0)
-        return QN_OK; /* missing: out stays NULL */
-    struct qn_partition_meta *m = qn__arena_zalloc(qn__req_arena(r), sizeof *m);
-    if (m == NULL)
-        return QN_ENOMEM;
-    struct qn__row w = {res, 0, NULL, QN_OK, -1};
-    qn__row_uuid(&w, 0, m->pid);
-    m->window = qn__row_i32_or(&w, 1, 0);
-    m->last_offset = qn__row_i64(&w, 2);
-    m->txns_start = qn__row_i64(&w, 3);
-    if (w.err != QN_OK)
-        return QN_EPROTOCOL_DB;
-    s->out = m;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &meta_spec);
 }
 
-static void finish_meta(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_partition_meta_cb cb = (qn_partition_meta_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_meta, qn_partition_meta_cb)
 
 int qn_store_partition_meta(qn_store *st, const char *queue, const char *partition,
                             const struct qn_call_opts *opts, qn_partition_meta_cb cb, void *ud,
                             qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_PARTITION_META, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_PARTITION_META, decode_meta);
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, partition ? partition : "");
     qn__p_uuid(&s->p, 2, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_meta, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_meta, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- txns window */
 
-static int decode_window(qn_store_req *r, int step, const PGresult *res)
+/* The hashes must cover [base, end] exactly: the cache indexes into them. */
+static bool txns_ok(const void *row)
 {
-    static const uint32_t t[4] = {QN_OID_INT8, QN_OID_INT8, QN_OID_TIMESTAMPTZ, QN_OID_BYTEA};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 4, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_segments_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_segment_row *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        v[i].base = qn__row_i64(&w, 0);
-        v[i].end = qn__row_i64(&w, 1);
-        v[i].created_at_us = qn__row_ts(&w, 2);
-        v[i].blob = qn__row_bytea(&w, 3, &v[i].blob_len);
-        /* the hashes must cover [base, end] exactly: the cache indexes into them */
-        if (w.err != QN_OK || v[i].end < v[i].base ||
-            (uint64_t)(v[i].end - v[i].base) >= (uint64_t)INT32_MAX ||
-            v[i].blob_len != (size_t)(v[i].end - v[i].base + 1) * 16u)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->rows = v;
-    s->out = out;
-    return QN_OK;
+    const struct qn_segment_row *v = row;
+    return v->end >= v->base && (uint64_t)(v->end - v->base) < (uint64_t)INT32_MAX &&
+           v->blob_len == (size_t)(v->end - v->base + 1) * 16u;
 }
 
-static void finish_window(qn_store_req *r, const struct qn_store_status *st)
+static const struct qn__col txns_cols[] = {
+    QN__I64(struct qn_segment_row, base),
+    QN__I64(struct qn_segment_row, end),
+    QN__TS(struct qn_segment_row, created_at_us),
+    QN__BYTEA(struct qn_segment_row, blob, blob_len),
+};
+
+static const struct qn__rowspec txns_spec = {
+    QN__NCOLS(txns_cols), txns_cols, sizeof(struct qn_segment_row), 0, -1,
+    sizeof(struct qn_segments_result), offsetof(struct qn_segments_result, n),
+    offsetof(struct qn_segments_result, rows), false, txns_ok};
+
+int qn__decode_txns(qn_store_req *r, int step, const PGresult *res)
 {
-    qn_segments_cb cb = (qn_segments_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
+    return qn__decode_rows(r, step, res, &txns_spec);
 }
+
+QN__FINISH_PTR(finish_txns, qn_segments_cb)
 
 int qn_store_txns_window(qn_store *st, const uint8_t pid[16], int32_t seconds,
                          const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
                          qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (pid == NULL || cb == NULL || seconds < 0)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_TXNS_WINDOW, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_TXNS_WINDOW, decode_window);
     qn__p_uuid(&s->p, 0, pid);
     qn__p_i32(&s->p, 1, seconds);
-    qn__req_set_finish(r, finish_window, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_txns, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_txns_since(qn_store *st, const uint8_t pid[16], int64_t after,
                         const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
                         qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (pid == NULL || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_TXNS_SINCE, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_TXNS_SINCE, decode_window);
     qn__p_uuid(&s->p, 0, pid);
     qn__p_i64(&s->p, 1, after);
-    qn__req_set_finish(r, finish_window, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_txns, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- work list */
 
-static int decode_worklist(qn_store_req *r, int step, const PGresult *res)
+#define MI struct qn_maint_item
+static const struct qn__col worklist_cols[] = {
+    QN__UUID(MI, pid),
+    QN__TS_OR(MI, all_cutoff_us, QN_STORE_NO_TS),
+    QN__TS_OR(MI, completed_cutoff_us, QN_STORE_NO_TS),
+    QN__TS_OR(MI, cutoff_us, QN_STORE_NO_TS),
+};
+#undef MI
+
+static const struct qn__rowspec worklist_spec = {
+    QN__NCOLS(worklist_cols), worklist_cols, sizeof(struct qn_maint_item), 0, -1,
+    sizeof(struct qn_maint_list), offsetof(struct qn_maint_list, n),
+    offsetof(struct qn_maint_list, items), false, NULL};
+
+int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[4] = {QN_OID_UUID, QN_OID_TIMESTAMPTZ, QN_OID_TIMESTAMPTZ,
-                                  QN_OID_TIMESTAMPTZ};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 4, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_maint_list *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_maint_item *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        qn__row_uuid(&w, 0, v[i].pid);
-        v[i].all_cutoff_us = qn__row_ts_or(&w, 1, QN_STORE_NO_TS);
-        v[i].completed_cutoff_us = qn__row_ts_or(&w, 2, QN_STORE_NO_TS);
-        v[i].cutoff_us = qn__row_ts_or(&w, 3, QN_STORE_NO_TS);
-        if (w.err != QN_OK)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->items = v;
-    s->out = out;
-    return QN_OK;
+    return qn__decode_rows(r, step, res, &worklist_spec);
 }
 
-static void finish_worklist(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_maint_list_cb cb = (qn_maint_list_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_worklist, qn_maint_list_cb)
 
 int qn_store_maint_worklist(qn_store *st, int64_t now_us, int phase, int32_t limit,
                             const struct qn_call_opts *opts, qn_maint_list_cb cb, void *ud,
                             qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (cb == NULL || phase < 1 || phase > 3 || now_us == QN_STORE_NO_TS)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_MAINT_WORKLIST, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_MAINT_WORKLIST, decode_worklist);
     qn__p_ts(&s->p, 0, now_us);
     qn__p_i16(&s->p, 1, (int16_t)phase);
     qn__p_i32(&s->p, 2, limit);
-    qn__req_set_finish(r, finish_worklist, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_worklist, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- steps */
 
-static int decode_step(qn_store_req *r, int step, const PGresult *res)
+static bool step_ok(const void *row)
 {
-    static const uint32_t t[4] = {QN_OID_INT4, QN_OID_INT8, QN_OID_INT8, QN_OID_BOOL};
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 4, t) != QN_OK || PQntuples(res) != 1)
-        return QN_EPROTOCOL_DB;
-    struct qn_maint_step *o = qn__arena_zalloc(qn__req_arena(r), sizeof *o);
-    if (o == NULL)
-        return QN_ENOMEM;
-    struct qn__row w = {res, 0, NULL, QN_OK, -1};
-    o->deleted = qn__row_i32_or(&w, 0, 0);
-    o->frames = qn__row_i64_or(&w, 1, 0);
-    o->new_start = qn__row_i64_or(&w, 2, -1);
-    o->done = qn__row_bool_or(&w, 3, true);
-    if (w.err != QN_OK || o->deleted < 0)
-        return QN_EPROTOCOL_DB;
-    s->out = o;
-    return QN_OK;
+    return ((const struct qn_maint_step *)row)->deleted >= 0;
 }
 
-static void finish_step(qn_store_req *r, const struct qn_store_status *st)
+#define MS struct qn_maint_step
+static const struct qn__col step_cols[] = {
+    QN__I32_OR(MS, deleted, 0),
+    QN__I64_OR(MS, frames, 0),
+    QN__I64_OR(MS, new_start, -1),
+    QN__BOOL_OR(MS, done, true),
+};
+#undef MS
+
+static const struct qn__rowspec step_spec = {
+    QN__NCOLS(step_cols), step_cols, sizeof(struct qn_maint_step), 1, 1, 0, 0, 0, false, step_ok};
+
+int qn__decode_maint_step(qn_store_req *r, int step, const PGresult *res)
 {
-    qn_maint_step_cb cb = (qn_maint_step_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
+    return qn__decode_rows(r, step, res, &step_spec);
 }
 
-/* A one-step call of stmt whose params are filled by the caller. */
-static struct qn__step *start(qn_store *st, int stmt, qn__decode_fn dec,
-                              const struct qn_call_opts *opts, qn_store_req **r, int *rc)
-{
-    *r = NULL;
-    *rc = qn__req_new(st, 1, opts, r);
-    return *rc == QN_OK ? qn__req_add(*r, stmt, dec) : NULL;
-}
+QN__FINISH_PTR(finish_step, qn_maint_step_cb)
 
 int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cutoff_us,
                             int64_t completed_cutoff_us, int32_t max_rows,
@@ -249,15 +209,14 @@ int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cut
     int rc;
     if (pid == NULL || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_RETENTION_STEP, decode_step, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_RETENTION_STEP, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_uuid(&s->p, 0, pid);
     p_ts_or_null(&s->p, 1, all_cutoff_us);
     p_ts_or_null(&s->p, 2, completed_cutoff_us);
     qn__p_i32(&s->p, 3, max_rows);
-    qn__req_set_finish(r, finish_step, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_step, (qn__anyfn)cb, ud, req);
 }
 
 static int pid_cutoff_step(qn_store *st, int stmt, const uint8_t pid[16], int64_t cutoff_us,
@@ -268,14 +227,13 @@ static int pid_cutoff_step(qn_store *st, int stmt, const uint8_t pid[16], int64_
     int rc;
     if (pid == NULL || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, stmt, decode_step, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, stmt, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_uuid(&s->p, 0, pid);
     p_ts_or_null(&s->p, 1, cutoff_us);
     qn__p_i32(&s->p, 2, max_rows);
-    qn__req_set_finish(r, finish_step, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_step, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_txns_purge_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
@@ -302,13 +260,12 @@ int qn_store_partition_dead(qn_store *st, const uint8_t pid[16], int64_t cutoff_
     int rc;
     if (pid == NULL || cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_PARTITION_DEAD, qn__decode_scalar_bool, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_PARTITION_DEAD, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_uuid(&s->p, 0, pid);
     p_ts_or_null(&s->p, 1, cutoff_us);
-    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max_rows,
@@ -319,13 +276,12 @@ int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_PARTITION_CLEANUP_STEP, decode_step, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_PARTITION_CLEANUP_STEP, opts, &r, &rc);
     if (s == NULL)
         return rc;
     p_ts_or_null(&s->p, 0, cutoff_us);
     qn__p_i32(&s->p, 1, max_rows);
-    qn__req_set_finish(r, finish_step, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_step, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call_opts *opts,
@@ -335,12 +291,11 @@ int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_METRICS_PURGE, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_METRICS_PURGE, opts, &r, &rc);
     if (s == NULL)
         return rc;
     p_ts_or_null(&s->p, 0, cutoff_us);
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- session helpers */
@@ -353,12 +308,11 @@ static int lock_call(qn_store *st, int stmt, int64_t key, const struct qn_call_o
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, stmt, qn__decode_scalar_bool, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, stmt, opts, &r, &rc);
     if (s == NULL)
         return rc;
     qn__p_i64(&s->p, 0, key);
-    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_try_advisory_lock(qn_store *st, int64_t key, const struct qn_call_opts *opts,
@@ -380,11 +334,10 @@ int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb,
     int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_DB_NOW, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DB_NOW, opts, &r, &rc);
     if (s == NULL)
         return rc;
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
@@ -395,7 +348,7 @@ int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
     int rc;
     if (cb == NULL || (n > 0 && pids == NULL) || n > (size_t)INT32_MAX / 32)
         return QN_EINVAL;
-    struct qn__step *s = start(st, QN_STMT_QUEUES_OF, qn__decode_scalar_int, opts, &r, &rc);
+    struct qn__step *s = qn__call_begin(st, QN_STMT_QUEUES_OF, opts, &r, &rc);
     if (s == NULL)
         return rc;
     /* the array encoder copies the elements: the caller's pids are not kept */
@@ -410,6 +363,5 @@ int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
         lens[k] = 16;
     }
     qn__p_array(&s->p, 0, QN_OID_UUID, ptrs, lens, n);
-    qn__req_set_finish(r, qn__finish_int, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }

@@ -3,7 +3,8 @@
  *
  * Does: connect, take advisory lock 737000 by polling, repair invalid indexes a
  * failed concurrent build left behind, apply every file whose checksum changed,
- * record checksums in queen.schema_files, unlock.
+ * record checksums in qn.schema_files (schema qn is ours alone: nothing here
+ * touches a name Queen MQ's own SQL uses), unlock.
  * Does not: run from the event loop (it blocks), or undo anything (files are
  * written to be re-applied, never rolled back).
  *
@@ -88,7 +89,7 @@ static bool take_lock(PGconn *c, int wait_ms)
 static bool recorded_sum(PGconn *c, const char *name, char out[33], char *errbuf, size_t cap)
 {
     const char *params[1] = {name};
-    PGresult *r = PQexecParams(c, "SELECT checksum FROM queen.schema_files WHERE name = $1", 1,
+    PGresult *r = PQexecParams(c, "SELECT checksum FROM qn.schema_files WHERE name = $1", 1,
                                NULL, params, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     out[0] = '\0';
@@ -104,7 +105,7 @@ static bool record_sum(PGconn *c, const char *name, const char *sum, char *errbu
 {
     const char *params[2] = {name, sum};
     PGresult *r = PQexecParams(c,
-                               "INSERT INTO queen.schema_files (name, checksum) VALUES ($1, $2) "
+                               "INSERT INTO qn.schema_files (name, checksum) VALUES ($1, $2) "
                                "ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, "
                                "applied_at = now()",
                                2, NULL, params, NULL, NULL, 0);
@@ -202,11 +203,11 @@ int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report 
     }
     locked = true;
     if (!run(c,
-             "CREATE SCHEMA IF NOT EXISTS queen;"
-             "CREATE TABLE IF NOT EXISTS queen.schema_files ("
+             "CREATE SCHEMA IF NOT EXISTS qn;"
+             "CREATE TABLE IF NOT EXISTS qn.schema_files ("
              "  name TEXT PRIMARY KEY, checksum TEXT NOT NULL,"
              "  applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-             errbuf, errcap, "creating queen.schema_files"))
+             errbuf, errcap, "creating qn.schema_files"))
         goto out;
     if (!repair_invalid_indexes(c, errbuf, errcap))
         goto out;

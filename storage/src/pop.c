@@ -1,5 +1,6 @@
 /*
- * pop.c - pop_v1, pop_discover_v1 and has_pending_v1 (sql/004_log_pop.sql).
+ * pop.c - qn.pop_v1, qn.pop_discover_v1, qn.has_pending_v1 and qn.pop_gate_v1
+ * (sql/004_log_pop.sql).
  *
  * Does: choose the procedure (a queue name -> pop_v1, none -> discovery by
  * namespace/task), encode the arguments, decode leased segment rows. Blobs are
@@ -10,6 +11,8 @@
  *   1. Every row has 0 <= start_idx, 1 <= take, start_idx + take within int32;
  *      anything else is QN_EPROTOCOL_DB (the broker slices frames with them).
  */
+#include <stddef.h>
+
 #include "queen/error.h"
 #include "store_int.h"
 
@@ -26,74 +29,55 @@ static const char *sub_mode_text(enum qn_sub_mode m)
     return "all";
 }
 
-enum { C_QUEUE, C_PART, C_PID, C_BASE, C_START, C_TAKE, C_CREATED, C_BLOB, C_LEASE, C_N };
-
-static int decode_pop(qn_store_req *r, int step, const PGresult *res)
+static bool pop_ok(const void *row)
 {
-    static const uint32_t t[C_N] = {QN_OID_TEXT,  QN_OID_TEXT, QN_OID_UUID,
-                                    QN_OID_INT8,  QN_OID_INT4, QN_OID_INT4,
-                                    QN_OID_TIMESTAMPTZ, QN_OID_BYTEA, QN_OID_TIMESTAMPTZ};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, C_N, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    int rows = PQntuples(res);
-    struct qn_pop_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_pop_segment *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        struct qn_pop_segment *g = &v[i];
-        g->queue = qn__row_text(&w, C_QUEUE);
-        g->partition = qn__row_text(&w, C_PART);
-        qn__row_uuid(&w, C_PID, g->pid);
-        g->base = qn__row_i64(&w, C_BASE);
-        g->start_idx = qn__row_i32(&w, C_START);
-        g->take = qn__row_i32(&w, C_TAKE);
-        g->created_at_us = qn__row_ts(&w, C_CREATED);
-        g->blob = qn__row_bytea(&w, C_BLOB, &g->blob_len);
-        g->lease_expires_at_us = qn__row_ts_or(&w, C_LEASE, 0);
-        if (w.err != QN_OK || g->start_idx < 0 || g->take < 1 ||
-            g->start_idx > INT32_MAX - g->take || g->base < 0)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->segs = v;
-    s->out = out;
-    return QN_OK;
+    const struct qn_pop_segment *g = row;
+    return g->start_idx >= 0 && g->take >= 1 && g->start_idx <= INT32_MAX - g->take &&
+           g->base >= 0;
 }
 
-static void finish_pop(qn_store_req *r, const struct qn_store_status *st)
+static const struct qn__col pop_cols[] = {
+    QN__TEXT(struct qn_pop_segment, queue),
+    QN__TEXT(struct qn_pop_segment, partition),
+    QN__UUID(struct qn_pop_segment, pid),
+    QN__I64(struct qn_pop_segment, base),
+    QN__I32(struct qn_pop_segment, start_idx),
+    QN__I32(struct qn_pop_segment, take),
+    QN__TS(struct qn_pop_segment, created_at_us),
+    QN__BYTEA(struct qn_pop_segment, blob, blob_len),
+    QN__TS_OR(struct qn_pop_segment, lease_expires_at_us, 0),
+};
+
+static const struct qn__rowspec pop_spec = {
+    QN__NCOLS(pop_cols), pop_cols, sizeof(struct qn_pop_segment), 0, -1,
+    sizeof(struct qn_pop_result), offsetof(struct qn_pop_result, n),
+    offsetof(struct qn_pop_result, segs), false, pop_ok};
+
+int qn__decode_pop(qn_store_req *r, int step, const PGresult *res)
 {
-    qn_pop_cb cb = (qn_pop_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
+    return qn__decode_rows(r, step, res, &pop_spec);
 }
+
+QN__FINISH_PTR(finish_pop, qn_pop_cb)
 
 int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
                  qn_pop_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (a == NULL || cb == NULL || a->budget < 1)
         return QN_EINVAL;
     bool discover = a->queue == NULL || a->queue[0] == '\0';
     if (discover && (a->namespace_ == NULL || a->namespace_[0] == '\0') &&
         (a->task == NULL || a->task[0] == '\0'))
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
-        return rc;
     struct qn__step *s =
-        qn__req_add(r, discover ? QN_STMT_POP_DISCOVER : QN_STMT_POP, decode_pop);
+        qn__call_begin(st, discover ? QN_STMT_POP_DISCOVER : QN_STMT_POP, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
     struct qn__params *p = &s->p;
-    if (discover) {
-        qn__p_text(p, 0, a->namespace_ ? a->namespace_ : "");
-        qn__p_text(p, 1, a->task ? a->task : "");
-    } else {
-        qn__p_text(p, 0, a->queue);
-        qn__p_text(p, 1, a->partition ? a->partition : "");
-    }
+    qn__p_text(p, 0, discover ? (a->namespace_ ? a->namespace_ : "") : a->queue);
+    qn__p_text(p, 1, discover ? (a->task ? a->task : "") : (a->partition ? a->partition : ""));
     qn__p_text(p, 2, a->group ? a->group : "");
     qn__p_i32(p, 3, a->budget);
     qn__p_i64(p, 4, a->max_bytes);
@@ -109,27 +93,25 @@ int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call
     else
         qn__p_null(p, 12);
     qn__p_uuid(p, 13, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_pop, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_pop, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
                          const char *group, const struct qn_call_opts *opts, qn_bool_cb cb,
                          void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_HAS_PENDING, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_HAS_PENDING, qn__decode_scalar_bool);
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, partition ? partition : "");
     qn__p_text(&s->p, 2, group ? group : "");
     qn__p_uuid(&s->p, 3, qn__req_tenant(r));
-    qn__req_set_finish(r, qn__finish_bool, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- pop gate */
@@ -139,24 +121,23 @@ struct gate_out {
     int32_t min_wait;
 };
 
-static int decode_gate(qn_store_req *r, int step, const PGresult *res)
+static bool gate_ok(const void *row)
 {
-    static const uint32_t t[2] = {QN_OID_INT8, QN_OID_INT4};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    if (qn__res_shape(res, 2, t) != QN_OK || PQntuples(res) != 1)
-        return QN_EPROTOCOL_DB;
-    struct gate_out *o = qn__arena_zalloc(a, sizeof *o);
-    if (o == NULL)
-        return QN_ENOMEM;
-    struct qn__row w = {res, 0, a, QN_OK, -1};
-    o->pending = qn__row_i64_or(&w, 0, 0);
-    o->min_wait = qn__row_i32_or(&w, 1, 0);
-    if (w.err != QN_OK || o->pending < 0 || o->min_wait < 0)
-        return QN_EPROTOCOL_DB;
-    s->out = o;
-    return QN_OK;
+    const struct gate_out *o = row;
+    return o->pending >= 0 && o->min_wait >= 0;
+}
+
+static const struct qn__col gate_cols[] = {
+    QN__I64_OR(struct gate_out, pending, 0),
+    QN__I32_OR(struct gate_out, min_wait, 0),
+};
+
+static const struct qn__rowspec gate_spec = {
+    QN__NCOLS(gate_cols), gate_cols, sizeof(struct gate_out), 1, 1, 0, 0, 0, false, gate_ok};
+
+int qn__decode_pop_gate(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &gate_spec);
 }
 
 static void finish_gate(qn_store_req *r, const struct qn_store_status *st)
@@ -170,17 +151,16 @@ int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, co
                       const struct qn_call_opts *opts, qn_pop_gate_cb cb, void *ud,
                       qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (queue == NULL || queue[0] == '\0' || cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_POP_GATE, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_POP_GATE, decode_gate);
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, partition ? partition : "");
     qn__p_text(&s->p, 2, group ? group : "");
     qn__p_uuid(&s->p, 3, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_gate, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_gate, (qn__anyfn)cb, ud, req);
 }

@@ -1,5 +1,5 @@
 /*
- * push.c - push_v1 and segment_at_v1 (sql/003_log_push.sql).
+ * push.c - qn.push_v1 and qn.segment_at_v1 (sql/003_log_push.sql).
  *
  * Does: encode a bundle of segments as six aligned binary arrays, decode the
  * verdict rows (one per queued segment, one per duplicate frame) into one result
@@ -14,6 +14,7 @@
  *   2. Duplicate entries are strictly ascending by frame index (the procedure
  *      orders them; anything else is a protocol error).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "queen/error.h"
@@ -141,77 +142,62 @@ int qn__decode_push(qn_store_req *r, int step, const PGresult *res)
     return QN_OK;
 }
 
-static void finish_push(qn_store_req *r, const struct qn_store_status *st)
-{
-    qn_push_cb cb = (qn_push_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
-}
+QN__FINISH_PTR(finish_push, qn_push_cb)
 
 int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
                   const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (cb == NULL)
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_PUSH, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_PUSH, qn__decode_push);
     s->expect = n;
     qn__params_push(&s->p, segs, n, strict, qn__req_tenant(r));
-    qn__req_set_finish(r, finish_push, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_push, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- segment_at */
 
-static int decode_segments(qn_store_req *r, int step, const PGresult *res)
+static bool segment_ok(const void *row)
 {
-    static const uint32_t t[4] = {QN_OID_INT8, QN_OID_INT8, QN_OID_TIMESTAMPTZ, QN_OID_BYTEA};
-    struct qn__arena *a = qn__req_arena(r);
-    int nsteps;
-    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
-    int rows = PQntuples(res);
-    if (qn__res_shape(res, 4, t) != QN_OK)
-        return QN_EPROTOCOL_DB;
-    struct qn_segments_result *out = qn__arena_zalloc(a, sizeof *out);
-    struct qn_segment_row *v = qn__arena_zalloc(a, sizeof *v * (size_t)rows);
-    if (out == NULL || v == NULL)
-        return QN_ENOMEM;
-    for (int i = 0; i < rows; i++) {
-        struct qn__row w = {res, i, a, QN_OK, -1};
-        v[i].base = qn__row_i64(&w, 0);
-        v[i].end = qn__row_i64(&w, 1);
-        v[i].created_at_us = qn__row_ts(&w, 2);
-        v[i].blob = qn__row_bytea(&w, 3, &v[i].blob_len);
-        if (w.err != QN_OK || v[i].end < v[i].base)
-            return QN_EPROTOCOL_DB;
-    }
-    out->n = (size_t)rows;
-    out->rows = v;
-    s->out = out;
-    return QN_OK;
+    const struct qn_segment_row *g = row;
+    return g->end >= g->base;
 }
 
-static void finish_segments(qn_store_req *r, const struct qn_store_status *st)
+static const struct qn__col segment_cols[] = {
+    QN__I64(struct qn_segment_row, base),
+    QN__I64(struct qn_segment_row, end),
+    QN__TS(struct qn_segment_row, created_at_us),
+    QN__BYTEA(struct qn_segment_row, blob, blob_len),
+};
+
+static const struct qn__rowspec segment_spec = {
+    QN__NCOLS(segment_cols), segment_cols, sizeof(struct qn_segment_row), 0, -1,
+    sizeof(struct qn_segments_result), offsetof(struct qn_segments_result, n),
+    offsetof(struct qn_segments_result, rows), false, segment_ok};
+
+int qn__decode_segments(qn_store_req *r, int step, const PGresult *res)
 {
-    qn_segments_cb cb = (qn_segments_cb)qn__req_cb(r);
-    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);
+    return qn__decode_rows(r, step, res, &segment_spec);
 }
+
+QN__FINISH_PTR(finish_segments, qn_segments_cb)
 
 int qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offsets, size_t n,
                         const struct qn_call_opts *opts, qn_segments_cb cb, void *ud,
                         qn_store_req **req)
 {
-    qn_store_req *r = NULL;
+    qn_store_req *r;
+    int rc;
     if (cb == NULL || pid == NULL || (n > 0 && offsets == NULL))
         return QN_EINVAL;
-    int rc = qn__req_new(st, 1, opts, &r);
-    if (rc != QN_OK)
+    struct qn__step *s = qn__call_begin(st, QN_STMT_SEGMENT_AT, opts, &r, &rc);
+    if (s == NULL)
         return rc;
-    struct qn__step *s = qn__req_add(r, QN_STMT_SEGMENT_AT, decode_segments);
     qn__p_uuid(&s->p, 0, pid);
     qn__p_arr_i64(&s->p, 1, offsets, n);
-    qn__req_set_finish(r, finish_segments, (qn__anyfn)cb, ud);
-    return qn__req_submit(r, req);
+    return qn__call_submit(r, finish_segments, (qn__anyfn)cb, ud, req);
 }

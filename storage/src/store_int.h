@@ -9,9 +9,14 @@
  *   params   binary parameter encoding (scalars and one-dimensional arrays).
  *   results  bounds-checked decoding of binary result values.
  *   errmap   SQLSTATE + message -> our error code and a message for people.
- *   stmts    the SQL text and parameter types of every prepared statement.
+ *   stmts    the table of statements: SQL text, parameter types, lane, whether
+ *            it writes, and the decoder of its result.
  *   engine   requests made of steps (one statement each), sent in one pipeline
- *            sync, decoded when the sync arrives, delivered by a finish function.
+ *            sync, decoded when the sync arrives, delivered by a finish function
+ *            (store_pool.c, store_engine.c, store_listen.c).
+ *   calls    the storage-call helper (begin, parameters, submit) and the
+ *            table-driven row decoder every procedure's decoder is built on
+ *            (store_call.c).
  */
 #ifndef QN_STORE_INT_H
 #define QN_STORE_INT_H
@@ -270,11 +275,24 @@ enum qn__stmt_id {
 
 #define QN_STMT_MAX_PARAMS 16
 
+/* Lanes: a write is never queued behind another client's bulk read. Pool
+ * connections below write_reserve serve the write lane only. */
+#define QN__LANE_WRITE 0
+#define QN__LANE_READ 1
+#define QN__LANES 2
+
+/* Decodes step `step`'s result (kept alive until the callback returns) into the
+ * request's arena. Returns QN_OK or QN_EPROTOCOL_DB / QN_ENOMEM. */
+typedef int (*qn__decode_fn)(qn_store_req *r, int step, const PGresult *res);
+
 struct qn__stmt {
-    const char *name; /* prepared statement name, unique per connection */
+    const char *name;     /* prepared statement name, unique per connection */
     const char *sql;
     int nparams;
     uint32_t types[QN_STMT_MAX_PARAMS];
+    uint8_t lane;         /* QN__LANE_WRITE or QN__LANE_READ */
+    bool writes;          /* may change the database: a lost outcome is in doubt */
+    qn__decode_fn decode; /* its result's decoder (NULL: ignored) */
 };
 extern const struct qn__stmt qn__stmts[QN_STMT_COUNT];
 
@@ -282,10 +300,6 @@ extern const struct qn__stmt qn__stmts[QN_STMT_COUNT];
 extern const uint8_t qn__default_tenant[16];
 
 /* ---------------------------------------------------------------- engine */
-
-/* Decodes step `step`'s result (kept alive until the callback returns) into the
- * request's arena. Returns QN_OK or QN_EPROTOCOL_DB / QN_ENOMEM. */
-typedef int (*qn__decode_fn)(qn_store_req *r, int step, const PGresult *res);
 /* Calls the user's callback with the outcome (st->code != QN_OK: failure). */
 typedef void (*qn__finish_fn)(qn_store_req *r, const struct qn_store_status *st);
 /* Any function pointer type, stored and cast back by the finish function. */
@@ -312,6 +326,15 @@ int qn__req_new(qn_store *st, int nsteps, const struct qn_call_opts *opts, qn_st
 /* Appends a step running statement stmt, its params initialised to NULLs
  * (qn__stmts nparams). NULL when the request is full or stmt is unknown. */
 struct qn__step *qn__req_add(qn_store_req *r, int stmt, qn__decode_fn decode);
+/* Appends a step running sql (copied) as an unnamed statement with nparams
+ * parameters of types (copied); NULL when the request is full or on ENOMEM. */
+struct qn__step *qn__req_add_sql(qn_store_req *r, const char *sql, const uint32_t *types,
+                                 int nparams);
+/* Overrides the class derived from the steps' statements (raw SQL). */
+void qn__req_set_class(qn_store_req *r, int lane, bool writes);
+/* A request with no store, for decoding only (unit tests, fuzzing): it can be
+ * given steps and fed results, never submitted. Free with qn__req_discard. */
+int qn__req_new_detached(int nsteps, qn_store_req **out);
 /* Removes the last step (a step whose params could not be built). */
 void qn__req_pop_step(qn_store_req *r);
 void qn__req_set_tenant(qn_store_req *r, const uint8_t *tenant);
@@ -336,26 +359,150 @@ void *qn__req_out(const qn_store_req *r, int i);
 int qn__req_submit(qn_store_req *r, qn_store_req **req);
 void qn__req_discard(qn_store_req *r);
 
+/* ---------------------------------------------------------------- calls */
+
+/*
+ * One procedure call, the same few lines for every qn_store_* function:
+ *
+ *     struct qn__step *s = qn__call_begin(st, QN_STMT_X, opts, &r, &rc);
+ *     if (s == NULL)
+ *         return rc;
+ *     qn__p_text(&s->p, 0, queue);          (the parameters, in order)
+ *     return qn__call_submit(r, finish_x, (qn__anyfn)cb, ud, req);
+ *
+ * qn__call_begin makes a one-step request (opts may be NULL) whose decoder is
+ * the statement's table entry; NULL with *rc set on failure (nothing to free).
+ * qn__call_submit sets the finish function and submits (see qn__req_submit:
+ * on failure r is freed and nothing runs).
+ */
+struct qn__step *qn__call_begin(qn_store *st, int stmt, const struct qn_call_opts *opts,
+                                qn_store_req **r, int *rc);
+int qn__call_submit(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud,
+                    qn_store_req **req);
+
+/* Defines finish function `name` handing step 0's product (NULL on failure) to a
+ * callback of type cbtype, void (*)(void *, const struct qn_store_status *,
+ * const T *). */
+#define QN__FINISH_PTR(name, cbtype)                                                           \
+    static void name(qn_store_req *r, const struct qn_store_status *st)                        \
+    {                                                                                          \
+        cbtype cb = (cbtype)qn__req_cb(r);                                                     \
+        cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);                   \
+    }
+
 /* Common finish: callbacks of type qn_int_cb / qn_bool_cb with step 0's product
  * (an int64_t / bool in the arena). */
 void qn__finish_int(qn_store_req *r, const struct qn_store_status *st);
 void qn__finish_bool(qn_store_req *r, const struct qn_store_status *st);
-/* Decoders for one-row one-column scalar results (int2/int4/int8, bool, void). */
-int qn__decode_scalar_int(qn_store_req *r, int step, const PGresult *res);
+
+/*
+ * The table-driven row decoder. A rowspec lists a result's columns in order,
+ * each with its kind (which fixes the expected type: bool, int2, int4, int8,
+ * timestamptz, uuid, text - varchar, bpchar and name accepted -, bytea), where
+ * its value goes in the row structure, and whether NULL is allowed (then the
+ * field takes dflt for numbers, "" for text, NULL/0 for bytea, zeros for a
+ * uuid). qn__decode_rows checks the shape (column count, binary format, types)
+ * and the row count, allocates the rows in the request's arena, fills them, runs
+ * row_ok on each, and makes the step's product:
+ *   - list_size > 0: a zeroed list_size structure whose size_t at list_n_off is
+ *     the row count and whose pointer at list_rows_off points at the rows;
+ *   - otherwise (max_rows 1): the row itself; with no row, NULL when empty_null,
+ *     else a row of the columns' defaults.
+ * Anything else is QN_EPROTOCOL_DB (QN_ENOMEM past the arena cap).
+ */
+enum qn__col_kind {
+    QN__C_BOOL,
+    QN__C_I16,
+    QN__C_I32,
+    QN__C_I64,
+    QN__C_TS,
+    QN__C_UUID,
+    QN__C_TEXT,
+    QN__C_BYTEA
+};
+
+struct qn__col {
+    uint8_t kind;     /* enum qn__col_kind */
+    bool nullable;
+    uint16_t off;     /* offset of the field in the row structure */
+    uint16_t len_off; /* bytea: offset of its size_t length */
+    int64_t dflt;     /* numbers and bool: the value of a NULL */
+};
+
+#define QN__ROWSPEC_MAX_COLS 32
+
+struct qn__rowspec {
+    int ncols;
+    const struct qn__col *cols;
+    size_t row_size;
+    int32_t min_rows;
+    int32_t max_rows;                /* < 0: any */
+    size_t list_size;                /* 0: single-row product */
+    size_t list_n_off, list_rows_off;
+    bool empty_null;                 /* single-row: no row -> NULL product */
+    bool (*row_ok)(const void *row); /* NULL: every row is fine */
+};
+
+/* Size-checked field offset: the field must be exactly `size` bytes. */
+#define QN__FOFF(T, f, size) (offsetof(T, f) + 0 * sizeof(char[sizeof(((T *)0)->f) == (size) ? 1 : -1]))
+/* Columns: required (NOT NULL) and nullable with a default. */
+#define QN__BOOL(T, f) {QN__C_BOOL, false, QN__FOFF(T, f, sizeof(bool)), 0, 0}
+#define QN__BOOL_OR(T, f, d) {QN__C_BOOL, true, QN__FOFF(T, f, sizeof(bool)), 0, (d)}
+#define QN__I16(T, f) {QN__C_I16, false, QN__FOFF(T, f, 2), 0, 0}
+#define QN__I32(T, f) {QN__C_I32, false, QN__FOFF(T, f, 4), 0, 0}
+#define QN__I32_OR(T, f, d) {QN__C_I32, true, QN__FOFF(T, f, 4), 0, (d)}
+#define QN__I64(T, f) {QN__C_I64, false, QN__FOFF(T, f, 8), 0, 0}
+#define QN__I64_OR(T, f, d) {QN__C_I64, true, QN__FOFF(T, f, 8), 0, (d)}
+#define QN__TS(T, f) {QN__C_TS, false, QN__FOFF(T, f, 8), 0, 0}
+#define QN__TS_OR(T, f, d) {QN__C_TS, true, QN__FOFF(T, f, 8), 0, (d)}
+#define QN__UUID(T, f) {QN__C_UUID, false, QN__FOFF(T, f, 16), 0, 0}
+#define QN__UUID_OR0(T, f) {QN__C_UUID, true, QN__FOFF(T, f, 16), 0, 0}
+#define QN__TEXT(T, f) {QN__C_TEXT, false, QN__FOFF(T, f, sizeof(char *)), 0, 0}
+#define QN__TEXT_OR(T, f) {QN__C_TEXT, true, QN__FOFF(T, f, sizeof(char *)), 0, 0}
+#define QN__BYTEA(T, f, lenf)                                                                  \
+    {QN__C_BYTEA, false, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0}
+#define QN__BYTEA_OR(T, f, lenf)                                                               \
+    {QN__C_BYTEA, true, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0}
+#define QN__NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+int qn__decode_rows(qn_store_req *r, int step, const PGresult *res,
+                    const struct qn__rowspec *spec);
+
+/* ---------------------------------------------------------------- decoders */
+
+/* The decoder of every statement (the table in stmts.c names them). */
+int qn__decode_scalar_int(qn_store_req *r, int step, const PGresult *res); /* int2/4/8 */
 int qn__decode_scalar_bool(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_void(qn_store_req *r, int step, const PGresult *res);
-
-/* Internal: decoders shared by push/txn and ack/txn. */
 int qn__decode_push(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_segments(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_pop(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_pop_gate(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_ack(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_dlq_head(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_renew(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_fetch(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_queues(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_configure(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_partitions(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_groups(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_stats(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_partition_meta(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_txns(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_maint_step(qn_store_req *r, int step, const PGresult *res);
+
+/* Internal: parameters shared by push/txn and ack/txn. */
 int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n,
                     bool strict, const uint8_t *tenant);
 int qn__params_ack(struct qn__params *p, const struct qn_ack_args *a, bool strict);
 
 /* ---------------------------------------------------------------- tests, benches */
 
-/* Registers a statement prepared on every connection under `name` (copied).
- * Returns its id (>= QN_STMT_COUNT) or QN_ELIMIT / QN_EINVAL / QN_ENOMEM. */
+/* Registers a statement prepared on every connection under `name` (copied),
+ * read lane, read-only (see qn__store_set_class). Returns its id
+ * (>= QN_STMT_COUNT) or QN_ELIMIT / QN_EINVAL / QN_ENOMEM. */
 int qn__store_register(qn_store *st, const char *name, const char *sql, int nparams,
                        const uint32_t *types);
 
@@ -374,9 +521,18 @@ int qn__store_sql_many(qn_store *st, int nstmts, const int *stmt, const char *co
                        const uint32_t *const *types, const struct qn__params *params,
                        const struct qn_call_opts *opts, qn__sql_cb cb, void *ud,
                        qn_store_req **req);
+/* The class of a registered statement (lane, may write). QN_EINVAL for an id
+ * that was not registered at run time. */
+int qn__store_set_class(qn_store *st, int stmt, int lane, bool writes);
+/* qn__store_sql with raw SQL in the given class (stmt must be -1). */
+int qn__store_sql_as(qn_store *st, int lane, bool writes, const char *sql,
+                     const uint32_t *types, const struct qn__params *params, int result_format,
+                     const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req);
 /* Sends a server cancel for whatever connection idx is running (tests). */
 int qn__store_cancel_current(qn_store *st, int idx);
 /* Backend pid of connection idx (0 when not connected). */
 int qn__store_backend_pid(const qn_store *st, int idx);
+/* Socket of connection idx (-1 when not connected): tests find it at a proxy. */
+int qn__store_conn_socket(const qn_store *st, int idx);
 
 #endif

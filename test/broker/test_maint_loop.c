@@ -386,7 +386,7 @@ static uint64_t steps_total(const struct qn_maint_cycle *r)
 static void push_one(PGconn *c, const char *queue, const char *partition)
 {
     sqlf(c,
-         "SELECT count(*) FROM queen.push_v1(ARRAY['%s'], ARRAY['%s'], ARRAY[1], "
+         "SELECT count(*) FROM qn.push_v1(ARRAY['%s'], ARRAY['%s'], ARRAY[1], "
          "ARRAY[decode(md5(random()::text || clock_timestamp()::text), 'hex')], "
          "ARRAY[-1]::INT8[], ARRAY['\\x00'::bytea])",
          queue, partition);
@@ -974,7 +974,7 @@ START_TEST(metrics_purge_and_its_failure)
              "dedup_window_seconds = 86400");
     mk_part(p, q, "p", 86000);
     add_segs(p, 2, 1, 7200);
-    sqlf(D, "DROP FUNCTION queen.metrics_purge_v1(TIMESTAMPTZ)");
+    sqlf(D, "DROP FUNCTION qn.metrics_purge_v1(TIMESTAMPTZ)");
     m = mk_default();
     r = cycle(m);
     ck_assert_int_eq(r.code, QN_OK);
@@ -999,7 +999,7 @@ START_TEST(lock_released_after_error)
     mk_queue(q, "eq", "retention_enabled = true, retention_seconds = 3600");
     mk_part(p, q, "p", 86000);
     add_segs(p, 2, 1, 7200);
-    sqlf(D, "DROP FUNCTION queen.txns_purge_step_v1(UUID, TIMESTAMPTZ, INT4)");
+    sqlf(D, "DROP FUNCTION qn.txns_purge_step_v1(UUID, TIMESTAMPTZ, INT4)");
     qn_maint *m = mk_default();
     struct qn_maint_cycle r = cycle(m);
     ck_assert_int_ne(r.code, QN_OK);

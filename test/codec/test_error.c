@@ -13,7 +13,7 @@ static const int all_codes[] = {
     QN_EFRAME_TRUNCATED, QN_EFRAME_BODY_OVERRUN, QN_EFRAME_FLAGS, QN_EFRAME_INNER_OVERRUN,
     QN_EFRAME_FIELD_TOO_LONG, QN_ESEGMENT_CORRUPT, QN_ESEGMENT_TOO_LARGE, QN_ESEGMENT_COUNT,
     QN_EUUID_PARSE, QN_EUNAVAILABLE, QN_EDB, QN_ETIMEOUT, QN_ECANCELLED, QN_ECONFLICT,
-    QN_EDUPLICATE, QN_EPROTOCOL_DB, QN_EBADREQUEST, QN_EBUSY, QN_EDEADLINE, QN_ESHUTDOWN,
+    QN_EDUPLICATE, QN_EPROTOCOL_DB, QN_EINDOUBT, QN_EBADREQUEST, QN_EBUSY, QN_EDEADLINE, QN_ESHUTDOWN,
     QN_EPROTO, QN_ECLOSED, QN_EFLOOD,
     QN_EENVELOPE_MALFORMED, QN_EENVELOPE_UNKNOWN_KEY, QN_EENVELOPE_AUTH, QN_EKEYRING_PARSE,
     QN_ECRYPTO, QN_EAUTH_MISSING, QN_EAUTH_MALFORMED, QN_EAUTH_ALG, QN_EAUTH_SIGNATURE,
@@ -46,6 +46,15 @@ START_TEST(messages_are_lower_case)
 }
 END_TEST
 
+/* Append-only: a code's number never changes (clients and logs keep them). */
+START_TEST(storage_codes_keep_their_numbers)
+{
+    ck_assert_int_eq(QN_EPROTOCOL_DB, -206);
+    ck_assert_int_eq(QN_EINDOUBT, -207);
+    ck_assert_str_eq(qn_strerror(QN_EINDOUBT), "outcome unknown");
+}
+END_TEST
+
 START_TEST(fatal_range)
 {
     ck_assert(!qn_err_is_fatal(QN_OK));
@@ -64,6 +73,7 @@ Suite *qn_test_error_suite(void)
     TCase *tc = tcase_create("strerror");
     tcase_add_test(tc, every_code_has_distinct_text);
     tcase_add_test(tc, messages_are_lower_case);
+    tcase_add_test(tc, storage_codes_keep_their_numbers);
     tcase_add_test(tc, fatal_range);
     suite_add_tcase(s, tc);
     return s;

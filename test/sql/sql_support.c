@@ -341,7 +341,7 @@ PGresult *qt_push_raw(PGconn *c, const struct qt_seg *segs, int n, bool strict)
     int lens[7] = {(int)q.len, (int)p.len, (int)cnt.len, (int)h.len, (int)v.len, (int)bl.len, 0};
     int fmts[7] = {1, 1, 1, 1, 1, 1, 0};
     PGresult *r = PQexecParams(c,
-                               "SELECT * FROM queen.push_v1($1::text[], $2::text[], $3::int4[], "
+                               "SELECT * FROM qn.push_v1($1::text[], $2::text[], $3::int4[], "
                                "$4::bytea[], $5::int8[], $6::bytea[], $7::bool)",
                                7, NULL, vals, lens, fmts, 0);
     free(q.p), free(p.p), free(cnt.p), free(h.p), free(v.p), free(bl.p);
@@ -395,7 +395,7 @@ PGresult *qt_pop(PGconn *c, const struct qt_pop *p)
                             p->worker ? p->worker : "", p->auto_ack ? "t" : "f", maxp,
                             p->sub_mode ? p->sub_mode : "all", p->sub_from};
     PGresult *r = PQexecParams(c,
-                               "SELECT * FROM queen.pop_v1($1, $2, $3, $4::int4, $5::int8, "
+                               "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
                                "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
                                "$13::timestamptz)",
                                13, NULL, vals, NULL, NULL, 0);
@@ -440,7 +440,7 @@ PGresult *qt_ack_raw(PGconn *c, const char *pid, const char *group, const char *
     int lens[7] = {0, 0, 0, (int)h.len, (int)o.len, (int)s.len, 0};
     int fmts[7] = {0, 0, 0, 1, 1, 1, 0};
     PGresult *r = PQexecParams(c,
-                               "SELECT * FROM queen.ack_v1($1::uuid, $2, $3, $4::bytea[], "
+                               "SELECT * FROM qn.ack_v1($1::uuid, $2, $3, $4::bytea[], "
                                "$5::int8[], $6::int2[], $7::bool)",
                                7, NULL, vals, lens, fmts, 0);
     free(h.p), free(o.p), free(s.p), free(hs), free(store), free(hl), free(offs), free(onull),

@@ -160,7 +160,7 @@ END_TEST
 START_TEST(test_budget_and_dlq_handoff)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ack.dlq', '{\"retry_limit\": 2}', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ack.dlq', '{\"retry_limit\": 2}', "
                     "false)"));
     qt_push1(c, "ack.dlq", "", "u", 0, 5);
     char pid[37];
@@ -201,7 +201,7 @@ START_TEST(test_budget_and_dlq_handoff)
     ck_assert_str_eq(qt_gs(r, 0, "worker_id"), "w");
     PQclear(r);
 
-    r = qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', 'g', 'w', 1, "
+    r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w', 1, "
                 "'0190a000-0000-7000-8000-000000000001', 'u1', '\\xdeadbeef', 'boom')",
              pid);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
@@ -219,7 +219,7 @@ START_TEST(test_budget_and_dlq_handoff)
                       "queen.log_dlq WHERE partition_id = '%s'",
                    pid));
     /* a second call fails the lease check */
-    r = qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', 'g', 'w', 1, NULL, 'u1', NULL, NULL)", pid);
+    r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w', 1, NULL, 'u1', NULL, NULL)", pid);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "f");
     PQclear(r);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", pid),
@@ -248,7 +248,7 @@ START_TEST(test_forced_dlq_and_retry)
     ck_assert_int_eq(qt_gi(r, s, "r_flags"), 2); /* regardless of the budget */
     ck_assert_int_eq(qt_gi(r, s, "r_off"), 0);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', 'g', '', 0, NULL, 'v0', NULL, NULL)", pid);
+    r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', '', 0, NULL, 'v0', NULL, NULL)", pid);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
     PQclear(r);
     ck_assert_str_eq(qt_s(c, "SELECT error FROM queen.log_dlq WHERE partition_id = '%s'", pid),
@@ -272,7 +272,7 @@ END_TEST
 START_TEST(test_dlq_off_drops_poison_frame)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ack.drop', '{\"retry_limit\": 0, "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ack.drop', '{\"retry_limit\": 0, "
                     "\"dead_letter_queue\": false, \"dlq_after_max_retries\": false}', false)"));
     qt_push1(c, "ack.drop", "", "x", 0, 3);
     char pid[37];
@@ -299,7 +299,7 @@ END_TEST
 START_TEST(test_poison_behind_unacked_head)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ack.head', '{\"retry_limit\": 0}', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ack.head', '{\"retry_limit\": 0}', "
                     "false)"));
     qt_push1(c, "ack.head", "", "y", 0, 5);
     char pid[37];
@@ -329,7 +329,7 @@ START_TEST(test_lease_less_ack)
     char pid[37];
     qt_pid(c, "ack.free", "", pid);
     ck_assert_int_eq(popn(c, "ack.free", "g", 2, "w"), 2);
-    PQclear(qt_q(c, "SELECT queen.release_lease_v1('w')"));
+    PQclear(qt_q(c, "SELECT qn.release_lease_v1('w')"));
     /* no leased batch: the span is unbounded, failures have no effect */
     struct qt_ack_item it[] = {{.txn = "z4", .status = 1}, {.off = 5, .status = 2}};
     PGresult *r = qt_ack(c, pid, "g", "", it, 2);
@@ -355,13 +355,13 @@ START_TEST(test_renew_release_check)
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 4);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.renew_lease_v1('w-r', 600)");
+    r = qt_q(c, "SELECT * FROM qn.renew_lease_v1('w-r', 600)");
     ck_assert_int_eq(qt_gi(r, 0, "r_renewed"), 2);
     PQclear(r);
     ck_assert(qt_b(c, "SELECT min(lease_expires_at) >= now() + interval '599 s' FROM "
                       "queen.log_consumers WHERE worker_id = 'w-r'"));
     /* never shortens */
-    r = qt_q(c, "SELECT * FROM queen.renew_lease_v1('w-r', 1)");
+    r = qt_q(c, "SELECT * FROM qn.renew_lease_v1('w-r', 1)");
     ck_assert_int_eq(qt_gi(r, 0, "r_renewed"), 2);
     PQclear(r);
     ck_assert(qt_b(c, "SELECT min(lease_expires_at) >= now() + interval '599 s' FROM "
@@ -370,20 +370,20 @@ START_TEST(test_renew_release_check)
     PQclear(qt_q(c, "UPDATE queen.log_consumers c SET lease_expires_at = now() - interval '1 s' "
                     "FROM queen.log_partitions p WHERE p.id = c.partition_id AND p.name = 'a' "
                     "AND c.worker_id = 'w-r'"));
-    r = qt_q(c, "SELECT * FROM queen.renew_lease_v1('w-r', 60)");
+    r = qt_q(c, "SELECT * FROM qn.renew_lease_v1('w-r', 60)");
     ck_assert_int_eq(qt_gi(r, 0, "r_renewed"), 1);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.renew_lease_v1('w-none', 60)");
+    r = qt_q(c, "SELECT * FROM qn.renew_lease_v1('w-none', 60)");
     ck_assert_int_eq(qt_gi(r, 0, "r_renewed"), 0);
     ck_assert(qt_gnull(r, 0, "r_expires_at"));
     PQclear(r);
-    PQclear(qt_q(c, "SELECT queen.check_leases_v1(ARRAY['w-r'])"));
+    PQclear(qt_q(c, "SELECT qn.check_leases_v1(ARRAY['w-r'])"));
     char msg[256];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT queen.check_leases_v1(ARRAY['w-r', 'w-none'])"),
+                             "SELECT qn.check_leases_v1(ARRAY['w-r', 'w-none'])"),
                      "P0001");
     ck_assert_str_eq(msg, "QTXN lease not held w-none");
-    ck_assert_int_eq(qt_i(c, "SELECT queen.release_lease_v1('w-r')"), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.release_lease_v1('w-r')"), 1);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE worker_id = 'w-r'"),
                      1); /* the expired one keeps its stale holder */
     ck_assert_int_eq(qt_i(c, "SELECT max(committed) FROM queen.log_consumers c JOIN "
@@ -454,7 +454,7 @@ START_TEST(test_hash_resolution_bounded)
     ck_assert_int_eq(qt_gi(r, 0, "r_off"), 97);
     PQclear(r);
     ck_assert_ptr_nonnull(captured);
-    char *plan = strstr(captured, "queen.log_unnest_hashes(t.hashes)");
+    char *plan = strstr(captured, "qn.log_unnest_hashes(t.hashes)");
     ck_assert_msg(plan != NULL, "no resolution plan: %s", captured);
     ck_assert_msg(strstr(plan, "Index Scan using log_txns_pkey on log_txns t") != NULL &&
                       strstr(plan, "(base_offset >= COALESCE(") != NULL &&

@@ -17,7 +17,7 @@ static void fixture(void)
 
 static PGresult *configure(PGconn *c, const char *q, const char *opts, bool replace)
 {
-    return qt_q(c, "SELECT * FROM queen.configure_queue_v1('%s', '%s', %s)", q, opts,
+    return qt_q(c, "SELECT * FROM qn.configure_queue_v1('%s', '%s', %s)", q, opts,
                 replace ? "true" : "false");
 }
 
@@ -92,14 +92,14 @@ START_TEST(test_configure_merge_replace_validate)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[256];
         const char *st = qt_fail(c, msg, sizeof msg,
-                                 "SELECT * FROM queen.configure_queue_v1('cfg.all', '%s', false)",
+                                 "SELECT * FROM qn.configure_queue_v1('cfg.all', '%s', false)",
                                  bad[i][0]);
         ck_assert_str_eq(st, "22023");
         ck_assert_str_eq(msg, bad[i][1]);
     }
     char msg[256];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM queen.configure_queue_v1('', '{}', false)"),
+                             "SELECT * FROM qn.configure_queue_v1('', '{}', false)"),
                      "22023");
     /* nothing changed by the failures */
     ck_assert_int_eq(qt_i(c, "SELECT lease_time FROM queen.queues WHERE name = 'cfg.all'"), 1);
@@ -114,29 +114,29 @@ START_TEST(test_get_list_queues_and_partitions)
     qt_push1(c, "lq.b", "p1", "x", 3, 2);
     qt_push1(c, "lq.b", "p2", "x", 0, 4);
     qt_push1(c, "lq.a", "", "x", 0, 1);
-    PGresult *r = qt_q(c, "SELECT * FROM queen.get_queue_v1('lq.b')");
+    PGresult *r = qt_q(c, "SELECT * FROM qn.get_queue_v1('lq.b')");
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_partitions"), 2);
     ck_assert_int_eq(qt_gi(r, 0, "r_segments"), 3);
     ck_assert_int_eq(qt_gi(r, 0, "r_messages"), 9);
     ck_assert_int_eq(qt_gi(r, 0, "r_lease_time"), 60);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.get_queue_v1('lq.none')");
+    r = qt_q(c, "SELECT * FROM qn.get_queue_v1('lq.none')");
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.get_queue_v1('lq.b', gen_random_uuid())"); /* other tenant */
+    r = qt_q(c, "SELECT * FROM qn.get_queue_v1('lq.b', gen_random_uuid())"); /* other tenant */
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_queues_v1('lq', NULL, 0, 0)");
+    r = qt_q(c, "SELECT * FROM qn.list_queues_v1('lq', NULL, 0, 0)");
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_str_eq(qt_gs(r, 0, "r_name"), "lq.a");
     ck_assert_str_eq(qt_gs(r, 1, "r_name"), "lq.b");
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_queues_v1('lq', '', 1, 1)");
+    r = qt_q(c, "SELECT * FROM qn.list_queues_v1('lq', '', 1, 1)");
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_name"), "lq.b");
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_queues_v1('lq', 'b', 10, 0)");
+    r = qt_q(c, "SELECT * FROM qn.list_queues_v1('lq', 'b', 10, 0)");
     ck_assert_int_eq(PQntuples(r), 1);
     PQclear(r);
 
@@ -147,7 +147,7 @@ START_TEST(test_get_list_queues_and_partitions)
     PQclear(qt_pop(c, &p));
     struct qt_ack_item it = {.off = 1, .status = 1};
     PQclear(qt_ack(c, p1, "g", "", &it, 1));
-    r = qt_q(c, "SELECT * FROM queen.queue_partitions_v1('lq.b', 'g')");
+    r = qt_q(c, "SELECT * FROM qn.queue_partitions_v1('lq.b', 'g')");
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_str_eq(qt_gs(r, 0, "r_partition"), "p1");
     ck_assert_int_eq(qt_gi(r, 0, "r_last_offset"), 4);
@@ -175,7 +175,7 @@ START_TEST(test_consumer_groups_seek_delete)
     struct qt_pop p = {.queue = "cg.q", .part = "p1", .group = "gcg", .budget = 2, .worker = "wg",
                        .max_partitions = 1};
     PQclear(qt_pop(c, &p));
-    PGresult *r = qt_q(c, "SELECT * FROM queen.list_consumer_groups_v1('cg.q', 'gcg')");
+    PGresult *r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1('cg.q', 'gcg')");
     ck_assert_int_eq(PQntuples(r), 2); /* bulk-seeded on both partitions */
     ck_assert_str_eq(qt_gs(r, 0, "r_group"), "gcg");
     ck_assert_str_eq(qt_gs(r, 0, "r_queue"), "cg.q");
@@ -191,17 +191,17 @@ START_TEST(test_consumer_groups_seek_delete)
 
     char msg[256];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT queen.seek_consumer_group_v1('gcg', 'cg.q', NULL, false, NULL)"),
+                             "SELECT qn.seek_consumer_group_v1('gcg', 'cg.q', NULL, false, NULL)"),
                      "22023");
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT queen.seek_consumer_group_v1('gcg', 'cg.none', NULL, true, "
+                             "SELECT qn.seek_consumer_group_v1('gcg', 'cg.none', NULL, true, "
                              "NULL)"),
                      "P0002");
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT queen.seek_consumer_group_v1('gcg', 'cg.q', 'p9', true, NULL)"),
+                             "SELECT qn.seek_consumer_group_v1('gcg', 'cg.q', 'p9', true, NULL)"),
                      "P0002");
     /* to a timestamp (segment granular), clearing the lease */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.seek_consumer_group_v1('gcg', 'cg.q', 'p1', false, now() "
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('gcg', 'cg.q', 'p1', false, now() "
                              "- interval '90 minutes')"),
                      1);
     ck_assert(qt_b(c, "SELECT committed = 2 AND worker_id IS NULL AND batch_end IS NULL AND "
@@ -209,19 +209,19 @@ START_TEST(test_consumer_groups_seek_delete)
                       "consumer_group = 'gcg'",
                    p1));
     /* to the end, every partition; a group without rows gets them */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.seek_consumer_group_v1('h', 'cg.q', NULL, true, NULL)"),
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('h', 'cg.q', NULL, true, NULL)"),
                      2);
-    r = qt_q(c, "SELECT * FROM queen.list_consumer_groups_v1('cg.q', 'h')");
+    r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1('cg.q', 'h')");
     ck_assert_int_eq(qt_gi(r, 0, "r_lag"), 0);
     ck_assert_int_eq(qt_gi(r, 1, "r_lag"), 0);
     ck_assert_int_eq(qt_gi(r, 0, "r_time_lag_seconds"), 0);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_consumer_groups_v1(NULL, NULL)");
+    r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1(NULL, NULL)");
     ck_assert_int_ge(PQntuples(r), 4);
     PQclear(r);
 
     /* delete without metadata: the stored subscription seeds the next cursors */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_consumer_group_v1('gcg', 'cg.q', false)"), 2);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_consumer_group_v1('gcg', 'cg.q', false)"), 2);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_groups_metadata m JOIN "
                              "queen.queues q ON q.id = m.queue_id WHERE q.name = 'cg.q' AND "
                              "m.consumer_group = 'gcg'"),
@@ -230,7 +230,7 @@ START_TEST(test_consumer_groups_seek_delete)
     r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 8); /* re-consumes from scratch */
     PQclear(r);
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_consumer_group_v1('gcg', '', true)"), 2);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_consumer_group_v1('gcg', '', true)"), 2);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_groups_metadata WHERE "
                              "consumer_group = 'gcg'"),
                      0); /* every queue of the tenant */
@@ -251,11 +251,11 @@ START_TEST(test_dlq_admin_and_stats)
         PQclear(qt_pop(c, &p));
         struct qt_ack_item f = {.txn = "x0", .status = 4};
         PQclear(qt_ack(c, p1, groups[i], groups[i], &f, 1));
-        PQclear(qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', '%s', '%s', 0, "
+        PQclear(qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', '%s', '%s', 0, "
                         "'0190a000-0000-7000-8000-00000000000%d', 'x0', '\\x0102', 'err%d')",
                      p1, groups[i], groups[i], i, i));
     }
-    PGresult *r = qt_q(c, "SELECT * FROM queen.list_dlq_v1('dl.q', NULL, NULL, 0, 0)");
+    PGresult *r = qt_q(c, "SELECT * FROM qn.list_dlq_v1('dl.q', NULL, NULL, 0, 0)");
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_str_eq(qt_gs(r, 0, "r_group"), "g2"); /* newest first */
     ck_assert_str_eq(qt_gs(r, 0, "r_queue"), "dl.q");
@@ -266,19 +266,19 @@ START_TEST(test_dlq_admin_and_stats)
     ck_assert_str_eq(qt_gs(r, 0, "r_error"), "err1");
     char *id = strdup(qt_gs(r, 0, "r_id"));
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_dlq_v1('dl.q', 'g1', 'p1', 10, 0)");
+    r = qt_q(c, "SELECT * FROM qn.list_dlq_v1('dl.q', 'g1', 'p1', 10, 0)");
     ck_assert_int_eq(PQntuples(r), 1);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.list_dlq_v1('dl.q', NULL, NULL, 1, 1)");
+    r = qt_q(c, "SELECT * FROM qn.list_dlq_v1('dl.q', NULL, NULL, 1, 1)");
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_group"), "g1");
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.get_dlq_v1('%s')", id);
+    r = qt_q(c, "SELECT * FROM qn.get_dlq_v1('%s')", id);
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_message_id"), "0190a000-0000-7000-8000-000000000001");
     PQclear(r);
 
-    r = qt_q(c, "SELECT * FROM queen.stats_v1('dl.q')");
+    r = qt_q(c, "SELECT * FROM qn.stats_v1('dl.q')");
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_partitions"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_messages"), 4);
@@ -289,12 +289,12 @@ START_TEST(test_dlq_admin_and_stats)
     ck_assert_int_gt(qt_gi(r, 0, "r_bytes"), 0);
     PQclear(r);
 
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_dlq_v1('%s', NULL, NULL)", id), 1);
-    r = qt_q(c, "SELECT * FROM queen.get_dlq_v1('%s')", id);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_dlq_v1('%s', NULL, NULL)", id), 1);
+    r = qt_q(c, "SELECT * FROM qn.get_dlq_v1('%s')", id);
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_dlq_v1(NULL, '%s', 'x0')", p1), 1);
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_dlq_v1(NULL, '%s', 'x0')", p1), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_dlq_v1(NULL, '%s', 'x0')", p1), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_dlq_v1(NULL, '%s', 'x0')", p1), 0);
     free(id);
     PQfinish(c);
 }
@@ -315,7 +315,7 @@ static PGresult *fetch(PGconn *c, const char *entries, int64_t budget, int max_r
     return qt_q(c, "SELECT f.* FROM (SELECT array_agg(q ORDER BY o) q, array_agg(p ORDER BY o) p, "
                    "array_agg(off ORDER BY o) off, array_agg(mb ORDER BY o) mb FROM (SELECT "
                    "row_number() OVER () o, * FROM (VALUES %s) v(q, p, off, mb)) x) a, "
-                   "queen.fetch_v1(a.q, a.p, a.off::int8[], a.mb::int8[], %lld, %d, 10, 200) f",
+                   "qn.fetch_v1(a.q, a.p, a.off::int8[], a.mb::int8[], %lld, %d, 10, 200) f",
                 entries, (long long)budget, max_records);
 }
 
@@ -372,7 +372,7 @@ START_TEST(test_fetch)
     PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
                     "partition_id = '%s' AND base_offset = 0",
                  pid));
-    PQclear(qt_q(c, "SELECT * FROM queen.retention_step_v1('%s', now() - interval '1 minute', "
+    PQclear(qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 minute', "
                     "NULL, 10)",
                  pid));
     r = fetch(c, "('ft.q', '', 5, 0), ('ft.q', '', 10, 0)", 0, 0);
@@ -382,7 +382,7 @@ START_TEST(test_fetch)
     PQclear(r);
     /* read-only */
     ck_assert_str_eq(qt_s(c, "SELECT provolatile FROM pg_proc WHERE oid = "
-                             "'queen.fetch_v1'::regproc"),
+                             "'qn.fetch_v1'::regproc"),
                      "s");
     PQfinish(c);
 }
@@ -395,25 +395,25 @@ START_TEST(test_dedup_cache_reads)
     qt_push1(c, "meta.q", "p", "m", 2, 3);
     char pid[37];
     qt_pid(c, "meta.q", "p", pid);
-    PGresult *r = qt_q(c, "SELECT * FROM queen.partition_meta_v1('meta.q', 'p')");
+    PGresult *r = qt_q(c, "SELECT * FROM qn.partition_meta_v1('meta.q', 'p')");
     ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_window"), 3600);
     ck_assert_int_eq(qt_gi(r, 0, "r_last_offset"), 4);
     ck_assert_int_eq(qt_gi(r, 0, "r_txns_start"), 0);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.partition_meta_v1('meta.q', 'nope')");
+    r = qt_q(c, "SELECT * FROM qn.partition_meta_v1('meta.q', 'nope')");
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
     PQclear(qt_q(c, "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
                     "partition_id = '%s' AND base_offset = 0",
                  pid));
-    r = qt_q(c, "SELECT * FROM queen.txns_window_v1('%s', 3600)", pid);
+    r = qt_q(c, "SELECT * FROM qn.txns_window_v1('%s', 3600)", pid);
     ck_assert_int_eq(PQntuples(r), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 2);
     ck_assert_int_eq(qt_gi(r, 0, "r_end"), 4);
     ck_assert_int_eq((int)strlen(qt_gs(r, 0, "r_hashes")), 2 + 2 * 48);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.txns_window_v1('%s', 86400)", pid);
+    r = qt_q(c, "SELECT * FROM qn.txns_window_v1('%s', 86400)", pid);
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
     PQclear(r);
@@ -425,7 +425,7 @@ START_TEST(test_notify_push)
 {
     PGconn *l = qt_connect(), *c = qt_connect();
     PQclear(qt_q(l, "LISTEN queen_push"));
-    PQclear(qt_q(c, "SELECT queen.notify_push_v1(ARRAY['n.a', 'n.b', 'n.a', ''])"));
+    PQclear(qt_q(c, "SELECT qn.notify_push_v1(ARRAY['n.a', 'n.b', 'n.a', ''])"));
     PQclear(qt_q(l, "SELECT 1")); /* let notifications arrive */
     ck_assert_int_eq(PQconsumeInput(l), 1);
     int seen_a = 0, seen_b = 0, n = 0;

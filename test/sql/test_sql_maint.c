@@ -46,7 +46,7 @@ static void set_cursor(PGconn *c, const char *pid, const char *group, int64_t co
 
 static PGresult *step(PGconn *c, const char *pid, const char *all, const char *completed, int max)
 {
-    return qt_q(c, "SELECT * FROM queen.retention_step_v1('%s', %s, %s, %d)", pid, all, completed,
+    return qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', %s, %s, %d)", pid, all, completed,
                 max);
 }
 
@@ -75,7 +75,7 @@ static void check_watermarks(PGconn *c, const char *pid)
 START_TEST(test_retention_rule1_whole_segments)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ret.r1', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.r1', '{\"retention_enabled\": "
                     "true, \"retention_seconds\": 600}', false)"));
     for (int i = 0; i < 4; i++)
         qt_push1(c, "ret.r1", "", "r", i * 3, 3);
@@ -83,7 +83,7 @@ START_TEST(test_retention_rule1_whole_segments)
     qt_pid(c, "ret.r1", "", pid);
     stamp(c, pid, "3,2,1,0");
     ck_assert(qt_b(c, "SELECT r_all_cutoff = now() - interval '600 s' AND r_completed_cutoff IS "
-                      "NULL FROM queen.maint_worklist_v1(now(), 1::int2, 5000) WHERE r_pid = '%s'",
+                      "NULL FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE r_pid = '%s'",
                    pid));
     /* batches of at most max_rows */
     expect_step(c, pid, "now() - interval '600 s'", "NULL", 2, 2, 6, false);
@@ -114,7 +114,7 @@ END_TEST
 START_TEST(test_retention_completed_rule)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ret.r2', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.r2', '{\"retention_enabled\": "
                     "true, \"completed_retention_seconds\": 600}', false)"));
     for (int i = 0; i < 3; i++)
         qt_push1(c, "ret.r2", "", "c", i * 5, 5); /* [0..4] [5..9] [10..14] */
@@ -146,7 +146,7 @@ END_TEST
 START_TEST(test_retention_either_rule)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ret.both', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.both', '{\"retention_enabled\": "
                     "true, \"retention_seconds\": 9000, \"completed_retention_seconds\": 600}', "
                     "false)"));
     for (int i = 0; i < 3; i++)
@@ -155,7 +155,7 @@ START_TEST(test_retention_either_rule)
     qt_pid(c, "ret.both", "", pid);
     stamp(c, pid, "3,2,1");
     set_cursor(c, pid, "g", 3);
-    PGresult *r = qt_q(c, "SELECT * FROM queen.maint_worklist_v1(now(), 1::int2, 5000) WHERE "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE "
                           "r_pid = '%s'",
                        pid);
     ck_assert_int_eq(PQntuples(r), 1);
@@ -164,9 +164,9 @@ START_TEST(test_retention_either_rule)
     expect_step(c, pid, "now() - interval '9000 s'", "now() - interval '600 s'", 100, 2, 4, true);
     check_watermarks(c, pid);
     /* retention off: not on the work list */
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ret.both', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.both', '{\"retention_enabled\": "
                     "false}', false)"));
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.maint_worklist_v1(now(), 1::int2, 5000) "
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
                              "WHERE r_pid = '%s'",
                           pid),
                      0);
@@ -177,7 +177,7 @@ END_TEST
 START_TEST(test_max_wait_deletes_leased_data)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('ret.mw', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.mw', "
                     "'{\"max_wait_time_seconds\": 60}', false)"));
     qt_push1(c, "ret.mw", "", "m", 0, 3);
     char pid[37];
@@ -188,14 +188,14 @@ START_TEST(test_max_wait_deletes_leased_data)
     ck_assert_int_eq(qt_taken(r), 3);
     PQclear(r);
     stamp(c, pid, "1");
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.maint_worklist_v1(now(), 1::int2, 5000) "
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
                              "WHERE r_pid = '%s'",
                           pid),
                      0); /* retention is off */
     ck_assert(qt_b(c, "SELECT r_cutoff = now() - interval '60 s' FROM "
-                      "queen.maint_worklist_v1(now(), 3::int2, 5000) WHERE r_pid = '%s'",
+                      "qn.maint_worklist_v1(now(), 3::int2, 5000) WHERE r_pid = '%s'",
                    pid));
-    r = qt_q(c, "SELECT * FROM queen.evict_max_wait_step_v1('%s', now() - interval '60 s', 100)",
+    r = qt_q(c, "SELECT * FROM qn.evict_max_wait_step_v1('%s', now() - interval '60 s', 100)",
              pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_frames"), 3);
@@ -232,7 +232,7 @@ START_TEST(test_sidecar_purge_cutoff)
                             {"side.d", "{\"dedup_window_seconds\": 0}"}};
     int want[] = {900, 2000, 5000, 900};
     for (int i = 0; i < 4; i++) {
-        PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('%s', '%s', false)", cfg[i][0],
+        PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('%s', '%s', false)", cfg[i][0],
                      cfg[i][1]));
         qt_push1(c, cfg[i][0], "", "s", 0, 1);
         char pid[37];
@@ -241,7 +241,7 @@ START_TEST(test_sidecar_purge_cutoff)
                         "'%s'",
                      pid));
         ck_assert_msg(qt_b(c, "SELECT r_cutoff = timestamptz '2030-01-01' - interval '%d s' FROM "
-                              "queen.maint_worklist_v1('2030-01-01', 2::int2, 100000) WHERE r_pid "
+                              "qn.maint_worklist_v1('2030-01-01', 2::int2, 100000) WHERE r_pid "
                               "= '%s'",
                            want[i], pid),
                       "queue %s", cfg[i][0]);
@@ -252,14 +252,14 @@ START_TEST(test_sidecar_purge_cutoff)
     char pid[37];
     qt_pid(c, "side.e", "", pid);
     stamp(c, pid, "5,4,3");
-    PGresult *r = qt_q(c, "SELECT * FROM queen.txns_purge_step_v1('%s', now() - interval '3.5 "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 "
                           "hours', 1)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_new_txns_start"), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "f");
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.txns_purge_step_v1('%s', now() - interval '3.5 hours', 1)",
+    r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 hours', 1)",
              pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "t");
@@ -279,7 +279,7 @@ END_TEST
 START_TEST(test_worklist_order_and_limit)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('wl.q', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('wl.q', '{\"retention_enabled\": "
                     "true, \"retention_seconds\": 60}', false)"));
     char pids[3][37];
     for (int i = 0; i < 3; i++) {
@@ -291,14 +291,14 @@ START_TEST(test_worklist_order_and_limit)
                         "'1980-01-01' + interval '%d day' WHERE id = '%s'",
                      3 - i, pids[i]));
     }
-    PGresult *r = qt_q(c, "SELECT * FROM queen.maint_worklist_v1(now(), 1::int2, 2)");
+    PGresult *r = qt_q(c, "SELECT * FROM qn.maint_worklist_v1(now(), 1::int2, 2)");
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pids[2]);
     ck_assert_str_eq(qt_gs(r, 1, "r_pid"), pids[1]);
     PQclear(r);
     char msg[128];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM queen.maint_worklist_v1(now(), 9::int2, 2)"),
+                             "SELECT * FROM qn.maint_worklist_v1(now(), 9::int2, 2)"),
                      "22023");
     PQfinish(c);
 }
@@ -306,7 +306,7 @@ END_TEST
 
 static bool dead(PGconn *c, const char *pid)
 {
-    return qt_b(c, "SELECT queen.partition_dead_v1('%s', now() - interval '30 days')", pid);
+    return qt_b(c, "SELECT qn.partition_dead_v1('%s', now() - interval '30 days')", pid);
 }
 
 static void age_partition(PGconn *c, const char *pid)
@@ -325,7 +325,7 @@ static void age_partition(PGconn *c, const char *pid)
 START_TEST(test_cleanup_and_dead_letter_pin)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('cl.q', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('cl.q', '{\"retention_enabled\": "
                     "true, \"retention_seconds\": 60}', false)"));
     char a[37], b[37], d[37], l[37];
     qt_push1(c, "cl.q", "dead", "x", 0, 2);
@@ -342,7 +342,7 @@ START_TEST(test_cleanup_and_dead_letter_pin)
     PQclear(qt_pop(c, &p));
     struct qt_ack_item f = {.txn = "x0", .status = 4};
     PQclear(qt_ack(c, d, "g", "w-cl", &f, 1));
-    PGresult *r = qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', 'g', 'w-cl', 0, NULL, 'x0', "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-cl', 0, NULL, 'x0', "
                           "'\\x01', 'bad')",
                        d);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
@@ -370,11 +370,11 @@ START_TEST(test_cleanup_and_dead_letter_pin)
     ck_assert(!dead(c, b)); /* has segments */
     ck_assert(!dead(c, d)); /* has a dead letter */
     ck_assert(!dead(c, l)); /* has a live lease */
-    ck_assert(qt_null(c, "SELECT queen.partition_dead_v1(gen_random_uuid(), now())"));
+    ck_assert(qt_null(c, "SELECT qn.partition_dead_v1(gen_random_uuid(), now())"));
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_txns WHERE partition_id = '%s'", a),
                      1);
 
-    r = qt_q(c, "SELECT * FROM queen.partition_cleanup_step_v1(now() - interval '30 days', "
+    r = qt_q(c, "SELECT * FROM qn.partition_cleanup_step_v1(now() - interval '30 days', "
                 "1000)");
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "t");
@@ -398,13 +398,13 @@ START_TEST(test_cleanup_and_dead_letter_pin)
                           b, d, l),
                      3);
     /* the dead letter gone, its partition goes too */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.delete_dlq_v1(NULL, '%s', 'x0')", d), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_dlq_v1(NULL, '%s', 'x0')", d), 1);
     ck_assert(dead(c, d));
-    r = qt_q(c, "SELECT * FROM queen.partition_cleanup_step_v1(now() - interval '30 days', "
+    r = qt_q(c, "SELECT * FROM qn.partition_cleanup_step_v1(now() - interval '30 days', "
                 "1000)");
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM queen.partition_cleanup_step_v1(NULL, 1000)");
+    r = qt_q(c, "SELECT * FROM qn.partition_cleanup_step_v1(NULL, 1000)");
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 0);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "t");
     PQclear(r);
@@ -415,7 +415,7 @@ END_TEST
 START_TEST(test_delete_queue_leaves_no_orphans)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('del.q', '{\"retention_enabled\": "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('del.q', '{\"retention_enabled\": "
                     "true, \"retention_seconds\": 60}', false)"));
     qt_push1(c, "del.q", "p1", "d", 0, 3);
     qt_push1(c, "del.q", "p1", "d", 3, 3);
@@ -430,7 +430,7 @@ START_TEST(test_delete_queue_leaves_no_orphans)
     PQclear(qt_pop(c, &p));
     struct qt_ack_item f = {.txn = "d0", .status = 4};
     PQclear(qt_ack(c, p2, "g", "w-del", &f, 1));
-    PQclear(qt_q(c, "SELECT * FROM queen.dlq_head_v1('%s', 'g', 'w-del', 0, NULL, 'd0', NULL, "
+    PQclear(qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-del', 0, NULL, 'd0', NULL, "
                     "NULL)",
                  p2));
     p.part = NULL, p.group = "empty";
@@ -444,7 +444,7 @@ START_TEST(test_delete_queue_leaves_no_orphans)
                           qid),
                      0);
 
-    ck_assert(qt_b(c, "SELECT queen.delete_queue_v1('del.q')"));
+    ck_assert(qt_b(c, "SELECT qn.delete_queue_v1('del.q')"));
     const char *checks[] = {
         "SELECT count(*) FROM queen.queues WHERE id = '%s'",
         "SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'",
@@ -459,7 +459,7 @@ START_TEST(test_delete_queue_leaves_no_orphans)
         ck_assert_msg(qt_i(c, "SELECT count(*) FROM queen.%s WHERE partition_id IN ('%s', '%s')",
                            tables[i], p1, p2) == 0,
                       "orphans in %s", tables[i]);
-    ck_assert(!qt_b(c, "SELECT queen.delete_queue_v1('del.q')")); /* idempotent */
+    ck_assert(!qt_b(c, "SELECT qn.delete_queue_v1('del.q')")); /* idempotent */
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments s JOIN "
                              "queen.log_partitions p ON p.id = s.partition_id JOIN queen.queues q "
                              "ON q.id = p.queue_id WHERE q.name = 'del.keep'"),
@@ -475,7 +475,7 @@ START_TEST(test_metrics_purge)
                     "retention_type, executed_at) SELECT gen_random_uuid(), 1, 'retention', "
                     "timestamptz '1970-01-02' + g * interval '1 hour' FROM generate_series(1, 5) "
                     "g"));
-    ck_assert_int_eq(qt_i(c, "SELECT queen.metrics_purge_v1(timestamptz '1970-01-02' + interval "
+    ck_assert_int_eq(qt_i(c, "SELECT qn.metrics_purge_v1(timestamptz '1970-01-02' + interval "
                              "'3 hours 30 minutes')"),
                      3);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.retention_history WHERE executed_at < "

@@ -193,7 +193,7 @@ START_TEST(test_subscription_modes)
     /* unknown mode */
     char msg[256];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM queen.pop_v1('pop.sub', 'p1', 'gx', 10, 0, 0, 0, 0, "
+                             "SELECT * FROM qn.pop_v1('pop.sub', 'p1', 'gx', 10, 0, 0, 0, 0, "
                              "'w', false, 1, 'bogus', NULL)"),
                      "22023");
     /* queue mode is always 'all' */
@@ -300,12 +300,12 @@ START_TEST(test_empty_scan_floor)
     r = qt_pop(c, &p);
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
-    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.floor', '', 'g')"));
+    ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.floor', '', 'g')"));
     /* within the two minutes of slack it is */
     PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '100 "
                     "seconds' WHERE id = '%s'",
                  pid));
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.floor', '', 'g')"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.floor', '', 'g')"));
     r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 1);
     PQclear(r);
@@ -323,7 +323,7 @@ START_TEST(test_empty_scan_floor)
     ck_assert(qt_b(c, "SELECT last_empty_scan_at = 'epoch' FROM queen.consumer_watermarks w "
                       "JOIN queen.queues q ON q.id = w.queue_id WHERE q.name = 'pop.floor2'"));
     /* seek deletes the group's floor */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.seek_consumer_group_v1('g', 'pop.floor', NULL, false, "
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('g', 'pop.floor', NULL, false, "
                              "'epoch')"),
                      1);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_watermarks w JOIN queen.queues "
@@ -346,7 +346,7 @@ START_TEST(test_gap_tolerance_after_retention)
     PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
                     "partition_id = '%s' AND base_offset < 4",
                  pid));
-    PGresult *r = qt_q(c, "SELECT * FROM queen.retention_step_v1('%s', now() - interval '1 "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 "
                           "minute', NULL, 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 2);
@@ -375,16 +375,16 @@ START_TEST(test_cursor_seal_only_without_segments)
     char pid[37];
     qt_pid(c, "pop.seal", "", pid);
     ck_assert_int_eq(popn(c, "pop.seal", "", "g", 1, "w-seal"), 1);
-    ck_assert_int_eq(qt_i(c, "SELECT queen.release_lease_v1('w-seal')"), 1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.release_lease_v1('w-seal')"), 1);
     PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
                     "partition_id = '%s'",
                  pid));
-    PQclear(qt_q(c, "SELECT * FROM queen.evict_max_wait_step_v1('%s', now(), 100)", pid));
+    PQclear(qt_q(c, "SELECT * FROM qn.evict_max_wait_step_v1('%s', now(), 100)", pid));
     ck_assert_int_eq(popn(c, "pop.seal", "", "g", 10, "w"), 0);
     ck_assert_int_eq(committed(c, pid, "g"), 1); /* sealed at last_offset */
 
     /* deferred segments are no reason to seal */
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.seal2', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('pop.seal2', "
                     "'{\"delayed_processing\": 3600}', false)"));
     qt_push1(c, "pop.seal2", "", "s", 0, 2);
     qt_pid(c, "pop.seal2", "", pid);
@@ -397,7 +397,7 @@ END_TEST
 START_TEST(test_delayed_processing_and_window_buffer)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.delay', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('pop.delay', "
                     "'{\"delayed_processing\": 60}', false)"));
     qt_push1(c, "pop.delay", "", "d", 0, 2);
     qt_push1(c, "pop.delay", "", "d", 2, 2);
@@ -413,7 +413,7 @@ START_TEST(test_delayed_processing_and_window_buffer)
     ck_assert_int_eq(qt_taken(r), 2);
     PQclear(r);
 
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('pop.wbuf', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('pop.wbuf', "
                     "'{\"window_buffer\": 60}', false)"));
     qt_push1(c, "pop.wbuf", "", "b", 0, 2);
     qt_push1(c, "pop.wbuf", "", "b", 2, 1);
@@ -508,7 +508,7 @@ END_TEST
 static PGresult *discover(PGconn *c, const char *ns, const char *task, const char *group,
                           const char *mode)
 {
-    return qt_q(c, "SELECT * FROM queen.pop_discover_v1('%s', '%s', '%s', 100, 0, 0, 0, 0, "
+    return qt_q(c, "SELECT * FROM qn.pop_discover_v1('%s', '%s', '%s', 100, 0, 0, 0, 0, "
                    "'wd-%s', false, 10, '%s', NULL)",
                 ns, task, group, group, mode);
 }
@@ -519,7 +519,7 @@ START_TEST(test_discover)
     qt_push1(c, "disc.a.x", "", "x", 0, 2);
     qt_push1(c, "disc.a.y", "", "y", 0, 3);
     qt_push1(c, "disc.b.z", "", "z", 0, 4);
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('disc.a.y', '{\"lease_time\": 120}', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('disc.a.y', '{\"lease_time\": 120}', "
                     "false)"));
     PGresult *r = discover(c, "disc", "a", "g", "all");
     ck_assert_int_eq(qt_taken(r), 5);
@@ -537,7 +537,7 @@ START_TEST(test_discover)
     PQclear(r);
     char msg[256];
     ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM queen.pop_discover_v1('', '', 'g', 1, 0, 0, 0, 0, "
+                             "SELECT * FROM qn.pop_discover_v1('', '', 'g', 1, 0, 0, 0, 0, "
                              "'w', false, 1, 'all', NULL)"),
                      "22023");
     ck_assert_str_eq(msg, "QPOP namespace or task required");
@@ -557,21 +557,21 @@ END_TEST
 START_TEST(test_has_pending)
 {
     PGconn *c = qt_connect();
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', NULL, 'g')")); /* no queue */
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', NULL, 'g')")); /* no queue */
     qt_push1(c, "pop.hp", "", "h", 0, 2);
     char pid[37];
     qt_pid(c, "pop.hp", "", pid);
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', '', 'g')")); /* not registered */
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'nope', 'g')"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', '', 'g')")); /* not registered */
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', 'nope', 'g')"));
     ck_assert_int_eq(popn(c, "pop.hp", "", "g", 10, "w"), 2);
-    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')")); /* leased */
+    ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.hp', 'Default', 'g')")); /* leased */
     ack_to(c, pid, "g", 1);
-    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
-    ck_assert(!qt_b(c, "SELECT queen.has_pending_v1('pop.hp', NULL, 'g')"));
+    ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.hp', NULL, 'g')"));
     qt_push1(c, "pop.hp", "", "h", 2, 1);
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', 'Default', 'g')"));
-    ck_assert(qt_b(c, "SELECT queen.has_pending_v1('pop.hp', '', 'g')"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', 'Default', 'g')"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hp', '', 'g')"));
     PQfinish(c);
 }
 END_TEST
@@ -618,7 +618,7 @@ START_TEST(test_first_base_since_matches_walk)
                              "'2020-01-01' + k * interval '1 s' - (k %% 2) * interval '0.5 s' AS "
                              "ts, (SELECT min(base_offset) FROM queen.log_segments WHERE "
                              "partition_id = '%s' AND base_offset >= 40 + f) AS start) x, LATERAL "
-                             "(SELECT queen.first_base_since('%s', x.start, x.ts) AS fast, (SELECT "
+                             "(SELECT qn.first_base_since('%s', x.start, x.ts) AS fast, (SELECT "
                              "base_offset FROM queen.log_segments WHERE partition_id = '%s' AND "
                              "base_offset >= x.start AND created_at >= x.ts ORDER BY base_offset "
                              "LIMIT 1) AS walk) y WHERE y.fast IS DISTINCT FROM y.walk",

@@ -110,7 +110,7 @@ START_TEST(test_provision_and_bundle)
                              "'Default'"),
                      1);
     /* empty call */
-    r = qt_q(c, "SELECT * FROM queen.push_v1('{}', '{}', '{}', '{}', '{}', '{}')");
+    r = qt_q(c, "SELECT * FROM qn.push_v1('{}', '{}', '{}', '{}', '{}', '{}')");
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
     PQfinish(c);
@@ -256,7 +256,7 @@ START_TEST(test_dup_original_deleted_by_retention)
     PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' "
                     "WHERE partition_id = '%s' AND base_offset = 0",
                  pid));
-    PGresult *r = qt_q(c, "SELECT * FROM queen.retention_step_v1('%s', now() - interval '10 "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '10 "
                           "seconds', NULL, 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
@@ -269,7 +269,7 @@ START_TEST(test_dup_original_deleted_by_retention)
     ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 1);
     PQclear(r);
     qt_seg_free(&s);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.segment_at_v1('%s', ARRAY[1]::int8[])",
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.segment_at_v1('%s', ARRAY[1]::int8[])",
                           pid),
                      0);
     PQfinish(c);
@@ -301,11 +301,11 @@ START_TEST(test_dup_window_and_sidecar_purge)
                     "hours' WHERE id = '%s'",
                  pid));
     /* the work list offers it at the seed's cutoff GREATEST(3600, 0, 900) */
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.maint_worklist_v1(now(), 2::int2, 1000) "
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 2::int2, 1000) "
                              "WHERE r_pid = '%s' AND r_cutoff = now() - interval '3600 s'",
                           pid),
                      1);
-    PGresult *r = qt_q(c, "SELECT * FROM queen.txns_purge_step_v1('%s', now() - interval '3600 "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3600 "
                           "seconds', 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
@@ -313,7 +313,7 @@ START_TEST(test_dup_window_and_sidecar_purge)
     PQclear(r);
     /* the window bound alone would also accept it; make sure it is the purge by
      * giving the queue a huge window */
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('dup.purge', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('dup.purge', "
                     "'{\"dedup_window_seconds\": 999999}', false)"));
     ck_assert_int_eq(qt_push1(c, "dup.purge", "", "g", 1, 1), 2);
     PQfinish(c);
@@ -326,7 +326,7 @@ START_TEST(test_dup_per_partition_and_window_zero)
     qt_push1(c, "dup.part", "p1", "h", 0, 1);
     ck_assert_int_eq(qt_push1(c, "dup.part", "p2", "h", 0, 1), 0); /* other partition */
 
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('dup.zero', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('dup.zero', "
                     "'{\"dedup_window_seconds\": 0}', false)"));
     ck_assert_int_eq(qt_push1(c, "dup.zero", "", "i", 0, 1), 0);
     ck_assert_int_eq(qt_push1(c, "dup.zero", "", "i", 0, 1), 1); /* no probe */
@@ -341,16 +341,16 @@ END_TEST
 START_TEST(test_configure_keeps_window_replace_resets)
 {
     PGconn *c = qt_connect();
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('dup.cfg', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('dup.cfg', "
                     "'{\"dedup_window_seconds\": 0}', false)"));
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('dup.cfg', '{\"lease_time\": 30}', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('dup.cfg', '{\"lease_time\": 30}', "
                     "false)"));
     ck_assert_int_eq(qt_i(c, "SELECT dedup_window_seconds FROM queen.queues WHERE name = "
                              "'dup.cfg'"),
                      0);
     qt_push1(c, "dup.cfg", "", "j", 0, 1);
     ck_assert_int_eq(qt_push1(c, "dup.cfg", "", "j", 0, 1), 1);
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('dup.cfg', '{}', true)"));
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('dup.cfg', '{}', true)"));
     ck_assert_int_eq(qt_i(c, "SELECT dedup_window_seconds FROM queen.queues WHERE name = "
                              "'dup.cfg'"),
                      3600);
@@ -522,7 +522,7 @@ START_TEST(test_probe_uses_primary_key_range)
     ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
     PQclear(r);
     ck_assert_ptr_nonnull(captured);
-    char *probe = strstr(captured, "queen.log_unnest_hashes(t.hashes)");
+    char *probe = strstr(captured, "qn.log_unnest_hashes(t.hashes)");
     ck_assert_msg(probe != NULL, "no probe plan in: %s", captured);
     ck_assert_msg(strstr(probe, "Index Scan using log_txns_pkey on log_txns t") != NULL &&
                       strstr(probe, "(base_offset >= COALESCE(") != NULL,
@@ -539,27 +539,27 @@ START_TEST(test_validation)
     PGconn *c = qt_connect();
     char msg[256];
     const char *st = qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM queen.push_v1(ARRAY['x'], ARRAY['a','b'], ARRAY[1], "
+                             "SELECT * FROM qn.push_v1(ARRAY['x'], ARRAY['a','b'], ARRAY[1], "
                              "ARRAY['\\x00112233445566778899aabbccddeeff'::bytea], "
                              "ARRAY[-1]::int8[], ARRAY['\\x00'::bytea])");
     ck_assert_str_eq(st, "P0001");
     ck_assert_str_eq(msg, "QPUSH misaligned arrays");
     st = qt_fail(c, msg, sizeof msg,
-                 "SELECT * FROM queen.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[2], "
+                 "SELECT * FROM qn.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[2], "
                  "ARRAY['\\x00112233445566778899aabbccddeeff'::bytea], ARRAY[-1]::int8[], "
                  "ARRAY['\\x00'::bytea])");
     ck_assert_str_eq(msg, "QPUSH bad segment 0");
     st = qt_fail(c, msg, sizeof msg,
-                 "SELECT * FROM queen.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[0], "
+                 "SELECT * FROM qn.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[0], "
                  "ARRAY[''::bytea], ARRAY[-1]::int8[], ARRAY['\\x00'::bytea])");
     ck_assert_str_eq(msg, "QPUSH bad segment 0");
     st = qt_fail(c, msg, sizeof msg,
-                 "SELECT * FROM queen.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[1], "
+                 "SELECT * FROM qn.push_v1(ARRAY['x'], ARRAY['a'], ARRAY[1], "
                  "ARRAY['\\x00112233445566778899aabbccddeeff'::bytea], ARRAY[-1]::int8[], "
                  "ARRAY[NULL::bytea])");
     ck_assert_str_eq(msg, "QPUSH bad segment 0");
     st = qt_fail(c, msg, sizeof msg,
-                 "SELECT * FROM queen.push_v1(ARRAY[''], ARRAY['a'], ARRAY[1], "
+                 "SELECT * FROM qn.push_v1(ARRAY[''], ARRAY['a'], ARRAY[1], "
                  "ARRAY['\\x00112233445566778899aabbccddeeff'::bytea], ARRAY[-1]::int8[], "
                  "ARRAY['\\x00'::bytea])");
     ck_assert_str_eq(msg, "QPUSH bad queue name in segment 0");
@@ -621,7 +621,7 @@ START_TEST(test_segment_at)
     qt_push1(c, "segat", "", "a", 4, 4); /* 4..7 */
     char pid[37];
     qt_pid(c, "segat", "", pid);
-    PGresult *r = qt_q(c, "SELECT * FROM queen.segment_at_v1('%s', ARRAY[5, 0, 2, 3, 100, "
+    PGresult *r = qt_q(c, "SELECT * FROM qn.segment_at_v1('%s', ARRAY[5, 0, 2, 3, 100, "
                           "-1]::int8[])",
                        pid);
     ck_assert_int_eq(PQntuples(r), 3);

@@ -19,13 +19,15 @@ static void fixture(void)
     qt_suite_db("schema");
 }
 
-/* oid:xmin of every pg_proc and pg_class row of schema queen */
+/* oid:xmin of every pg_proc and pg_class row of schemas qn and queen */
 static char *catalog_snapshot(PGconn *c)
 {
     return qt_s(c, "SELECT (SELECT string_agg(oid::text || ':' || xmin::text, ',' ORDER BY oid) "
-                   "        FROM pg_proc WHERE pronamespace = 'queen'::regnamespace) || '|' || "
+                   "        FROM pg_proc WHERE pronamespace IN ('qn'::regnamespace, "
+                   "                                            'queen'::regnamespace)) || '|' || "
                    "       (SELECT string_agg(oid::text || ':' || xmin::text, ',' ORDER BY oid) "
-                   "        FROM pg_class WHERE relnamespace = 'queen'::regnamespace)");
+                   "        FROM pg_class WHERE relnamespace IN ('qn'::regnamespace, "
+                   "                                             'queen'::regnamespace))");
 }
 
 START_TEST(test_migrate_twice_changes_nothing)
@@ -48,10 +50,10 @@ START_TEST(test_migrate_twice_changes_nothing)
 
     /* Every file is idempotent by itself: forget the checksums, apply all of
      * them again over live data, and nothing is lost or duplicated. */
-    free(qn_test_pg_value(c, "SELECT count(*) FROM queen.push_v1(ARRAY['mq'], ARRAY['p'], "
+    free(qn_test_pg_value(c, "SELECT count(*) FROM qn.push_v1(ARRAY['mq'], ARRAY['p'], "
                              "ARRAY[1], ARRAY['\\x00112233445566778899aabbccddeeff'::bytea], "
                              "ARRAY[-1]::int8[], ARRAY['\\x01'::bytea])"));
-    PQclear(qn_test_pg_exec(c, "DELETE FROM queen.schema_files"));
+    PQclear(qn_test_pg_exec(c, "DELETE FROM qn.schema_files"));
     struct qn_migrate_report rep3 = {0};
     ck_assert_int_eq(qn_migrate(ci, 60000, &rep3, err, sizeof err), 0);
     ck_assert_int_eq(rep3.files_applied, rep3.files_total);
@@ -138,8 +140,8 @@ START_TEST(test_concurrent_migrations)
     /* serialized on the advisory lock: exactly one run applied the files */
     ck_assert_int_eq(applied, a[0].rep.files_total);
     PGconn *c = qn_test_pg_connect(ci);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.schema_files"), a[0].rep.files_total);
-    ck_assert(qt_b(c, "SELECT to_regproc('queen.push_v1') IS NOT NULL"));
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.schema_files"), a[0].rep.files_total);
+    ck_assert(qt_b(c, "SELECT to_regproc('qn.push_v1') IS NOT NULL"));
     PQfinish(c);
     free(ci);
 }
@@ -224,7 +226,7 @@ START_TEST(test_unnest_hashes)
 {
     PGconn *c = qt_connect();
     /* 3 full hashes plus 2 trailing bytes: the partial one is ignored */
-    PGresult *r = qt_q(c, "SELECT idx, encode(h, 'hex') AS h FROM queen.log_unnest_hashes("
+    PGresult *r = qt_q(c, "SELECT idx, encode(h, 'hex') AS h FROM qn.log_unnest_hashes("
                           "decode(repeat('aa', 16) || repeat('bb', 16) || repeat('cc', 16) || "
                           "'dddd', 'hex')) ORDER BY idx");
     ck_assert_int_eq(PQntuples(r), 3);
@@ -232,24 +234,24 @@ START_TEST(test_unnest_hashes)
     ck_assert_int_eq(qt_gi(r, 2, "idx"), 2);
     ck_assert_str_eq(qt_gs(r, 1, "h"), "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
     PQclear(r);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_unnest_hashes(NULL)"), 0);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_unnest_hashes('\\x0102')"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.log_unnest_hashes(NULL)"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.log_unnest_hashes('\\x0102')"), 0);
     /* hash_index: only 16-aligned matches count */
     const char *set2 = "decode(repeat('00', 8) || repeat('11', 8) || repeat('22', 8) || "
                        "repeat('33', 8), 'hex')";
     const char *q = "decode(repeat('11', 8) || repeat('22', 8), 'hex')";
-    ck_assert(qt_null(c, "SELECT queen.hash_index(%s, %s)", set2, q)); /* straddles only */
-    ck_assert_int_eq(qt_i(c, "SELECT queen.hash_index(%s || %s, %s)", set2, q, q), 2);
-    ck_assert_int_eq(qt_i(c, "SELECT queen.hash_index(%s, decode(repeat('22', 8) || "
+    ck_assert(qt_null(c, "SELECT qn.hash_index(%s, %s)", set2, q)); /* straddles only */
+    ck_assert_int_eq(qt_i(c, "SELECT qn.hash_index(%s || %s, %s)", set2, q, q), 2);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.hash_index(%s, decode(repeat('22', 8) || "
                              "repeat('33', 8), 'hex'))",
                           set2),
                      1);
     /* inlined: the plan has no function scan of it */
     r = qt_q(c, "EXPLAIN (VERBOSE) SELECT t.base_offset + h.idx FROM queen.log_txns t CROSS "
-                "JOIN LATERAL queen.log_unnest_hashes(t.hashes) h");
+                "JOIN LATERAL qn.log_unnest_hashes(t.hashes) h");
     for (int i = 0; i < PQntuples(r); i++)
         ck_assert_msg(strstr(PQgetvalue(r, i, 0), "Function Scan on log_unnest_hashes") == NULL &&
-                          strstr(PQgetvalue(r, i, 0), "queen.log_unnest_hashes") == NULL,
+                          strstr(PQgetvalue(r, i, 0), "qn.log_unnest_hashes") == NULL,
                       "not inlined: %s", PQgetvalue(r, i, 0));
     PQclear(r);
     PQfinish(c);
@@ -262,7 +264,7 @@ static int64_t content_size_of(PGconn *c, const uint8_t *b, size_t n, bool *isnu
     for (size_t i = 0; i < n; i++)
         snprintf(hex + 2 * i, 3, "%02x", b[i]);
     char *sql = NULL;
-    ck_assert_int_ge(asprintf(&sql, "SELECT queen.zstd_content_size('\\x%s'::bytea)", hex), 0);
+    ck_assert_int_ge(asprintf(&sql, "SELECT qn.zstd_content_size('\\x%s'::bytea)", hex), 0);
     PGresult *r = qn_test_pg_exec(c, sql);
     *isnull = PQgetisnull(r, 0, 0);
     int64_t v = *isnull ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -324,14 +326,14 @@ START_TEST(test_zstd_content_size)
     uint8_t h8[] = {0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x50, 0, 0, 0, 0, 0, 0, 0, 0x80};
     content_size_of(c, h8, sizeof h8, &isnull); /* beyond INT8 */
     ck_assert(isnull);
-    ck_assert(qt_null(c, "SELECT queen.zstd_content_size(NULL)"));
-    ck_assert(qt_null(c, "SELECT queen.zstd_content_size('')"));
+    ck_assert(qt_null(c, "SELECT qn.zstd_content_size(NULL)"));
+    ck_assert(qt_null(c, "SELECT qn.zstd_content_size('')"));
 
     /* on a stored, out-of-line (TOAST, EXTERNAL) blob */
     struct qt_seg s;
     qt_seg_make(&s, "zsize", "", "z", 0, 50, 4000);
     PQclear(qt_push(c, &s, 1, false));
-    ck_assert_int_eq(qt_i(c, "SELECT queen.zstd_content_size(s.blob) FROM queen.log_segments s "
+    ck_assert_int_eq(qt_i(c, "SELECT qn.zstd_content_size(s.blob) FROM queen.log_segments s "
                              "JOIN queen.log_partitions p ON p.id = s.partition_id JOIN "
                              "queen.queues q ON q.id = p.queue_id WHERE q.name = 'zsize'"),
                      200000);
@@ -347,9 +349,9 @@ START_TEST(test_one_truth_for_defaults)
 {
     PGconn *c = qt_connect();
     qt_push1(c, "truth.a", "", "t", 0, 1);
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('truth.b', '{\"lease_time\": 7}', "
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('truth.b', '{\"lease_time\": 7}', "
                     "false)"));
-    PQclear(qt_q(c, "SELECT * FROM queen.configure_queue_v1('truth.b', '{}', true)"));
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('truth.b', '{}', true)"));
     const char *cols = "priority, lease_time, retry_limit, retry_delay, ttl, dead_letter_queue, "
                        "dlq_after_max_retries, delayed_processing, window_buffer, "
                        "retention_seconds, completed_retention_seconds, retention_enabled, "

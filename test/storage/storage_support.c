@@ -75,6 +75,7 @@ qn_store *qt_store(struct event_base *b, const char *conninfo, int pool, int dep
     cfg.conninfo = conninfo;
     cfg.pool_size = pool;
     cfg.pipeline_depth = depth;
+    cfg.write_reserve = 0; /* every connection serves both lanes (lane tests set it) */
     return qt_store_cfg(b, &cfg);
 }
 

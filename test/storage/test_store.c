@@ -781,6 +781,7 @@ START_TEST(deadlock_is_retried)
     qn_store_config_defaults(&cfg);
     cfg.conninfo = CI;
     cfg.pool_size = 2;
+    cfg.write_reserve = 0;
     cfg.conflict_retries = 0;
     st = qt_store_cfg(B, &cfg);
     deadlock_pair(st, &x, &y);

@@ -55,6 +55,9 @@ enum qn_err {
     QN_ECONFLICT = -204,    /* deadlock / serialization failure persisted after retries */
     QN_EDUPLICATE = -205,   /* a strict push met a duplicate (transactions) */
     QN_EPROTOCOL_DB = -206, /* the database answered something we cannot parse */
+    QN_EINDOUBT = -207,     /* a write was sent and its outcome is unknown: it may have
+                               committed (connection lost or deadline passed before
+                               its result arrived) */
 
     /* RPC */
     QN_EBADREQUEST = -300, /* the request is malformed */

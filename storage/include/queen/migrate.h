@@ -3,7 +3,7 @@
  * build time) to a database, in file-name order.
  *
  * Each file is idempotent and is applied at every broker start; a file whose
- * checksum matches the one recorded in queen.schema_files is skipped, so a second
+ * checksum matches the one recorded in qn.schema_files is skipped, so a second
  * run changes nothing. Concurrent runs serialize on advisory lock 737000 (taken by
  * polling, never by a blocking wait, so a CREATE INDEX CONCURRENTLY in one run
  * cannot deadlock against another run's lock wait).

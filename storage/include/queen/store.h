@@ -15,14 +15,54 @@
  *     after cancel the callback is never invoked. A statement already running is
  *     cancelled in the server (PQcancel) when it is the connection's current one;
  *     otherwise its result is discarded when it arrives.
- *   - A deadline (monotonic ms, qn_store_now_ms() clock; 0 = none) fails the call
- *     with QN_ETIMEOUT when it passes and cancels the statement in the server.
- *   - Errors are translated here: connection loss or server shutdown ->
- *     QN_EUNAVAILABLE (the pool reconnects with backoff; the call is NOT retried,
- *     since a write may have committed); deadlock / serialization failure -> the
- *     call is retried up to conflict_retries times, then QN_ECONFLICT; statement
- *     timeout / cancel -> QN_ETIMEOUT; duplicate in a strict push -> QN_EDUPLICATE;
- *     a procedure's own raised error -> QN_EDB with its message; a result we cannot
+ *   - Lanes: every call has a class. Writes (push, ack, transactions, renew,
+ *     release, dead-letter filing, and the small reads on the push path:
+ *     segment_at, partition_meta, notify) use the write lane; everything else
+ *     (pop, fetch, pending checks, admin, maintenance, the dedup cache's
+ *     hydration) the read lane. Reads never use the write_reserve connections
+ *     reserved for writes, and a write goes first to a connection with no read
+ *     in flight, so a write is sent at once even while reads fill the pool.
+ *   - A deadline (monotonic ms, qn_store_now_ms() clock; 0 = none) ends the call
+ *     when it passes: see the outcomes below. A sent call's statement is then
+ *     cancelled in the server.
+ *   - A hung connection cannot block anyone: TCP keepalives and tcp_user_timeout
+ *     are set on every connection, and a connection that returns nothing for
+ *     call_timeout_ms while a call is in flight, or does not answer within
+ *     cancel_grace_ms after a server cancel was sent for its current call, is
+ *     declared hung: cancelled, closed (its calls resolved as "connection lost"),
+ *     logged as a warning naming the connection and the statement, reconnected.
+ *   - Outcomes, exact about what was written. A call "may write" when it changes
+ *     the database: push, pop (it takes a lease or moves an auto-ack cursor), ack,
+ *     dlq_head, renew/release lease, transactions, configure/delete queue,
+ *     seek/delete consumer group, delete dead letter, the maintenance steps and
+ *     the metrics purge. Every other call only reads (segment_at, has_pending,
+ *     pop_gate, fetch, get/list queues, partitions, groups and dead letters,
+ *     stats, partition_meta, txns_*, the work list, partition_dead, the advisory
+ *     lock calls - their session state dies with the session -, db_now,
+ *     count_queues_of, notify_push - a notification has no durable effect).
+ *       QN_EUNAVAILABLE  nothing was written: the call was never sent (queued
+ *                        while every connection was down, or its connection
+ *                        failed before any of it was handed to libpq), or the
+ *                        server itself ended it (shutdown, termination), or it
+ *                        only reads. The pool reconnects with backoff.
+ *       QN_ETIMEOUT      nothing was written: the deadline passed before the
+ *                        call was sent, or the server cancelled its statement
+ *                        (statement_timeout), or it only reads and its deadline
+ *                        passed after it was sent.
+ *       QN_EINDOUBT      a call that may write was sent and its result never
+ *                        came: its connection was lost (or declared hung), or its
+ *                        deadline passed. It may have committed. Resolve it
+ *                        after the pool is up (qn_store_is_up, qn_store_on_state):
+ *                        re-submit a push with the same hashes (dedup answers
+ *                        the rows already stored), release the lease of a pop
+ *                        (qn_store_release_lease with its worker), re-send an ack
+ *                        (a repeated ack is noop).
+ *     Other translations: deadlock / serialization failure -> the call is retried
+ *     up to conflict_retries times, then QN_ECONFLICT; duplicate in a strict push
+ *     -> QN_EDUPLICATE; a procedure's own raised error -> QN_EDB with its SQLSTATE
+ *     and message (22023 invalid argument; 55000 a consumer group this broker
+ *     cannot serve, e.g. one Queen MQ marked conflating: a failed precondition;
+ *     22P02 a non-JSON payload for a JSONB dead-letter table); a result we cannot
  *     parse -> QN_EPROTOCOL_DB. No libpq code or type crosses this header.
  *   - Every call returns QN_OK, and then its callback runs exactly once (unless
  *     cancelled), or an error, and then nothing runs: QN_EINVAL (bad argument),
@@ -30,10 +70,8 @@
  *     (every connection is down and waiting to reconnect), QN_ESHUTDOWN.
  *   - A callback reporting an error gets a NULL result (the transaction callback
  *     excepted: it always gets a result with failed_step).
- *   - QN_ETIMEOUT and QN_EUNAVAILABLE on a write mean "outcome unknown": the
- *     statement may have committed before the deadline fired or the connection
- *     dropped. Deadlock, serialization and cancel retries only repeat calls whose
- *     statement failed, so they never write twice.
+ *   - Conflict, stray-cancel and prepare retries only repeat calls whose
+ *     statement failed in the server, so they never write twice.
  *   - Each call is one implicit transaction (one pipeline sync); a transaction
  *     (qn_store_txn_*) is several statements in one sync, all or nothing.
  */
@@ -53,19 +91,49 @@ typedef struct qn_store_req qn_store_req;
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/* Levels of the messages a store logs (numerically the broker's log levels). */
+enum qn_store_log_level {
+    QN_STORE_LOG_DEBUG = 0,
+    QN_STORE_LOG_INFO = 1,
+    QN_STORE_LOG_WARN = 2,
+    QN_STORE_LOG_ERROR = 3
+};
+
 struct qn_store_config {
     const char *conninfo;      /* libpq connection string or URL (copied) */
-    int pool_size;             /* connections, >= 1 */
-    int pipeline_depth;        /* calls in flight per connection, >= 1 */
+    int pool_size;             /* connections, 1..256 */
+    int pipeline_depth;        /* calls in flight per connection, 1..1024 */
     int stmt_timeout_ms;       /* statement_timeout of every session, > 0 */
     int max_waiting;           /* calls queued for a connection before QN_EBUSY */
     int conflict_retries;      /* deadlock/serialization retries, >= 0 */
     int reconnect_min_ms;      /* first reconnect delay; doubles up to max */
     int reconnect_max_ms;
+    int write_reserve;         /* connections only the write lane uses, 0..pool_size-1;
+                                  -1 = pool/4 for pools of 4 or more, 1 for 2 or 3,
+                                  0 for 1 */
+    int call_timeout_ms;       /* a connection with calls in flight that returns
+                                  nothing for this long is hung; 0 = stmt_timeout_ms
+                                  + 5000 (a statement answers or is cancelled by the
+                                  server within statement_timeout) */
+    int cancel_grace_ms;       /* after a server cancel for a connection's current
+                                  call, how long it may stay silent before it is hung;
+                                  1..3600000 */
+    int keepalives_idle_s;     /* TCP keepalive idle time; 0 = keepalives off; <= 86400 */
+    int keepalives_interval_s; /* between unanswered probes, 1..3600 */
+    int keepalives_count;      /* unanswered probes before the kernel drops it, 1..1000 */
+    int tcp_user_timeout_ms;   /* unacknowledged data older than this drops the
+                                  connection; 0 = the system's; <= 3600000 */
+    /* Where the store logs (hung connections); NULL = silent. msg is borrowed for
+     * the call. Runs on the loop thread. */
+    void (*log)(void *ud, int level, const char *msg);
+    void *log_ud;
 };
 
 /* Fills cfg with defaults: pool 8, depth 16, timeout 30000, waiting 100000,
- * retries 3, reconnect 100..5000 ms. conninfo stays NULL. */
+ * retries 3, reconnect 100..5000 ms, write_reserve -1 (derived), call_timeout 0
+ * (derived: 35000), cancel grace 2000 ms, keepalives 10 s idle / 5 s interval /
+ * 3 probes, tcp_user_timeout 20000 ms, no log. conninfo stays NULL. An explicit
+ * keepalives or tcp_user_timeout in conninfo wins over these. */
 void qn_store_config_defaults(struct qn_store_config *cfg);
 
 /*
@@ -83,7 +151,9 @@ void qn_store_free(qn_store *st);
 /* At least one connection is established and ready. */
 bool qn_store_is_up(const qn_store *st);
 
-/* cb(ud, up) runs on every change of qn_store_is_up(). One observer; NULL clears. */
+/* cb(ud, up) runs on every change of qn_store_is_up(). One observer; NULL clears.
+ * A single connection lost or hung while others stay ready does not change it:
+ * calls in doubt can be resolved at once then. */
 void qn_store_on_state(qn_store *st, void (*cb)(void *ud, bool up), void *ud);
 
 /* Monotonic milliseconds (the deadline clock). */
@@ -103,6 +173,8 @@ struct qn_store_stats {
     uint32_t waiting;        /* calls queued for a connection */
     uint32_t in_flight;      /* calls sent and awaiting their results */
     uint32_t in_flight_peak; /* most calls ever in flight on one connection */
+    uint64_t in_doubt;       /* calls delivered QN_EINDOUBT */
+    uint64_t hung;           /* connections declared hung and closed */
 };
 void qn_store_get_stats(const qn_store *st, struct qn_store_stats *out);
 
