@@ -631,14 +631,26 @@ static void req_finish(struct qn__conn *c, qn_store_req *r)
     qn__req_free(r);
 }
 
+/* SQLSTATEs with which the server ends the session: nothing after the statement
+ * that received one runs on that connection. */
+static bool session_ended(const char *sqlstate)
+{
+    return sqlstate != NULL && (strcmp(sqlstate, "57P01") == 0 ||
+                                strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0);
+}
+
 void qn__eng_conn_lost(struct qn__conn *c, const char *msg)
 {
     qn_store *st = c->st;
     char doubt[320];
     snprintf(doubt, sizeof doubt, "%s; the call was sent, its outcome is unknown", msg);
+    /* The server answers in order: once it ended the session on a statement,
+     * the calls pipelined behind that one never ran. */
+    bool unrun = false;
     qn_store_req *r;
     while (!st->closing && (r = TAILQ_FIRST(&c->inflight)) != NULL) {
         req_unlink(c, r);
+        bool ended = r->err != QN_OK && r->err_server && session_ended(r->err_state);
         if (r->internal || r->state == QN__REQ_ABANDONED) {
             req_set_state(r, QN__REQ_DONE);
             qn__req_free(r);
@@ -646,12 +658,13 @@ void qn__eng_conn_lost(struct qn__conn *c, const char *msg)
             req_finish(c, r); /* the server failed it: nothing committed */
         } else {
             req_set_state(r, QN__REQ_DONE);
-            if (r->sent && r->writes)
+            if (r->sent && r->writes && !unrun)
                 deliver_error(r, QN_EINDOUBT, doubt);
             else
                 deliver_error(r, QN_EUNAVAILABLE, msg);
             qn__req_free(r);
         }
+        unrun = unrun || ended;
     }
 }
 

@@ -190,6 +190,37 @@ out:
     return rc;
 }
 
+char *qt_conninfo_via(const char *conninfo, int port, char host[128], int *dbport)
+{
+    char *err = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
+    ck_assert_msg(opts != NULL, "bad conninfo: %s", err ? err : "?");
+    size_t cap = strlen(conninfo) + 256, n = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    out[0] = '\0';
+    if (host != NULL)
+        host[0] = '\0';
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        if (o->val == NULL)
+            continue;
+        if (strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0) {
+            if (host != NULL)
+                snprintf(host, 128, "%s", o->val);
+            continue;
+        }
+        if (strcmp(o->keyword, "port") == 0) {
+            if (dbport != NULL)
+                *dbport = atoi(o->val);
+            continue;
+        }
+        n += (size_t)snprintf(out + n, cap - n, "%s='%s' ", o->keyword, o->val);
+    }
+    snprintf(out + n, cap - n, "host='127.0.0.1' port='%d'", port);
+    PQconninfoFree(opts);
+    return out;
+}
+
 char *qt_db_plain(const char *name)
 {
     return qn_test_pg_fresh_db(name);

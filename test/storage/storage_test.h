@@ -19,7 +19,9 @@ Suite *qn_test_arena_suite(void);
 Suite *qn_test_params_suite(void);
 Suite *qn_test_results_suite(void);
 Suite *qn_test_errmap_suite(void);
-Suite *qn_test_store_suite(void);
+Suite *qn_test_store_engine_suite(void);
+Suite *qn_test_store_pool_suite(void);
+Suite *qn_test_store_call_suite(void);
 Suite *qn_test_push_suite(void);
 Suite *qn_test_pop_suite(void);
 Suite *qn_test_ack_suite(void);
@@ -56,6 +58,10 @@ void qt_copy_status(struct qt_status *o, const struct qn_store_status *st);
 /* Runs sql through the store (no params, text results), waits up to 30 s and
  * returns the code; out (may be NULL) gets the status and row 0 column 0. */
 int qt_exec(struct event_base *b, qn_store *st, const char *sql, struct qt_status *out);
+
+/* conninfo with host and port replaced by 127.0.0.1 and port (malloc'd); *host
+ * and *dbport (may be NULL) get the original host and port. */
+char *qt_conninfo_via(const char *conninfo, int port, char host[128], int *dbport);
 
 /* Database for an integration test: fresh, with or without the schema. The
  * schema one is cloned from a template built once per run (fast). */

@@ -17,7 +17,8 @@ int qt_build_template(void);
 
 static bool unit_only(const char *only)
 {
-    static const char *const units[] = {"arena", "params", "results", "errmap"};
+    static const char *const units[] = {"arena", "params", "results", "errmap",
+                                        "store_call"};
     if (only == NULL)
         return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
@@ -44,7 +45,9 @@ int main(int argc, char **argv)
     srunner_add_suite(sr, qn_test_params_suite());
     srunner_add_suite(sr, qn_test_results_suite());
     srunner_add_suite(sr, qn_test_errmap_suite());
-    srunner_add_suite(sr, qn_test_store_suite());
+    srunner_add_suite(sr, qn_test_store_call_suite());
+    srunner_add_suite(sr, qn_test_store_engine_suite());
+    srunner_add_suite(sr, qn_test_store_pool_suite());
     srunner_add_suite(sr, qn_test_push_suite());
     srunner_add_suite(sr, qn_test_pop_suite());
     srunner_add_suite(sr, qn_test_ack_suite());

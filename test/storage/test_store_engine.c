@@ -1,10 +1,12 @@
 /*
- * test_store.c - store.c, the engine, against the real PostgreSQL of the `pg`
+ * test_store_engine.c - store_engine.c, the request engine (with store_listen.c
+ * and the basics of store_pool.c), against the real PostgreSQL of the `pg`
  * fixture with plain SQL: round trips of every binary type, pipelining (one
  * connection really carries many calls), atomic multi-statement syncs, error
  * translation, connection loss and reconnect, deadlines and cancels (checked in
- * pg_stat_activity), conflict retries, back-pressure, shutdown, and decoders fed
- * malformed but real results.
+ * pg_stat_activity), which outcomes are in doubt, conflict retries, lanes (a
+ * write passes slow reads), back-pressure, shutdown, and decoders fed malformed
+ * but real results. Hung and silenced connections: test_store_pool.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +101,18 @@ static bool server_runs(PGconn *c, const char *pattern)
     bool runs = strcmp(v, "0") != 0;
     free(v);
     return runs;
+}
+
+/* Runs the loop until the server runs a query containing pattern (up to 5 s):
+ * the event a test means, instead of a sleep long enough on a quiet machine. */
+static bool until_server_runs(PGconn *c, const char *pattern)
+{
+    for (int i = 0; i < 500; i++) {
+        if (server_runs(c, pattern))
+            return true;
+        qt_run_for(B, 10);
+    }
+    return false;
 }
 
 /* ---------------------------------------------------------------- round trips */
@@ -519,16 +533,31 @@ START_TEST(terminated_backend_fails_calls_then_reconnects)
     qn_store *st = qt_store(B, CI, 1, 8);
     ups = downs = 0;
     qn_store_on_state(st, on_state, NULL);
-    struct cap a, b;
+    struct cap a, b, w;
+    PGconn *c = side();
     completions = 0;
-    sql_async(st, "SELECT pg_sleep(5)", 0, &a, NULL);
+    sql_async(st, "SELECT pg_sleep(5) /* to terminate */", 0, &a, NULL);
     sql_async(st, "SELECT 2", 0, &b, NULL);
-    qt_run_for(B, 200);
+    ck_assert(until_server_runs(c, "pg_sleep(5) /* to terminate"));
+    PQfinish(c);
+    /* a write pipelined behind them: the server ended the session before it */
+    memset(&w, 0, sizeof w);
+    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true, "SELECT 'w'", NULL, NULL, 0,
+                                      NULL, cap_cb, &w, NULL),
+                     QN_OK);
+    struct qn_store_stats s;
+    do { /* sent */
+        qt_run_for(B, 2);
+        qn_store_get_stats(st, &s);
+    } while (s.in_flight < 3);
     ck_assert(!a.s.done);
     terminate(st);
-    ck_assert(qt_run_until_count(B, &completions, 2, 5000));
+    ck_assert(qt_run_until_count(B, &completions, 3, 5000));
     ck_assert_int_eq(a.s.code, QN_EUNAVAILABLE);
     ck_assert_int_eq(b.s.code, QN_EUNAVAILABLE); /* pipelined behind it: never retried */
+    /* the server reported the end of the session on a: w never ran, so it is not
+     * in doubt although it was sent */
+    ck_assert_msg(w.s.code == QN_EUNAVAILABLE, "%d %s", w.s.code, w.s.message);
     ck_assert_int_eq(downs, 1);
     /* reconnects after reconnect_min_ms */
     ck_assert(qt_run_until_count(B, &ups, 1, 5000));
@@ -536,7 +565,6 @@ START_TEST(terminated_backend_fails_calls_then_reconnects)
     struct qt_status x;
     ck_assert_int_eq(qt_exec(B, st, "SELECT 41 + 1", &x), QN_OK);
     ck_assert_str_eq(x.value, "42");
-    struct qn_store_stats s;
     qn_store_get_stats(st, &s);
     ck_assert_uint_ge(s.reconnects, 1);
     ck_assert_uint_eq(s.connections_up, 1);
@@ -601,8 +629,8 @@ START_TEST(deadline_cancels_running_statement)
     struct cap a, b;
     int64_t t0 = qn_store_now_ms();
     sql_async(st, "SELECT pg_sleep(10) /* deadline */", t0 + 300, &a, NULL);
-    qt_run_for(B, 150);
-    ck_assert(server_runs(c, "pg_sleep(10) /* deadline"));
+    ck_assert(until_server_runs(c, "pg_sleep(10) /* deadline"));
+    ck_assert(!a.s.done);
     ck_assert(qt_run_until(B, &a.s.done, 3000));
     ck_assert_int_eq(a.s.code, QN_ETIMEOUT);
     ck_assert_int_ge(a.at_ms - t0, 290);
@@ -616,6 +644,50 @@ START_TEST(deadline_cancels_running_statement)
     ck_assert_int_eq(b.s.code, QN_OK);
     ck_assert_str_eq(b.text, "next");
     ck_assert_int_eq(a.s.calls, 1); /* never called again */
+    PQfinish(c);
+    qn_store_free(st);
+}
+END_TEST
+
+/* The deadline of a sent call that may write: when it passes, nobody knows
+ * whether the call will commit, so the answer is QN_EINDOUBT, never
+ * QN_ETIMEOUT ("nothing written"). (Here the server cancel that follows makes the
+ * statement fail; test_store_pool.c has the case where it committed.) */
+START_TEST(deadline_of_a_sent_write_is_in_doubt)
+{
+    qn_store *st = qt_store(B, CI, 1, 4);
+    struct qt_status x;
+    ck_assert_int_eq(qt_exec(B, st, "CREATE TABLE dl (v int)", &x), QN_OK);
+    PGconn *c = side();
+    struct cap w, q;
+    memset(&w, 0, sizeof w);
+    int64_t t0 = qn_store_now_ms();
+    struct qn_call_opts o = {t0 + 300, NULL};
+    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true,
+                                      "WITH i AS (INSERT INTO dl VALUES (1) RETURNING v) "
+                                      "SELECT pg_sleep(2) /* held */ FROM i",
+                                      NULL, NULL, 0, &o, cap_cb, &w, NULL),
+                     QN_OK);
+    ck_assert(until_server_runs(c, "/* held */"));
+    ck_assert(qt_run_until(B, &w.s.done, 3000));
+    ck_assert_msg(w.s.code == QN_EINDOUBT, "%d %s", w.s.code, w.s.message);
+    ck_assert_int_ge(w.at_ms - t0, 290);
+    ck_assert_int_le(w.at_ms - t0, 1000);
+    /* the same for a read is a plain timeout */
+    memset(&q, 0, sizeof q);
+    t0 = qn_store_now_ms();
+    o.deadline_ms = t0 + 200;
+    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_READ, false, "SELECT pg_sleep(2) /* read */",
+                                      NULL, NULL, 0, &o, cap_cb, &q, NULL),
+                     QN_OK);
+    ck_assert(qt_run_until(B, &q.s.done, 3000));
+    ck_assert_int_eq(q.s.code, QN_ETIMEOUT);
+    struct qn_store_stats s;
+    qn_store_get_stats(st, &s);
+    ck_assert_uint_eq(s.in_doubt, 1);
+    ck_assert(server_idle_of(c, "/* held */"));
+    ck_assert_int_eq(qt_exec(B, st, "SELECT count(*) FROM dl", &x), QN_OK);
+    ck_assert_str_eq(x.value, "0"); /* cancelled after all: in doubt is "unknown" */
     PQfinish(c);
     qn_store_free(st);
 }
@@ -654,8 +726,7 @@ START_TEST(cancel_means_no_callback)
     sql_async(st, "SELECT pg_sleep(10) /* cancel me */", 0, &a, &ra);
     sql_async(st, "SELECT 'b'", 0, &b, &rb); /* queued (depth 1) */
     qn_store_cancel(rb);
-    qt_run_for(B, 200);
-    ck_assert(server_runs(c, "cancel me"));
+    ck_assert(until_server_runs(c, "cancel me"));
     qn_store_cancel(ra);
     ck_assert(server_idle_of(c, "cancel me"));
     sql_async(st, "SELECT 'after'", 0, &d, NULL);
@@ -697,9 +768,11 @@ START_TEST(stray_cancel_is_retried)
 {
     qn_store *st = qt_store(B, CI, 1, 4);
     struct cap a;
+    PGconn *c = side();
     int64_t t0 = qn_store_now_ms();
     sql_async(st, "SELECT 'survived' FROM pg_sleep(0.4)", 0, &a, NULL);
-    qt_run_for(B, 150);
+    ck_assert(until_server_runs(c, "FROM pg_sleep(0.4)"));
+    PQfinish(c);
     /* a cancel that was not aimed at this call lands on it */
     ck_assert_int_eq(qn__store_cancel_current(st, 0), QN_OK);
     ck_assert(qt_run_until(B, &a.s.done, 5000));
@@ -788,6 +861,111 @@ START_TEST(deadlock_is_retried)
     ck_assert_int_eq((x.s.code == QN_ECONFLICT) + (y.s.code == QN_ECONFLICT), 1);
     ck_assert_int_eq((x.s.code == QN_OK) + (y.s.code == QN_OK), 1);
     ck_assert_str_eq(x.s.code == QN_ECONFLICT ? x.s.sqlstate : y.s.sqlstate, "40P01");
+    qn_store_free(st);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- lanes */
+
+struct lane_cap {
+    struct cap c;
+    int32_t pid;
+};
+
+static void lane_cb(void *ud, const struct qn_store_status *st, const PGresult *res)
+{
+    struct lane_cap *k = ud;
+    cap_cb(&k->c, st, res);
+    if (res != NULL && PQntuples(res) == 1 && PQnfields(res) >= 1)
+        k->pid = (int32_t)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+}
+
+/* Slow reads fill every connection they may use; a write still completes at
+ * once, on a connection reserved for writes, which no read ever used. With no
+ * reserved connection the same write waits behind the reads (the control: the
+ * test catches a pool without lanes). */
+static int64_t write_behind_reads(int reserve, int *read_on_reserved)
+{
+    struct qn_store_config cfg;
+    qn_store_config_defaults(&cfg);
+    cfg.conninfo = CI;
+    cfg.pool_size = 4;
+    cfg.pipeline_depth = 2;
+    cfg.write_reserve = reserve;
+    qn_store *st = qt_store_cfg(B, &cfg);
+    int reserved_pid = reserve > 0 ? qn__store_backend_pid(st, 0) : 0;
+    struct lane_cap rd[12], w;
+    completions = 0;
+    for (int i = 0; i < 12; i++) {
+        memset(&rd[i], 0, sizeof rd[i]);
+        ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_READ, false,
+                                          "SELECT pg_backend_pid() FROM pg_sleep(1.5)", NULL,
+                                          NULL, 0, NULL, lane_cb, &rd[i], NULL),
+                         QN_OK);
+    }
+    PGconn *c = side();
+    int busy = reserve > 0 ? 3 : 4;
+    char *v = NULL;
+    for (int i = 0; i < 500; i++) { /* the reads are running on every read connection */
+        free(v);
+        v = qn_test_pg_value(c, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                "AND query LIKE '%FROM pg_sleep(1.5)%' AND pid <> "
+                                "pg_backend_pid()");
+        if (atoi(v) >= busy)
+            break;
+        qt_run_for(B, 10);
+    }
+    ck_assert_int_ge(atoi(v), busy);
+    free(v);
+    PQfinish(c);
+    memset(&w, 0, sizeof w);
+    int64_t t0 = qn_store_now_ms();
+    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true, "SELECT pg_backend_pid()", NULL,
+                                      NULL, 0, NULL, lane_cb, &w, NULL),
+                     QN_OK);
+    ck_assert(qt_run_until(B, &w.c.s.done, 10000));
+    int64_t took = w.c.at_ms - t0;
+    ck_assert_int_eq(w.c.s.code, QN_OK);
+    ck_assert(qt_run_until_count(B, &completions, 13, 15000));
+    *read_on_reserved = 0;
+    for (int i = 0; i < 12; i++) {
+        ck_assert_int_eq(rd[i].c.s.code, QN_OK);
+        if (reserve > 0 && rd[i].pid == reserved_pid)
+            (*read_on_reserved)++;
+    }
+    if (reserve > 0)
+        ck_assert_int_eq(w.pid, reserved_pid);
+    qn_store_free(st);
+    return took;
+}
+
+START_TEST(a_write_passes_slow_reads)
+{
+    int on_reserved = -1;
+    int64_t took = write_behind_reads(1, &on_reserved);
+    ck_assert_msg(took < 500, "the write took %lld ms behind the reads", (long long)took);
+    ck_assert_int_eq(on_reserved, 0);
+    took = write_behind_reads(0, &on_reserved);
+    ck_assert_msg(took >= 1000, "without a reserved connection the write took %lld ms",
+                  (long long)took);
+}
+END_TEST
+
+START_TEST(lane_configuration)
+{
+    struct qn_store_config cfg;
+    qn_store *st = NULL;
+    qn_store_config_defaults(&cfg);
+    ck_assert_int_eq(cfg.write_reserve, -1);
+    cfg.conninfo = CI;
+    cfg.pool_size = 2;
+    cfg.write_reserve = 2; /* reads would have no connection */
+    ck_assert_int_eq(qn_store_new(B, &cfg, &st), QN_EINVAL);
+    cfg.pool_size = 1;
+    cfg.write_reserve = -1; /* derived: 0 for a pool of one, reads and writes share it */
+    st = qt_store_cfg(B, &cfg);
+    struct qt_status x;
+    ck_assert_int_eq(qt_exec(B, st, "SELECT 1", &x), QN_OK);
     qn_store_free(st);
 }
 END_TEST
@@ -1014,10 +1192,10 @@ START_TEST(listen_push_hears_notifications)
 }
 END_TEST
 
-Suite *qn_test_store_suite(void)
+Suite *qn_test_store_engine_suite(void)
 {
-    Suite *s = suite_create("store");
-    TCase *t = tcase_create("store");
+    Suite *s = suite_create("store_engine");
+    TCase *t = tcase_create("store_engine");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 60);
     tcase_add_test(t, bytea_round_trip);
@@ -1031,12 +1209,15 @@ Suite *qn_test_store_suite(void)
     tcase_add_test(t, idle_backend_terminated);
     tcase_add_test(t, unreachable_server);
     tcase_add_test(t, deadline_cancels_running_statement);
+    tcase_add_test(t, deadline_of_a_sent_write_is_in_doubt);
     tcase_add_test(t, deadline_of_queued_and_pipelined_calls);
     tcase_add_test(t, cancel_means_no_callback);
     tcase_add_test(t, statement_timeout_is_timeout);
     tcase_add_test(t, stray_cancel_is_retried);
     tcase_add_test(t, cancel_landing_on_a_later_call_is_retried);
     tcase_add_test(t, deadlock_is_retried);
+    tcase_add_test(t, a_write_passes_slow_reads);
+    tcase_add_test(t, lane_configuration);
     tcase_add_test(t, max_waiting_is_busy);
     tcase_add_test(t, free_fails_pending_calls);
     tcase_add_test(t, free_inside_a_callback);
