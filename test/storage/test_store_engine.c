@@ -769,16 +769,16 @@ START_TEST(stray_cancel_is_retried)
     qn_store *st = qt_store(B, CI, 1, 4);
     struct cap a;
     PGconn *c = side();
-    int64_t t0 = qn_store_now_ms();
     sql_async(st, "SELECT 'survived' FROM pg_sleep(0.4)", 0, &a, NULL);
     ck_assert(until_server_runs(c, "FROM pg_sleep(0.4)"));
     PQfinish(c);
     /* a cancel that was not aimed at this call lands on it */
+    int64_t t_cancel = qn_store_now_ms();
     ck_assert_int_eq(qn__store_cancel_current(st, 0), QN_OK);
     ck_assert(qt_run_until(B, &a.s.done, 5000));
     ck_assert_msg(a.s.code == QN_OK, "%s", a.s.message);
     ck_assert_str_eq(a.text, "survived");
-    ck_assert_int_ge(a.at_ms - t0, 500); /* ran twice */
+    ck_assert_int_ge(a.at_ms - t_cancel, 390); /* ran again, whole, after the cancel */
     struct qn_store_stats s;
     qn_store_get_stats(st, &s);
     /* Once as a rule; on a loaded machine PostgreSQL has been seen to fail the
