@@ -70,8 +70,6 @@
 #include "store_engine.h"
 
 #define MAX_CANCEL_THREADS 8
-#define REQ_ARENA_MAX ((size_t)1088 << 20) /* 1 GiB field + the call's bookkeeping */
-#define MAX_STEPS 4096
 
 static atomic_int cancel_threads;
 
@@ -100,27 +98,6 @@ static void req_set_state(qn_store_req *r, enum qn__req_state to)
         break;
     }
     r->state = to;
-}
-
-static void req_drop_results(qn_store_req *r)
-{
-    if (r->res != NULL)
-        for (int i = 0; i < r->nsteps; i++)
-            if (r->res[i] != NULL) {
-                PQclear(r->res[i]);
-                r->res[i] = NULL;
-            }
-}
-
-void qn__req_free(qn_store_req *r)
-{
-    if (r == NULL)
-        return;
-    req_drop_results(r);
-    if (r->timer != NULL)
-        event_free(r->timer);
-    qn__arena_free(&r->arena);
-    free(r);
 }
 
 /* Records the first failure of r (texts copied above inputs_end). */
@@ -188,7 +165,7 @@ static void deliver_error(qn_store_req *r, int code, const char *msg)
 {
     if (r->delivered || r->internal)
         return;
-    req_drop_results(r);
+    qn__req_drop_results(r);
     r->err = QN_OK;
     req_error(r, code, -1, "", msg);
     deliver(r);
@@ -203,7 +180,7 @@ void qn__eng_kick(qn_store *st)
 static void req_requeue(qn_store_req *r)
 {
     qn_store *st = r->st;
-    req_drop_results(r);
+    qn__req_drop_results(r);
     qn__arena_rewind(&r->arena, r->inputs_end);
     r->items = NULL;
     r->res = NULL;
@@ -239,25 +216,6 @@ void qn__eng_fail_waiting_if_down(qn_store *st)
 {
     if (!qn__pool_any_alive(st))
         fail_waiting(st, QN_EUNAVAILABLE, "no database connection");
-}
-
-const char *qn__req_current_stmt(const qn_store_req *r)
-{
-    int step = 0;
-    if (r->items != NULL && r->cur < r->nitems) {
-        const struct qn__item *it = &r->items[r->cur];
-        if (it->kind == QN__ITEM_SYNC)
-            return "the commit";
-        if (it->kind == QN__ITEM_PREPARE) {
-            const struct qn__stmt *d = qn__stmt_def(r->st, it->stmt);
-            return d ? d->name : "a prepare";
-        }
-        step = it->step;
-    }
-    if (step < 0 || step >= r->nsteps)
-        return "a statement";
-    const struct qn__stmt *d = qn__stmt_def(r->st, r->steps[step].stmt);
-    return d ? d->name : "an SQL statement";
 }
 
 /* ---------------------------------------------------------------- cancel */
@@ -808,163 +766,7 @@ void qn__eng_shutdown(qn_store *st)
     }
 }
 
-/* ---------------------------------------------------------------- building calls */
-
-int qn__req_new(qn_store *st, int nsteps, const struct qn_call_opts *opts, qn_store_req **out)
-{
-    if (st == NULL || nsteps < 1 || nsteps > MAX_STEPS)
-        return QN_EINVAL;
-    if (st->closing)
-        return QN_ESHUTDOWN;
-    qn_store_req *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return QN_ENOMEM;
-    r->st = st;
-    r->state = QN__REQ_BUILDING;
-    r->lane = QN__LANE_READ;
-    r->err_step = -1;
-    qn__arena_init(&r->arena, REQ_ARENA_MAX);
-    r->steps = qn__arena_zalloc(&r->arena, sizeof *r->steps * (size_t)nsteps);
-    if (r->steps == NULL) {
-        qn__req_free(r);
-        return QN_ENOMEM;
-    }
-    r->capsteps = nsteps;
-    r->deadline_ms = opts ? opts->deadline_ms : 0;
-    memcpy(r->tenant, (opts && opts->tenant) ? opts->tenant : qn__default_tenant, 16);
-    *out = r;
-    return QN_OK;
-}
-
-struct qn__step *qn__req_add(qn_store_req *r, int stmt, qn__decode_fn decode)
-{
-    if (r->nsteps >= r->capsteps)
-        return NULL;
-    const struct qn__stmt *d = qn__stmt_def(r->st, stmt);
-    if (d == NULL)
-        return NULL;
-    struct qn__step *s = &r->steps[r->nsteps++];
-    memset(s, 0, sizeof *s);
-    s->stmt = stmt;
-    s->result_format = 1;
-    s->decode = decode;
-    qn__params_init(&s->p, &r->arena, d->nparams);
-    if (d->lane == QN__LANE_WRITE)
-        r->lane = QN__LANE_WRITE;
-    r->writes = r->writes || d->writes;
-    return s;
-}
-
-struct qn__step *qn__req_add_sql(qn_store_req *r, const char *sql, const uint32_t *types,
-                                 int nparams)
-{
-    if (r->nsteps >= r->capsteps || nparams < 0 || nparams > QN_STMT_MAX_PARAMS)
-        return NULL;
-    struct qn__step *s = &r->steps[r->nsteps];
-    memset(s, 0, sizeof *s);
-    s->stmt = -1;
-    s->result_format = 1;
-    s->sql = qn__arena_strdup(&r->arena, sql);
-    if (nparams > 0)
-        s->types = qn__arena_memdup(&r->arena, types, sizeof(uint32_t) * (size_t)nparams);
-    if (s->sql == NULL || (nparams > 0 && s->types == NULL) ||
-        qn__params_init(&s->p, &r->arena, nparams) != QN_OK)
-        return NULL;
-    r->nsteps++;
-    return s;
-}
-
-int qn__req_new_detached(int nsteps, qn_store_req **out)
-{
-    if (nsteps < 1 || nsteps > MAX_STEPS)
-        return QN_EINVAL;
-    qn_store_req *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return QN_ENOMEM;
-    r->state = QN__REQ_BUILDING;
-    r->lane = QN__LANE_READ;
-    r->err_step = -1;
-    qn__arena_init(&r->arena, REQ_ARENA_MAX);
-    r->steps = qn__arena_zalloc(&r->arena, sizeof *r->steps * (size_t)nsteps);
-    if (r->steps == NULL) {
-        qn__req_free(r);
-        return QN_ENOMEM;
-    }
-    r->capsteps = nsteps;
-    memcpy(r->tenant, qn__default_tenant, 16);
-    *out = r;
-    return QN_OK;
-}
-
-void qn__req_set_class(qn_store_req *r, int lane, bool writes)
-{
-    r->lane = lane == QN__LANE_WRITE ? QN__LANE_WRITE : QN__LANE_READ;
-    r->writes = writes;
-}
-
-void qn__req_pop_step(qn_store_req *r)
-{
-    if (r->nsteps > 0)
-        r->nsteps--;
-}
-
-struct qn__arena *qn__req_arena(qn_store_req *r)
-{
-    return &r->arena;
-}
-
-struct qn__step *qn__req_steps(qn_store_req *r, int *n)
-{
-    *n = r->nsteps;
-    return r->steps;
-}
-
-const uint8_t *qn__req_tenant(const qn_store_req *r)
-{
-    return r->tenant;
-}
-
-void qn__req_set_tenant(qn_store_req *r, const uint8_t *tenant)
-{
-    memcpy(r->tenant, tenant ? tenant : qn__default_tenant, 16);
-}
-
-void qn__req_set_deadline(qn_store_req *r, int64_t deadline_ms)
-{
-    r->deadline_ms = deadline_ms;
-}
-
-void qn__req_set_finish(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud)
-{
-    r->finish = fin;
-    r->cb = cb;
-    r->ud = ud;
-}
-
-qn__anyfn qn__req_cb(const qn_store_req *r)
-{
-    return r->cb;
-}
-
-void *qn__req_ud(const qn_store_req *r)
-{
-    return r->ud;
-}
-
-int qn__req_failed_step(const qn_store_req *r)
-{
-    return r->err != QN_OK ? r->err_step : -1;
-}
-
-void *qn__req_out(const qn_store_req *r, int i)
-{
-    return (i >= 0 && i < r->nsteps) ? r->steps[i].out : NULL;
-}
-
-void qn__req_discard(qn_store_req *r)
-{
-    qn__req_free(r);
-}
+/* ---------------------------------------------------------------- submit */
 
 int qn__req_submit(qn_store_req *r, qn_store_req **req)
 {

@@ -1,8 +1,8 @@
 /*
- * store_engine.h - PRIVATE to store_pool.c, store_engine.c and store_listen.c:
- * the structures of a store, its connections and its requests, and the calls
- * the three files make into each other. Nothing else includes it (the rest of
- * storage/ goes through store_int.h).
+ * store_engine.h - PRIVATE to the store_*.c files of storage/src: the
+ * structures of a store, its connections and its requests, and the calls those
+ * files make into each other. Nothing else includes it (the rest of storage/
+ * goes through store_int.h).
  *
  * Who owns what:
  *   store_pool.c    the store itself and its connections: connect, set up,
@@ -11,6 +11,8 @@
  *                   connection, read results, deadlines, cancels, retries,
  *                   delivery, and what a lost connection means for each call.
  *   store_listen.c  the LISTEN connection and the notifications it reads.
+ *   store_req.c     building a request (steps, class, accessors) and freeing it.
+ *   store_call.c    the raw-SQL test hooks reach into the statement registry.
  *
  * Connection lifecycle (enum qn__conn_state; store_pool.c):
  *
@@ -201,7 +203,11 @@ void qn__eng_fail_waiting_if_down(qn_store *st);
 int qn__eng_cancel_current(struct qn__conn *c);
 /* Delivers QN_ESHUTDOWN to every pending call and parks them on st->dead. */
 void qn__eng_shutdown(qn_store *st);
+/* ---------------------------------------------------------------- store_req.c */
+
 void qn__req_free(qn_store_req *r);
+/* Drops the PGresults r holds (a retry, a failure delivered early). */
+void qn__req_drop_results(qn_store_req *r);
 /* The statement a sent call is at, for messages ("qn_push", "sql"). */
 const char *qn__req_current_stmt(const qn_store_req *r);
 
