@@ -105,6 +105,15 @@ CREATE TABLE IF NOT EXISTS queen.queues (
     created_at                  TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- Two columns Queen MQ's schema has and ours did not (its S3 sink): while
+-- retention_sink_hold names a consumer group, retention deletes only what that
+-- group has consumed, or what is older than retention_sink_hold_max_seconds
+-- (so a dead sink cannot pin the data forever). See retention_step_v1. Added
+-- the way Queen MQ adds them (nullable, with its defaults); already there on a
+-- database Queen MQ laid down.
+SELECT qn.ensure_column('queues', 'retention_sink_hold', 'TEXT DEFAULT ''''');
+SELECT qn.ensure_column('queues', 'retention_sink_hold_max_seconds', 'INTEGER DEFAULT 604800');
+
 -- On the wire a queue is (tenant, name): two tenants may hold the same name.
 SELECT qn.ensure_index('queues_tenant_name_uk', $ddl$
     CREATE UNIQUE INDEX queues_tenant_name_uk
@@ -134,6 +143,10 @@ CREATE TABLE IF NOT EXISTS queen.consumer_groups_metadata (
     subscription_timestamp TIMESTAMPTZ NOT NULL,
     created_at             TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- Queen MQ marks a group it consumes by conflation (last value only) here. This
+-- broker does not conflate, so its pops refuse such a group (SQLSTATE 55000)
+-- rather than serve it as an ordinary one. Nullable, as Queen MQ adds it.
+SELECT qn.ensure_column('consumer_groups_metadata', 'conflation', 'BOOLEAN DEFAULT false');
 -- NULLS NOT DISTINCT (PostgreSQL 15): discovery rows have queue_id NULL and must
 -- still be unique per (tenant, group, namespace, task).
 SELECT qn.ensure_index('cgm_identity_uk', $ddl$

@@ -20,6 +20,10 @@
 --   5. Existing cursors are never re-seeded by a subscription mode.
 --   6. Lock order: consumer rows only (pops take no partition row lock), one at a
 --      time, never waiting.
+--   7. A group Queen MQ marked conflating (consumer_groups_metadata.conflation)
+--      is refused with SQLSTATE 55000, never served as an ordinary group.
+--   8. Queue options Queen MQ's schema leaves nullable read as their defaults
+--      when NULL (lease_time 60, delays 0).
 -- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- The first segment (base >= p_from) created at or after p_ts, by binary search
@@ -407,6 +411,7 @@ DECLARE
     v_wbuf    INT4;
     v_smode   TEXT;
     v_sts     TIMESTAMPTZ;
+    v_conf    BOOL;
     v_maxp    INT4 := CASE WHEN coalesce(p_max_partitions, 0) <= 0 THEN 1 ELSE p_max_partitions END;
     v_left    INT4 := p_budget;
     v_bytes   INT8 := CASE WHEN coalesce(p_max_bytes, 0) > 0 THEN p_max_bytes END;
@@ -436,9 +441,10 @@ BEGIN
                         ELSE p_sub_from END;
 
     FOR v_try IN 1 .. 2 LOOP
-        SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-               m.subscription_mode, m.subscription_timestamp
-        INTO v_qid, v_lease, v_delayed, v_wbuf, v_smode, v_sts
+        SELECT q.id, coalesce(q.lease_time, 60), coalesce(q.delayed_processing, 0),
+               coalesce(q.window_buffer, 0), m.subscription_mode, m.subscription_timestamp,
+               coalesce(m.conflation, false)
+        INTO v_qid, v_lease, v_delayed, v_wbuf, v_smode, v_sts, v_conf
         FROM queen.queues q
         LEFT JOIN queen.consumer_groups_metadata m
                ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = q.id
@@ -450,6 +456,10 @@ BEGIN
         VALUES (p_tenant, p_queue, qn.name_namespace(p_queue), qn.name_task(p_queue))
         ON CONFLICT (tenant_id, name) DO NOTHING;
     END LOOP;
+    IF v_conf THEN
+        RAISE EXCEPTION 'QPOP consumer group % of queue % consumes by conflation (set by Queen MQ), which this broker does not serve',
+            v_group, p_queue USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     IF v_smode IS NULL THEN
         SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
         FROM qn.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
@@ -623,10 +633,20 @@ BEGIN
     IF v_qids IS NULL THEN
         RETURN;
     END IF;
+    IF EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+               WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group
+                 AND (m.queue_id = ANY (v_qids)
+                      OR (m.queue_id IS NULL AND m.namespace = v_ns AND m.task = v_task))
+                 AND m.partition_name = '' AND coalesce(m.conflation, false)) THEN
+        RAISE EXCEPTION 'QPOP consumer group % consumes a matching queue by conflation (set by Queen MQ), which this broker does not serve',
+            v_group USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
 
     FOR c IN
-        SELECT p.id, p.name, x.name AS qname, x.lease_time, x.delayed_processing,
-               x.window_buffer, m.subscription_mode, m.subscription_timestamp
+        SELECT p.id, p.name, x.name AS qname, coalesce(x.lease_time, 60) AS lease_time,
+               coalesce(x.delayed_processing, 0) AS delayed_processing,
+               coalesce(x.window_buffer, 0) AS window_buffer, m.subscription_mode,
+               m.subscription_timestamp
         FROM queen.queues x
         JOIN queen.consumer_groups_metadata m
           ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = x.id

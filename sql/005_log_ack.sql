@@ -93,8 +93,8 @@ BEGIN
     END IF;
 
     SELECT true, c.committed, c.batch_end, c.worker_id, c.lease_expires_at,
-           c.batch_retry_count, p.txns_start, p.last_offset, q.retry_limit,
-           q.dead_letter_queue OR q.dlq_after_max_retries
+           c.batch_retry_count, p.txns_start, p.last_offset, coalesce(q.retry_limit, 3),
+           coalesce(q.dead_letter_queue, true) OR coalesce(q.dlq_after_max_retries, true)
     INTO v_found, v_com, v_bend, v_wid, v_lexp, v_brc, v_txs, v_lastoff, v_limit, v_dlq_on
     FROM queen.log_consumers c
     JOIN queen.log_partitions p ON p.id = c.partition_id
@@ -331,6 +331,19 @@ BEGIN
 END;
 $$;
 
+-- The type of queen.log_dlq.payload: 'bytea' on our table, 'jsonb' on one Queen
+-- MQ laid down (its payloads are JSON documents). dlq_head_v1 stores raw bytes
+-- in the first, JSON as JSON in the second.
+CREATE OR REPLACE FUNCTION qn.dlq_payload_type()
+RETURNS TEXT
+LANGUAGE sql STABLE
+AS $$
+    SELECT format_type(a.atttypid, NULL)
+    FROM pg_attribute a
+    WHERE a.attrelid = 'queen.log_dlq'::regclass AND a.attname = 'payload'
+      AND NOT a.attisdropped
+$$;
+
 -- dlq_head_v1: files the dead letter and moves the cursor past it in one
 -- transaction. The row must still carry the leased batch the hand-off kept
 -- (batch_end set, p_off inside (committed, batch_end]) and, when p_worker is
@@ -338,6 +351,9 @@ $$;
 -- written. So a second call for the same frame fails (the first released the
 -- lease). committed = GREATEST(committed, p_off) is a guard: the cursor already
 -- sits just below p_off, and a stale caller can never walk it backward.
+-- On a JSONB dead-letter table (Queen MQ's) the payload must be UTF-8 JSON: it
+-- is stored as JSON; anything else raises QDLQ ... (SQLSTATE 22P02) and writes
+-- nothing (the lease stays, so the frame is redelivered, not lost).
 CREATE OR REPLACE FUNCTION qn.dlq_head_v1(
     p_pid        UUID,
     p_group      TEXT,
@@ -358,6 +374,7 @@ DECLARE
     v_lexp  TIMESTAMPTZ;
     v_brc   INT4;
     v_id    UUID;
+    v_json  JSONB;
 BEGIN
     SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at, c.batch_retry_count
     INTO v_com, v_bend, v_wid, v_lexp, v_brc
@@ -370,11 +387,27 @@ BEGIN
         RETURN QUERY SELECT false, NULL::UUID;
         RETURN;
     END IF;
-    INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id,
-                               transaction_id, payload, error, retry_count)
-    VALUES (p_pid, v_group, p_off, p_message_id, p_txn, p_payload,
-            coalesce(nullif(p_error, ''), 'Retries exhausted'), v_brc)
-    RETURNING id INTO v_id;
+    IF qn.dlq_payload_type() = 'jsonb' THEN
+        BEGIN
+            v_json := convert_from(coalesce(p_payload, ''::BYTEA), 'UTF8')::JSONB;
+        EXCEPTION WHEN others THEN    -- not UTF-8 (22021) or not JSON (22P02)
+            RAISE EXCEPTION 'QDLQ the dead letter at offset % is not JSON, and this dead-letter table (laid down by Queen MQ) holds JSON payloads only',
+                p_off USING ERRCODE = 'invalid_text_representation';
+        END;
+        -- dynamic: a static statement would bind p_payload's type to the column
+        EXECUTE 'INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id,
+                                             transaction_id, payload, error, retry_count)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id'
+            INTO v_id
+            USING p_pid, v_group, p_off, p_message_id, p_txn, v_json,
+                  coalesce(nullif(p_error, ''), 'Retries exhausted'), v_brc;
+    ELSE
+        INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id,
+                                   transaction_id, payload, error, retry_count)
+        VALUES (p_pid, v_group, p_off, p_message_id, p_txn, p_payload,
+                coalesce(nullif(p_error, ''), 'Retries exhausted'), v_brc)
+        RETURNING id INTO v_id;
+    END IF;
     UPDATE queen.log_consumers
     SET committed = greatest(committed, p_off),
         worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL, batch_end = NULL,

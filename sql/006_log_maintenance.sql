@@ -24,6 +24,9 @@
 --      one stalled group pins the history for every group.
 --   4. Whatever deletes a partition deletes its log_txns rows first (no foreign
 --      key), and a partition holding a dead letter is never deleted.
+--   5. Retention (not max-wait eviction) honours queues.retention_sink_hold: a
+--      segment the named group has not consumed stays until it is older than
+--      retention_sink_hold_max_seconds.
 -- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
 
 -- maint_worklist_v1: partitions with something possibly deletable, oldest first,
@@ -105,12 +108,16 @@ $$;
 
 -- Deletes the longest prefix (at most p_max_rows) of whole segments that rule 1
 -- (created before p_all_cutoff) or rule 2 (created before p_completed_cutoff and
--- consumed by every group) allows. Both conditions are monotone in base order
--- (created_at and end_offset grow), so the deletable set is a prefix and a walk of
--- p_max_rows + 1 rows from log_start decides it. Internal to the two steps below.
+-- consumed by every group) allows, and that the sink hold lets go: with
+-- p_hold_off set, only segments ending at or below it, or created before
+-- p_hold_cutoff. Every condition is monotone in base order (created_at and
+-- end_offset grow), so the deletable set is a prefix and a walk of p_max_rows + 1
+-- rows from log_start decides it. Internal to the steps below.
 CREATE OR REPLACE FUNCTION qn.trim_segments(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
                                                p_completed_cutoff TIMESTAMPTZ,
-                                               p_max_rows INT4, p_type TEXT)
+                                               p_max_rows INT4, p_type TEXT,
+                                               p_hold_off INT8 DEFAULT NULL,
+                                               p_hold_cutoff TIMESTAMPTZ DEFAULT NULL)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
 LANGUAGE plpgsql
 SET jit = off
@@ -129,6 +136,7 @@ DECLARE
     v_by2     BOOL := false;
     v_r1      BOOL;
     v_r2      BOOL;
+    v_held    BOOL;
     s         RECORD;
 BEGIN
     SELECT p.log_start, p.oldest_live_at INTO v_from, v_oldest
@@ -154,9 +162,11 @@ BEGIN
         v_r1 := p_all_cutoff IS NOT NULL AND s.created_at < p_all_cutoff;
         v_r2 := v_minc IS NOT NULL AND s.created_at < p_completed_cutoff
                 AND s.end_offset <= v_minc;
-        IF NOT (v_r1 OR v_r2) OR v_k = v_max THEN
+        v_held := p_hold_off IS NOT NULL AND s.end_offset > p_hold_off
+                  AND (p_hold_cutoff IS NULL OR s.created_at >= p_hold_cutoff);
+        IF NOT (v_r1 OR v_r2) OR v_held OR v_k = v_max THEN
             v_next := s.created_at;          -- first segment that stays
-            v_done := NOT (v_r1 OR v_r2);
+            v_done := NOT (v_r1 OR v_r2) OR v_held;
             EXIT;
         END IF;
         v_k := v_k + 1;
@@ -189,13 +199,39 @@ BEGIN
 END;
 $$;
 
--- retention_step_v1: both rules; NULL cutoff = rule off.
+-- retention_step_v1: both rules; NULL cutoff = rule off. A queue whose
+-- retention_sink_hold names a consumer group (Queen MQ's S3 sink) keeps every
+-- segment that group has not consumed in this partition (no cursor: nothing
+-- consumed), unless it is older than retention_sink_hold_max_seconds (default
+-- 604800), so a sink that died cannot pin the data forever. Max-wait eviction
+-- is not held: it is data loss by design, whoever has read the data.
 CREATE OR REPLACE FUNCTION qn.retention_step_v1(p_pid UUID, p_all_cutoff TIMESTAMPTZ,
                                                    p_completed_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    SELECT * FROM qn.trim_segments(p_pid, p_all_cutoff, p_completed_cutoff, p_max_rows, NULL)
+DECLARE
+    v_sink TEXT;
+    v_max  INT4;
+    v_hold INT8;
+BEGIN
+    SELECT nullif(q.retention_sink_hold, ''), q.retention_sink_hold_max_seconds
+    INTO v_sink, v_max
+    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = p_pid;
+    IF v_sink IS NOT NULL THEN
+        -- no lock: the sink's cursor only moves forward, a stale value holds more
+        SELECT c.committed INTO v_hold
+        FROM queen.log_consumers c
+        WHERE c.partition_id = p_pid AND c.consumer_group = v_sink;
+        v_hold := coalesce(v_hold, -1);
+    END IF;
+    RETURN QUERY
+    SELECT * FROM qn.trim_segments(
+        p_pid, p_all_cutoff, p_completed_cutoff, p_max_rows, NULL, v_hold,
+        CASE WHEN v_sink IS NOT NULL
+             THEN now() - make_interval(secs => greatest(coalesce(v_max, 604800), 0)) END);
+END;
 $$;
 
 -- evict_max_wait_step_v1: rule 1 only, for every group, leased batches included;

@@ -210,6 +210,18 @@ BEGIN
 END;
 $$;
 
+-- A dead letter's payload as bytes, whichever shape queen.log_dlq has: ours
+-- (BYTEA, the bytes as filed) or Queen MQ's (JSONB: the JSON text, as
+-- PostgreSQL prints it - key order and spacing normalized). The overload is
+-- chosen by the column's type when the functions below are created.
+CREATE OR REPLACE FUNCTION qn.dlq_payload_bytes(p BYTEA) RETURNS BYTEA
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p $$;
+
+CREATE OR REPLACE FUNCTION qn.dlq_payload_bytes(p JSONB) RETURNS BYTEA
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT convert_to(p::TEXT, 'UTF8') $$;
+
 -- list_dlq_v1: newest first; empty or NULL filters match all; p_limit <= 0
 -- means 100. Scans idx_log_dlq_partition_failed_at per partition.
 CREATE OR REPLACE FUNCTION qn.list_dlq_v1(
@@ -225,7 +237,8 @@ RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TE
 LANGUAGE sql STABLE
 AS $$
     SELECT d.id, q.name::TEXT, p.name, p.id, d.consumer_group, d."offset", d.message_id,
-           d.transaction_id, d.payload, d.error, d.retry_count, d.failed_at
+           d.transaction_id, qn.dlq_payload_bytes(d.payload), d.error,
+           coalesce(d.retry_count, 0), d.failed_at
     FROM queen.queues q
     JOIN queen.log_partitions p ON p.queue_id = q.id
     JOIN queen.log_dlq d ON d.partition_id = p.id
@@ -246,7 +259,8 @@ RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TE
 LANGUAGE sql STABLE
 AS $$
     SELECT d.id, q.name::TEXT, p.name, d.partition_id, d.consumer_group, d."offset",
-           d.message_id, d.transaction_id, d.payload, d.error, d.retry_count, d.failed_at
+           d.message_id, d.transaction_id, qn.dlq_payload_bytes(d.payload), d.error,
+           coalesce(d.retry_count, 0), d.failed_at
     FROM queen.log_dlq d
     LEFT JOIN queen.log_partitions p ON p.id = d.partition_id
     LEFT JOIN queen.queues q ON q.id = p.queue_id
