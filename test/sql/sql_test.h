@@ -122,5 +122,6 @@ Suite *qt_suite_pop(void);
 Suite *qt_suite_ack(void);
 Suite *qt_suite_maint(void);
 Suite *qt_suite_admin(void);
+Suite *qt_suite_queen(void);
 
 #endif

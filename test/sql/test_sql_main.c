@@ -3,7 +3,7 @@
  * against a real PostgreSQL (the ctest `pg` fixture, or QUEEN_TEST_DATABASE_URL),
  * fork mode so a crash fails one test, not the runner.
  *
- * Usage: test_sql [--suite NAME]  (schema, push, pop, ack, maint, admin).
+ * Usage: test_sql [--suite NAME]  (schema, push, pop, ack, maint, admin, queen).
  * ctest registers one entry per suite so they run in parallel, each in its own
  * database.
  */
@@ -26,6 +26,7 @@ int main(int argc, char **argv)
     } all[] = {
         {"schema", qt_suite_schema}, {"push", qt_suite_push},   {"pop", qt_suite_pop},
         {"ack", qt_suite_ack},       {"maint", qt_suite_maint}, {"admin", qt_suite_admin},
+        {"queen", qt_suite_queen},
     };
     SRunner *sr = NULL;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
