@@ -71,6 +71,54 @@ START_TEST(test_positional_partial_then_full)
 }
 END_TEST
 
+/* An item at exactly the committed offset is below the ackable span (committed,
+ * batch_end]: a stale failure there must neither release the live lease nor
+ * spend the retry budget, and a repeated completion there is a noop, not
+ * "applied". (Treating it as inside the span, o >= committed, breaks all three.) */
+START_TEST(test_item_at_the_committed_offset)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "ack.edge", "", "e", 0, 10);
+    char pid[37];
+    qt_pid(c, "ack.edge", "", pid);
+    ck_assert_int_eq(popn(c, "ack.edge", "g", 10, "w1"), 10);
+    struct qt_ack_item upto = {.off = 4, .status = 1};
+    PQclear(qt_ack(c, pid, "g", "w1", &upto, 1)); /* committed 4, lease kept */
+    /* a failure at the committed offset, positional and by hash */
+    struct qt_ack_item fail[2] = {{.off = 4, .status = 2}, {.txn = "e4", .status = 2}};
+    for (int k = 0; k < 2; k++) {
+        PGresult *r = qt_ack(c, pid, "g", "w1", &fail[k], 1);
+        ck_assert_msg(qt_gi(r, 0, "r_outcome") == 3, "item %d: outcome %lld", k,
+                      (long long)qt_gi(r, 0, "r_outcome")); /* stale */
+        int s = qt_ack_summary(r);
+        ck_assert_int_eq(qt_gi(r, s, "r_flags"), 0); /* not released, not charged */
+        ck_assert_int_eq(qt_gi(r, s, "r_committed"), 4);
+        PQclear(r);
+        r = consumer(c, pid, "g");
+        ck_assert_str_eq(qt_gs(r, 0, "worker_id"), "w1");
+        ck_assert_int_eq(qt_gi(r, 0, "batch_end"), 9);
+        ck_assert_int_eq(qt_gi(r, 0, "batch_retry_count"), 0);
+        PQclear(r);
+    }
+    /* the completion repeated there: noop, positional and by hash */
+    struct qt_ack_item again[2] = {{.off = 4, .status = 1}, {.txn = "e4", .status = 1}};
+    for (int k = 0; k < 2; k++) {
+        PGresult *r = qt_ack(c, pid, "g", "w1", &again[k], 1);
+        ck_assert_msg(qt_gi(r, 0, "r_outcome") == 2, "item %d: outcome %lld", k,
+                      (long long)qt_gi(r, 0, "r_outcome"));
+        ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_committed"), 4);
+        PQclear(r);
+    }
+    /* one above it is the span's first offset: applied */
+    struct qt_ack_item next = {.off = 5, .status = 1};
+    PGresult *r = qt_ack(c, pid, "g", "w1", &next, 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_outcome"), 1);
+    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_committed"), 5);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_outcomes)
 {
     PGconn *c = qt_connect();
@@ -471,6 +519,7 @@ Suite *qt_suite_ack(void)
     Suite *s = suite_create("ack");
     TCase *tc = qt_tcase("ack", fixture, 120);
     tcase_add_test(tc, test_positional_partial_then_full);
+    tcase_add_test(tc, test_item_at_the_committed_offset);
     tcase_add_test(tc, test_outcomes);
     tcase_add_test(tc, test_budget_and_dlq_handoff);
     tcase_add_test(tc, test_forced_dlq_and_retry);

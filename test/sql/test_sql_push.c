@@ -495,6 +495,80 @@ START_TEST(test_verified_narrows_probe)
 }
 END_TEST
 
+/* push_v1 of one frame of transaction id txn to queue (partition Default) with
+ * the watermark verified, vouched under window (NULL: no windows array) for
+ * partition pid (NULL: no pids array). */
+static PGresult *push_guarded(PGconn *c, const char *queue, const char *txn, int64_t verified,
+                              const char *window, const char *pid)
+{
+    uint8_t h[16];
+    char hex[33];
+    qt_hash(txn, h);
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    char win[64], pids[80];
+    snprintf(win, sizeof win, window ? "ARRAY[%s]::int4[]" : "NULL::int4[]", window);
+    snprintf(pids, sizeof pids, pid ? "ARRAY['%s']::uuid[]" : "NULL::uuid[]", pid);
+    return qt_q(c,
+                "SELECT * FROM qn.push_v1(ARRAY['%s'], ARRAY[''], ARRAY[1], "
+                "ARRAY[decode('%s', 'hex')], ARRAY[%lld]::int8[], ARRAY['\\x01'::bytea], false, "
+                "'00000000-0000-0000-0000-000000000001', %s, %s)",
+                queue, hex, (long long)verified, win, pids);
+}
+
+/* The cache-window guard: a watermark the broker vouched under a smaller dedup
+ * window than the queue's current one (a /configure widened it, and that
+ * broker's cache may miss the older hashes) is ignored and the whole window is
+ * probed. Without the guard the duplicate below would be stored again. */
+START_TEST(test_watermark_of_a_smaller_window_is_ignored)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "guard.win", "", "gw", 0, 10); /* gw0..gw9 at 0..9, window 3600 */
+    /* vouched under 60 s: ignored, the probe finds gw3 */
+    PGresult *r = push_guarded(c, "guard.win", "gw3", 9, "60", NULL);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 3);
+    PQclear(r);
+    /* vouched under the queue's own window: honoured (nothing above 9 to probe),
+     * which is what makes the case above a test of the guard */
+    r = push_guarded(c, "guard.win", "gw4", 9, "3600", NULL);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 10);
+    PQclear(r);
+    /* a larger window than the queue's is fine too */
+    r = push_guarded(c, "guard.win", "gw5", 10, "7200", NULL);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
+/* The partition guard: a watermark vouched for another partition (the queue was
+ * deleted and created again, its offsets starting over) is ignored. */
+START_TEST(test_watermark_of_a_recreated_partition_is_ignored)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "guard.pid", "", "old", 0, 10); /* offsets 0..9 */
+    char old_pid[37], new_pid[37];
+    qt_pid(c, "guard.pid", "", old_pid);
+    ck_assert(qt_b(c, "SELECT qn.delete_queue_v1('guard.pid', "
+                      "'00000000-0000-0000-0000-000000000001')"));
+    qt_push1(c, "guard.pid", "", "new", 0, 5); /* again from 0: new0..new4 at 0..4 */
+    qt_pid(c, "guard.pid", "", new_pid);
+    ck_assert_str_ne(old_pid, new_pid);
+    /* the old partition's watermark 9 would hide new2 at offset 2 */
+    PGresult *r = push_guarded(c, "guard.pid", "new2", 9, "3600", old_pid);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 2);
+    PQclear(r);
+    /* the same watermark vouched for this partition is honoured */
+    r = push_guarded(c, "guard.pid", "new3", 9, "3600", new_pid);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 static char *captured;
 static void capture(void *arg, const PGresult *res)
 {
@@ -651,6 +725,8 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_strict_duplicate_raises_and_writes_nothing);
     tcase_add_test(tc, test_same_partition_twice_in_one_call);
     tcase_add_test(tc, test_verified_narrows_probe);
+    tcase_add_test(tc, test_watermark_of_a_smaller_window_is_ignored);
+    tcase_add_test(tc, test_watermark_of_a_recreated_partition_is_ignored);
     tcase_add_test(tc, test_probe_uses_primary_key_range);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_quantized_and_coalesced_columns);
