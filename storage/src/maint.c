@@ -79,8 +79,10 @@ int qn_store_partition_meta(qn_store *st, const char *queue, const char *partiti
 static bool txns_ok(const void *row)
 {
     const struct qn_segment_row *v = row;
-    return v->end >= v->base && (uint64_t)(v->end - v->base) < (uint64_t)INT32_MAX &&
-           v->blob_len == (size_t)(v->end - v->base + 1) * 16u;
+    if (v->end < v->base)
+        return false;
+    uint64_t span = (uint64_t)v->end - (uint64_t)v->base; /* no signed overflow */
+    return span < (uint64_t)INT32_MAX && v->blob_len == (size_t)(span + 1) * 16u;
 }
 
 static const struct qn__col txns_cols[] = {

@@ -294,6 +294,32 @@ START_TEST(every_statement_has_a_decoder)
 }
 END_TEST
 
+/* Found by fuzz_store: a sidecar row whose range overflows int64 arithmetic
+ * (base INT64_MIN) is a protocol error, not undefined behaviour. */
+START_TEST(txns_range_overflow)
+{
+    Oid t[4] = {QN_OID_INT8, QN_OID_INT8, QN_OID_TIMESTAMPTZ, QN_OID_BYTEA};
+    PGresult *r = result(4, t, 1);
+    set_i64(r, 0, 0, INT64_MIN);
+    set_i64(r, 0, 1, 0);
+    set_i64(r, 0, 2, 0);
+    set(r, 0, 3, "0123456789abcdef", 16);
+    qn_store_req *rq;
+    ck_assert_int_eq(qn__req_new_detached(1, &rq), QN_OK);
+    qn__req_add(rq, QN_STMT_TXNS_WINDOW, qn__decode_txns);
+    ck_assert_int_eq(qn__decode_txns(rq, 0, r), QN_EPROTOCOL_DB);
+    qn__req_discard(rq);
+    /* and the well-formed row of one offset decodes */
+    set_i64(r, 0, 0, 7);
+    set_i64(r, 0, 1, 7);
+    ck_assert_int_eq(qn__req_new_detached(1, &rq), QN_OK);
+    qn__req_add(rq, QN_STMT_TXNS_WINDOW, qn__decode_txns);
+    ck_assert_int_eq(qn__decode_txns(rq, 0, r), QN_OK);
+    qn__req_discard(rq);
+    PQclear(r);
+}
+END_TEST
+
 /* A detached request decodes but can never be submitted. */
 START_TEST(detached_request_is_not_submitted)
 {
@@ -316,6 +342,7 @@ Suite *qn_test_store_call_suite(void)
     tcase_add_test(t, row_counts_are_checked);
     tcase_add_test(t, row_check_rejects);
     tcase_add_test(t, every_statement_has_a_decoder);
+    tcase_add_test(t, txns_range_overflow);
     tcase_add_test(t, detached_request_is_not_submitted);
     suite_add_tcase(s, t);
     return s;
