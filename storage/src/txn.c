@@ -4,7 +4,7 @@
  * Does: build one request whose steps are strict pushes, strict acks,
  * check_leases_v1 and delete_dlq_v1 calls, sent in ONE pipeline sync, i.e. one
  * implicit transaction: the first step that raises aborts the rest and rolls
- * back the steps before it (store.c explains why no explicit BEGIN/COMMIT).
+ * back the steps before it (store_engine.c explains why no explicit BEGIN/COMMIT).
  * Does not: retry a failed step alone (a conflict retries the whole transaction,
  * in the engine), or accept non-strict steps.
  *

@@ -1,6 +1,6 @@
 /*
  * test_params.c - params.c: binary encodings byte by byte, NULLs, limits and the
- * sticky error. (Round trips through a real server are in test_store.c.)
+ * sticky error. (Round trips through a real server are in test_store_engine.c.)
  */
 #include <string.h>
 

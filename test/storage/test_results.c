@@ -2,7 +2,7 @@
  * test_results.c - results.c: every decoder against wrong lengths, truncation at
  * every byte, oversized and lying length words, wrong types; run under ASan so an
  * out-of-bounds read fails the test. (Decoding real PGresults, including
- * malformed ones, is in test_store.c.)
+ * malformed ones, is in test_store_engine.c; built in memory, test_store_call.c.)
  */
 #include <stdlib.h>
 #include <string.h>

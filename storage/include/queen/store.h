@@ -1,7 +1,7 @@
 /*
  * queen/store.h - the storage module: PostgreSQL through libpq, asynchronous,
  * pipelined, on the caller's libevent loop. One C function per stored procedure
- * of sql/API.md.
+ * of sql/API.md (all in schema qn; the comments below name them without it).
  *
  * Model:
  *   - A qn_store owns a pool of non-blocking connections registered with one
@@ -299,6 +299,11 @@ struct qn_pop_result {
 
 typedef void (*qn_pop_cb)(void *ud, const struct qn_store_status *st,
                           const struct qn_pop_result *res);
+/* pop_v1 / pop_discover_v1. A write (it takes a lease, or moves an auto-ack
+ * cursor): a pop in doubt is resolved by releasing its worker's leases
+ * (qn_store_release_lease), so its batch is redelivered at once. A consumer
+ * group Queen MQ marked conflating fails with QN_EDB, SQLSTATE 55000 (a failed
+ * precondition: this broker does not conflate). */
 int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
                  qn_pop_cb cb, void *ud, qn_store_req **req);
 
@@ -383,7 +388,12 @@ struct qn_dlq_head_args {
     size_t payload_len;
     const char *error;
 };
-/* dlq_head_v1: value = r_ok; *id (16 bytes) is written into dlq_id_out of the result */
+/* qn.dlq_head_v1: ok = the dead letter was filed (false: the lease was no longer
+ * held, or the frame is not in the leased batch: nothing written); dlq_id = the
+ * new row's id (16 bytes, borrowed until the callback returns), NULL when not
+ * filed. On a dead-letter table Queen MQ laid down (payload JSONB) a payload
+ * that is not UTF-8 JSON fails with QN_EDB, SQLSTATE 22P02, and nothing is
+ * written (the lease stays: the frame is redelivered). */
 typedef void (*qn_dlq_head_cb)(void *ud, const struct qn_store_status *st, bool ok,
                                const uint8_t *dlq_id);
 int qn_store_dlq_head(qn_store *st, const struct qn_dlq_head_args *a,
@@ -397,6 +407,9 @@ int qn_store_renew_lease(qn_store *st, const char *worker, int32_t seconds,
                          qn_store_req **req);
 
 typedef void (*qn_int_cb)(void *ud, const struct qn_store_status *st, int64_t value);
+/* release_lease_v1: releases every live lease of worker (the lease id a pop
+ * was given); value = leases released. The cursor does not move, so the batch
+ * is redelivered at once. Idempotent: it resolves a pop in doubt too. */
 int qn_store_release_lease(qn_store *st, const char *worker, const struct qn_call_opts *opts,
                            qn_int_cb cb, void *ud, qn_store_req **req);
 
@@ -674,7 +687,9 @@ struct qn_maint_step {
 };
 typedef void (*qn_maint_step_cb)(void *ud, const struct qn_store_status *st,
                                  const struct qn_maint_step *res);
-/* retention_step_v1 (either cutoff may be QN_STORE_NO_TS) */
+/* retention_step_v1 (either cutoff may be QN_STORE_NO_TS). A queue whose
+ * retention_sink_hold names a consumer group keeps what that group has not
+ * consumed, up to retention_sink_hold_max_seconds old. */
 int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cutoff_us,
                             int64_t completed_cutoff_us, int32_t max_rows,
                             const struct qn_call_opts *opts, qn_maint_step_cb cb, void *ud,
