@@ -27,10 +27,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c)                                                                               \
-    do {                                                                                       \
-        if (!(c))                                                                              \
-            __builtin_trap();                                                                  \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            __builtin_trap();                                                                      \
     } while (0)
 
 static volatile uint32_t sink;
@@ -102,8 +102,7 @@ static void walk(int stmt, const void *out, size_t expect)
         const struct qn_ack_result *r = out;
         CHECK(r->n == expect);
         for (size_t i = 0; i < r->n; i++)
-            CHECK(r->items[i].outcome >= QN_ACK_APPLIED &&
-                  r->items[i].outcome <= QN_ACK_DEFERRED);
+            CHECK(r->items[i].outcome >= QN_ACK_APPLIED && r->items[i].outcome <= QN_ACK_DEFERRED);
         touch(r->dlq_blob, r->dlq_blob_len);
         CHECK((r->flags & QN_ACKF_DLQ_HANDOFF) || r->dlq_blob == NULL);
         break;

@@ -22,7 +22,8 @@ struct shape {
     int cols[FZ_MAX_COLS];
 };
 
-#define Q25 U, T, T, T, TS, I4, I4, I4, I4, I4, I4, B, B, I4, I4, I4, I4, B, B, I4, I4, I4, I4, I8, I8
+#define Q25                                                                                        \
+    U, T, T, T, TS, I4, I4, I4, I4, I4, I4, B, B, I4, I4, I4, I4, B, B, I4, I4, I4, I4, I8, I8
 
 static const struct shape shapes[] = {
     {QN_STMT_PUSH, 8, {I4, U, I4, I2, I8, TS, I4, I8}},

@@ -20,14 +20,25 @@
 #include "queen/error.h"
 #include "store_int.h"
 
-static const char *const opt_names[QN_OPT_COUNT] = {
-    "lease_time",       "retry_limit",          "retry_delay",
-    "max_size",         "ttl",                  "dead_letter_queue",
-    "dlq_after_max_retries", "delayed_processing", "window_buffer",
-    "retention_seconds", "completed_retention_seconds", "retention_enabled",
-    "encryption_enabled", "max_wait_time_seconds", "min_pop_wait_time",
-    "dedup_window_seconds", "priority",         "namespace",
-    "task"};
+static const char *const opt_names[QN_OPT_COUNT] = {"lease_time",
+                                                    "retry_limit",
+                                                    "retry_delay",
+                                                    "max_size",
+                                                    "ttl",
+                                                    "dead_letter_queue",
+                                                    "dlq_after_max_retries",
+                                                    "delayed_processing",
+                                                    "window_buffer",
+                                                    "retention_seconds",
+                                                    "completed_retention_seconds",
+                                                    "retention_enabled",
+                                                    "encryption_enabled",
+                                                    "max_wait_time_seconds",
+                                                    "min_pop_wait_time",
+                                                    "dedup_window_seconds",
+                                                    "priority",
+                                                    "namespace",
+                                                    "task"};
 
 /* Appends s as a JSON string to b[*len..cap). false when it does not fit. */
 static bool json_str(char *b, size_t cap, size_t *len, const char *s)
@@ -81,26 +92,69 @@ static char *options_json(struct qn__arena *a, const struct qn_queue_options *o)
         bool bv = false, is_bool = false;
         const char *sv = NULL;
         switch (i) {
-        case QN_OPT_LEASE_TIME: iv = o->lease_time; break;
-        case QN_OPT_RETRY_LIMIT: iv = o->retry_limit; break;
-        case QN_OPT_RETRY_DELAY: iv = o->retry_delay; break;
-        case QN_OPT_MAX_SIZE: iv = o->max_size; break;
-        case QN_OPT_TTL: iv = o->ttl; break;
-        case QN_OPT_DEAD_LETTER_QUEUE: is_bool = true; bv = o->dead_letter_queue; break;
-        case QN_OPT_DLQ_AFTER_MAX_RETRIES: is_bool = true; bv = o->dlq_after_max_retries; break;
-        case QN_OPT_DELAYED_PROCESSING: iv = o->delayed_processing; break;
-        case QN_OPT_WINDOW_BUFFER: iv = o->window_buffer; break;
-        case QN_OPT_RETENTION_SECONDS: iv = o->retention_seconds; break;
-        case QN_OPT_COMPLETED_RETENTION_SECONDS: iv = o->completed_retention_seconds; break;
-        case QN_OPT_RETENTION_ENABLED: is_bool = true; bv = o->retention_enabled; break;
-        case QN_OPT_ENCRYPTION_ENABLED: is_bool = true; bv = o->encryption_enabled; break;
-        case QN_OPT_MAX_WAIT_TIME_SECONDS: iv = o->max_wait_time_seconds; break;
-        case QN_OPT_MIN_POP_WAIT_TIME: iv = o->min_pop_wait_time; break;
-        case QN_OPT_DEDUP_WINDOW_SECONDS: iv = o->dedup_window_seconds; break;
-        case QN_OPT_PRIORITY: iv = o->priority; break;
-        case QN_OPT_NAMESPACE: sv = o->namespace_ ? o->namespace_ : ""; break;
-        case QN_OPT_TASK: sv = o->task ? o->task : ""; break;
-        default: break;
+        case QN_OPT_LEASE_TIME:
+            iv = o->lease_time;
+            break;
+        case QN_OPT_RETRY_LIMIT:
+            iv = o->retry_limit;
+            break;
+        case QN_OPT_RETRY_DELAY:
+            iv = o->retry_delay;
+            break;
+        case QN_OPT_MAX_SIZE:
+            iv = o->max_size;
+            break;
+        case QN_OPT_TTL:
+            iv = o->ttl;
+            break;
+        case QN_OPT_DEAD_LETTER_QUEUE:
+            is_bool = true;
+            bv = o->dead_letter_queue;
+            break;
+        case QN_OPT_DLQ_AFTER_MAX_RETRIES:
+            is_bool = true;
+            bv = o->dlq_after_max_retries;
+            break;
+        case QN_OPT_DELAYED_PROCESSING:
+            iv = o->delayed_processing;
+            break;
+        case QN_OPT_WINDOW_BUFFER:
+            iv = o->window_buffer;
+            break;
+        case QN_OPT_RETENTION_SECONDS:
+            iv = o->retention_seconds;
+            break;
+        case QN_OPT_COMPLETED_RETENTION_SECONDS:
+            iv = o->completed_retention_seconds;
+            break;
+        case QN_OPT_RETENTION_ENABLED:
+            is_bool = true;
+            bv = o->retention_enabled;
+            break;
+        case QN_OPT_ENCRYPTION_ENABLED:
+            is_bool = true;
+            bv = o->encryption_enabled;
+            break;
+        case QN_OPT_MAX_WAIT_TIME_SECONDS:
+            iv = o->max_wait_time_seconds;
+            break;
+        case QN_OPT_MIN_POP_WAIT_TIME:
+            iv = o->min_pop_wait_time;
+            break;
+        case QN_OPT_DEDUP_WINDOW_SECONDS:
+            iv = o->dedup_window_seconds;
+            break;
+        case QN_OPT_PRIORITY:
+            iv = o->priority;
+            break;
+        case QN_OPT_NAMESPACE:
+            sv = o->namespace_ ? o->namespace_ : "";
+            break;
+        case QN_OPT_TASK:
+            sv = o->task ? o->task : "";
+            break;
+        default:
+            break;
         }
         if (sv != NULL) {
             if (!json_str(b, cap, &n, sv))
@@ -159,10 +213,16 @@ static bool queue_ok(const void *row)
     return true;
 }
 
-static const struct qn__rowspec queue_spec = {
-    QN__NCOLS(queue_cols), queue_cols, sizeof(struct qn_queue_info), 0, -1,
-    sizeof(struct qn_queues_result), offsetof(struct qn_queues_result, n),
-    offsetof(struct qn_queues_result, queues), false, queue_ok};
+static const struct qn__rowspec queue_spec = {QN__NCOLS(queue_cols),
+                                              queue_cols,
+                                              sizeof(struct qn_queue_info),
+                                              0,
+                                              -1,
+                                              sizeof(struct qn_queues_result),
+                                              offsetof(struct qn_queues_result, n),
+                                              offsetof(struct qn_queues_result, queues),
+                                              false,
+                                              queue_ok};
 
 int qn__decode_queues(qn_store_req *r, int step, const PGresult *res)
 {
@@ -283,8 +343,8 @@ int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opt
 }
 
 int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
-                         int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb,
-                         void *ud, qn_store_req **req)
+                         int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb, void *ud,
+                         qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
@@ -312,10 +372,16 @@ static const struct qn__col partition_cols[] = {
 };
 #undef PI
 
-static const struct qn__rowspec partition_spec = {
-    QN__NCOLS(partition_cols), partition_cols, sizeof(struct qn_partition_info), 0, -1,
-    sizeof(struct qn_partitions_result), offsetof(struct qn_partitions_result, n),
-    offsetof(struct qn_partitions_result, parts), false, NULL};
+static const struct qn__rowspec partition_spec = {QN__NCOLS(partition_cols),
+                                                  partition_cols,
+                                                  sizeof(struct qn_partition_info),
+                                                  0,
+                                                  -1,
+                                                  sizeof(struct qn_partitions_result),
+                                                  offsetof(struct qn_partitions_result, n),
+                                                  offsetof(struct qn_partitions_result, parts),
+                                                  false,
+                                                  NULL};
 
 int qn__decode_partitions(qn_store_req *r, int step, const PGresult *res)
 {
@@ -378,10 +444,16 @@ static const struct qn__col group_cols[] = {
 };
 #undef GR
 
-static const struct qn__rowspec group_spec = {
-    QN__NCOLS(group_cols), group_cols, sizeof(struct qn_group_row), 0, -1,
-    sizeof(struct qn_groups_result), offsetof(struct qn_groups_result, n),
-    offsetof(struct qn_groups_result, rows), false, NULL};
+static const struct qn__rowspec group_spec = {QN__NCOLS(group_cols),
+                                              group_cols,
+                                              sizeof(struct qn_group_row),
+                                              0,
+                                              -1,
+                                              sizeof(struct qn_groups_result),
+                                              offsetof(struct qn_groups_result, n),
+                                              offsetof(struct qn_groups_result, rows),
+                                              false,
+                                              NULL};
 
 int qn__decode_groups(qn_store_req *r, int step, const PGresult *res)
 {
@@ -468,10 +540,16 @@ static const struct qn__col dlq_cols[] = {
 };
 #undef DR
 
-static const struct qn__rowspec dlq_spec = {
-    QN__NCOLS(dlq_cols), dlq_cols, sizeof(struct qn_dlq_row), 0, -1,
-    sizeof(struct qn_dlq_result), offsetof(struct qn_dlq_result, n),
-    offsetof(struct qn_dlq_result, rows), false, NULL};
+static const struct qn__rowspec dlq_spec = {QN__NCOLS(dlq_cols),
+                                            dlq_cols,
+                                            sizeof(struct qn_dlq_row),
+                                            0,
+                                            -1,
+                                            sizeof(struct qn_dlq_result),
+                                            offsetof(struct qn_dlq_result, n),
+                                            offsetof(struct qn_dlq_result, rows),
+                                            false,
+                                            NULL};
 
 int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res)
 {
@@ -481,8 +559,8 @@ int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res)
 QN__FINISH_PTR(finish_dlq, qn_dlq_cb)
 
 int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const char *partition,
-                      int32_t limit, int32_t offset, const struct qn_call_opts *opts,
-                      qn_dlq_cb cb, void *ud, qn_store_req **req)
+                      int32_t limit, int32_t offset, const struct qn_call_opts *opts, qn_dlq_cb cb,
+                      void *ud, qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
@@ -515,8 +593,7 @@ int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_op
 }
 
 int qn_store_delete_dlq(qn_store *st, const uint8_t *id, const uint8_t *pid, const char *txn,
-                        const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
-                        qn_store_req **req)
+                        const struct qn_call_opts *opts, qn_int_cb cb, void *ud, qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
@@ -535,16 +612,22 @@ int qn_store_delete_dlq(qn_store *st, const uint8_t *id, const uint8_t *pid, con
 
 #define SR struct qn_stats_row
 static const struct qn__col stats_cols[] = {
-    QN__TEXT(SR, queue),          QN__I32_OR(SR, partitions, 0), QN__I64_OR(SR, messages, 0),
-    QN__I64_OR(SR, segments, 0),  QN__I64_OR(SR, pending, 0),    QN__I64_OR(SR, dead_letters, 0),
-    QN__I32_OR(SR, groups, 0),    QN__I64_OR(SR, bytes, 0),
+    QN__TEXT(SR, queue),         QN__I32_OR(SR, partitions, 0), QN__I64_OR(SR, messages, 0),
+    QN__I64_OR(SR, segments, 0), QN__I64_OR(SR, pending, 0),    QN__I64_OR(SR, dead_letters, 0),
+    QN__I32_OR(SR, groups, 0),   QN__I64_OR(SR, bytes, 0),
 };
 #undef SR
 
-static const struct qn__rowspec stats_spec = {
-    QN__NCOLS(stats_cols), stats_cols, sizeof(struct qn_stats_row), 0, -1,
-    sizeof(struct qn_stats_result), offsetof(struct qn_stats_result, n),
-    offsetof(struct qn_stats_result, rows), false, NULL};
+static const struct qn__rowspec stats_spec = {QN__NCOLS(stats_cols),
+                                              stats_cols,
+                                              sizeof(struct qn_stats_row),
+                                              0,
+                                              -1,
+                                              sizeof(struct qn_stats_result),
+                                              offsetof(struct qn_stats_result, n),
+                                              offsetof(struct qn_stats_result, rows),
+                                              false,
+                                              NULL};
 
 int qn__decode_stats(qn_store_req *r, int step, const PGresult *res)
 {
@@ -553,8 +636,8 @@ int qn__decode_stats(qn_store_req *r, int step, const PGresult *res)
 
 QN__FINISH_PTR(finish_stats, qn_stats_cb)
 
-int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts,
-                   qn_stats_cb cb, void *ud, qn_store_req **req)
+int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts, qn_stats_cb cb,
+                   void *ud, qn_store_req **req)
 {
     qn_store_req *r;
     int rc;

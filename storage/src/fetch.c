@@ -14,13 +14,24 @@
 #include "queen/error.h"
 #include "store_int.h"
 
-enum { C_ENTRY, C_ERROR, C_PID, C_HIGH, C_LOG_START, C_BASE, C_START, C_TAKE, C_CREATED,
-       C_BLOB, C_N };
+enum {
+    C_ENTRY,
+    C_ERROR,
+    C_PID,
+    C_HIGH,
+    C_LOG_START,
+    C_BASE,
+    C_START,
+    C_TAKE,
+    C_CREATED,
+    C_BLOB,
+    C_N
+};
 
 int qn__decode_fetch(qn_store_req *r, int step, const PGresult *res)
 {
-    static const uint32_t t[C_N] = {QN_OID_INT4, QN_OID_INT2, QN_OID_UUID, QN_OID_INT8,
-                                    QN_OID_INT8, QN_OID_INT8, QN_OID_INT4, QN_OID_INT4,
+    static const uint32_t t[C_N] = {QN_OID_INT4,        QN_OID_INT2, QN_OID_UUID, QN_OID_INT8,
+                                    QN_OID_INT8,        QN_OID_INT8, QN_OID_INT4, QN_OID_INT4,
                                     QN_OID_TIMESTAMPTZ, QN_OID_BYTEA};
     struct qn__arena *a = qn__req_arena(r);
     int nsteps;
@@ -81,8 +92,7 @@ int qn__decode_fetch(qn_store_req *r, int step, const PGresult *res)
         g->take = qn__row_i32(&w, C_TAKE);
         g->created_at_us = qn__row_ts(&w, C_CREATED);
         g->blob = qn__row_bytea(&w, C_BLOB, &g->blob_len);
-        if (w.err != QN_OK || g->start_idx < 0 || g->take < 1 ||
-            g->start_idx > INT32_MAX - g->take)
+        if (w.err != QN_OK || g->start_idx < 0 || g->take < 1 || g->start_idx > INT32_MAX - g->take)
             return QN_EPROTOCOL_DB;
         bool zero = true;
         for (int b = 0; b < 16; b++)
@@ -104,8 +114,7 @@ int qn_store_fetch(qn_store *st, const struct qn_fetch_args *a, const struct qn_
 {
     qn_store_req *r;
     int rc;
-    if (a == NULL || cb == NULL || a->n == 0 || a->entries == NULL ||
-        a->n > (size_t)INT32_MAX / 16)
+    if (a == NULL || cb == NULL || a->n == 0 || a->entries == NULL || a->n > (size_t)INT32_MAX / 16)
         return QN_EINVAL;
     for (size_t i = 0; i < a->n; i++)
         if (a->entries[i].queue == NULL || a->entries[i].queue[0] == '\0')

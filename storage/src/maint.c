@@ -92,10 +92,16 @@ static const struct qn__col txns_cols[] = {
     QN__BYTEA(struct qn_segment_row, blob, blob_len),
 };
 
-static const struct qn__rowspec txns_spec = {
-    QN__NCOLS(txns_cols), txns_cols, sizeof(struct qn_segment_row), 0, -1,
-    sizeof(struct qn_segments_result), offsetof(struct qn_segments_result, n),
-    offsetof(struct qn_segments_result, rows), false, txns_ok};
+static const struct qn__rowspec txns_spec = {QN__NCOLS(txns_cols),
+                                             txns_cols,
+                                             sizeof(struct qn_segment_row),
+                                             0,
+                                             -1,
+                                             sizeof(struct qn_segments_result),
+                                             offsetof(struct qn_segments_result, n),
+                                             offsetof(struct qn_segments_result, rows),
+                                             false,
+                                             txns_ok};
 
 int qn__decode_txns(qn_store_req *r, int step, const PGresult *res)
 {
@@ -147,10 +153,16 @@ static const struct qn__col worklist_cols[] = {
 };
 #undef MI
 
-static const struct qn__rowspec worklist_spec = {
-    QN__NCOLS(worklist_cols), worklist_cols, sizeof(struct qn_maint_item), 0, -1,
-    sizeof(struct qn_maint_list), offsetof(struct qn_maint_list, n),
-    offsetof(struct qn_maint_list, items), false, NULL};
+static const struct qn__rowspec worklist_spec = {QN__NCOLS(worklist_cols),
+                                                 worklist_cols,
+                                                 sizeof(struct qn_maint_item),
+                                                 0,
+                                                 -1,
+                                                 sizeof(struct qn_maint_list),
+                                                 offsetof(struct qn_maint_list, n),
+                                                 offsetof(struct qn_maint_list, items),
+                                                 false,
+                                                 NULL};
 
 int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res)
 {
@@ -222,8 +234,8 @@ int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cut
 }
 
 static int pid_cutoff_step(qn_store *st, int stmt, const uint8_t pid[16], int64_t cutoff_us,
-                           int32_t max_rows, const struct qn_call_opts *opts,
-                           qn_maint_step_cb cb, void *ud, qn_store_req **req)
+                           int32_t max_rows, const struct qn_call_opts *opts, qn_maint_step_cb cb,
+                           void *ud, qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
@@ -239,8 +251,8 @@ static int pid_cutoff_step(qn_store *st, int stmt, const uint8_t pid[16], int64_
 }
 
 int qn_store_txns_purge_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
-                             int32_t max_rows, const struct qn_call_opts *opts,
-                             qn_maint_step_cb cb, void *ud, qn_store_req **req)
+                             int32_t max_rows, const struct qn_call_opts *opts, qn_maint_step_cb cb,
+                             void *ud, qn_store_req **req)
 {
     return pid_cutoff_step(st, QN_STMT_TXNS_PURGE_STEP, pid, cutoff_us, max_rows, opts, cb, ud,
                            req);
@@ -250,8 +262,8 @@ int qn_store_evict_max_wait_step(qn_store *st, const uint8_t pid[16], int64_t cu
                                  int32_t max_rows, const struct qn_call_opts *opts,
                                  qn_maint_step_cb cb, void *ud, qn_store_req **req)
 {
-    return pid_cutoff_step(st, QN_STMT_EVICT_MAX_WAIT_STEP, pid, cutoff_us, max_rows, opts, cb,
-                           ud, req);
+    return pid_cutoff_step(st, QN_STMT_EVICT_MAX_WAIT_STEP, pid, cutoff_us, max_rows, opts, cb, ud,
+                           req);
 }
 
 int qn_store_partition_dead(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
@@ -271,8 +283,8 @@ int qn_store_partition_dead(qn_store *st, const uint8_t pid[16], int64_t cutoff_
 }
 
 int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max_rows,
-                                    const struct qn_call_opts *opts, qn_maint_step_cb cb,
-                                    void *ud, qn_store_req **req)
+                                    const struct qn_call_opts *opts, qn_maint_step_cb cb, void *ud,
+                                    qn_store_req **req)
 {
     qn_store_req *r;
     int rc;

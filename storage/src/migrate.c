@@ -89,8 +89,8 @@ static bool take_lock(PGconn *c, int wait_ms)
 static bool recorded_sum(PGconn *c, const char *name, char out[33], char *errbuf, size_t cap)
 {
     const char *params[1] = {name};
-    PGresult *r = PQexecParams(c, "SELECT checksum FROM qn.schema_files WHERE name = $1", 1,
-                               NULL, params, NULL, NULL, 0);
+    PGresult *r = PQexecParams(c, "SELECT checksum FROM qn.schema_files WHERE name = $1", 1, NULL,
+                               params, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     out[0] = '\0';
     if (ok && PQntuples(r) == 1)
@@ -180,8 +180,8 @@ static bool repair_invalid_indexes(PGconn *c, char *errbuf, size_t cap)
     return ok;
 }
 
-int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report *rep,
-               char *errbuf, size_t errcap)
+int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report *rep, char *errbuf,
+               size_t errcap)
 {
     struct qn_migrate_report out = {(int)qn_sql_files_count, 0};
     int rc = QN_EDB;
@@ -196,8 +196,7 @@ int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report 
     if (!run(c, "SET client_min_messages = warning", errbuf, errcap, "session setup"))
         goto out;
     if (!take_lock(c, lock_wait_ms)) {
-        fail_msg(errbuf, errcap, "another migration held the schema lock for %d ms",
-                 lock_wait_ms);
+        fail_msg(errbuf, errcap, "another migration held the schema lock for %d ms", lock_wait_ms);
         rc = QN_ETIMEOUT;
         goto out;
     }
@@ -225,8 +224,7 @@ int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report 
             continue;
         snprintf(what, sizeof what, "applying %s", f->name);
         if (strstr((const char *)f->data, "-- queen:no-transaction") != NULL) {
-            if (!apply_no_txn(c, f, errbuf, errcap) ||
-                !record_sum(c, f->name, sum, errbuf, errcap))
+            if (!apply_no_txn(c, f, errbuf, errcap) || !record_sum(c, f->name, sum, errbuf, errcap))
                 goto out;
         } else {
             if (!run(c, "BEGIN", errbuf, errcap, what))

@@ -208,9 +208,8 @@ static uint8_t *array_header(uint8_t *b, uint32_t oid, size_t n, bool has_null)
     return b + 20;
 }
 
-int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n,
-                  const uint8_t *const *ptrs, const int32_t *lens, uint8_t **out,
-                  size_t *out_len)
+int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n, const uint8_t *const *ptrs,
+                  const int32_t *lens, uint8_t **out, size_t *out_len)
 {
     size_t bytes = 0, sz;
     bool has_null = false;
@@ -248,8 +247,7 @@ int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n,
 }
 
 /* Fixed-width arrays: width 2, 4 or 8 bytes per element, never NULL. */
-static void arr_fixed(struct qn__params *p, int i, uint32_t oid, const void *v, size_t n,
-                      int width)
+static void arr_fixed(struct qn__params *p, int i, uint32_t oid, const void *v, size_t n, int width)
 {
     size_t sz;
     if (p->err != QN_OK)
@@ -315,8 +313,7 @@ void qn__p_array(struct qn__params *p, int i, uint32_t oid, const uint8_t *const
     p->formats[i] = 1;
 }
 
-void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n,
-                    const char *dflt)
+void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n, const char *dflt)
 {
     if (p->err != QN_OK)
         return;
@@ -346,8 +343,8 @@ void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n,
     qn__p_array(p, i, QN_OID_TEXT, ptrs, lens, n);
 }
 
-void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs,
-                     const size_t *lens, size_t n)
+void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs, const size_t *lens,
+                     size_t n)
 {
     if (p->err != QN_OK)
         return;

@@ -32,8 +32,7 @@ static const char *sub_mode_text(enum qn_sub_mode m)
 static bool pop_ok(const void *row)
 {
     const struct qn_pop_segment *g = row;
-    return g->start_idx >= 0 && g->take >= 1 && g->start_idx <= INT32_MAX - g->take &&
-           g->base >= 0;
+    return g->start_idx >= 0 && g->take >= 1 && g->start_idx <= INT32_MAX - g->take && g->base >= 0;
 }
 
 static const struct qn__col pop_cols[] = {
@@ -48,10 +47,16 @@ static const struct qn__col pop_cols[] = {
     QN__TS_OR(struct qn_pop_segment, lease_expires_at_us, 0),
 };
 
-static const struct qn__rowspec pop_spec = {
-    QN__NCOLS(pop_cols), pop_cols, sizeof(struct qn_pop_segment), 0, -1,
-    sizeof(struct qn_pop_result), offsetof(struct qn_pop_result, n),
-    offsetof(struct qn_pop_result, segs), false, pop_ok};
+static const struct qn__rowspec pop_spec = {QN__NCOLS(pop_cols),
+                                            pop_cols,
+                                            sizeof(struct qn_pop_segment),
+                                            0,
+                                            -1,
+                                            sizeof(struct qn_pop_result),
+                                            offsetof(struct qn_pop_result, n),
+                                            offsetof(struct qn_pop_result, segs),
+                                            false,
+                                            pop_ok};
 
 int qn__decode_pop(qn_store_req *r, int step, const PGresult *res)
 {
@@ -96,9 +101,9 @@ int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call
     return qn__call_submit(r, finish_pop, (qn__anyfn)cb, ud, req);
 }
 
-int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
-                         const char *group, const struct qn_call_opts *opts, qn_bool_cb cb,
-                         void *ud, qn_store_req **req)
+int qn_store_has_pending(qn_store *st, const char *queue, const char *partition, const char *group,
+                         const struct qn_call_opts *opts, qn_bool_cb cb, void *ud,
+                         qn_store_req **req)
 {
     qn_store_req *r;
     int rc;

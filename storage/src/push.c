@@ -21,12 +21,11 @@
 #include "store_int.h"
 
 enum { C_ORD, C_PID, C_WINDOW, C_STATUS, C_BASE, C_CREATED, C_DUP_IDX, C_DUP_OFF, C_N };
-static const uint32_t push_types[C_N] = {QN_OID_INT4, QN_OID_UUID, QN_OID_INT4,
-                                         QN_OID_INT2, QN_OID_INT8, QN_OID_TIMESTAMPTZ,
-                                         QN_OID_INT4, QN_OID_INT8};
+static const uint32_t push_types[C_N] = {QN_OID_INT4, QN_OID_UUID,        QN_OID_INT4, QN_OID_INT2,
+                                         QN_OID_INT8, QN_OID_TIMESTAMPTZ, QN_OID_INT4, QN_OID_INT8};
 
-int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n,
-                    bool strict, const uint8_t *tenant)
+int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n, bool strict,
+                    const uint8_t *tenant)
 {
     struct qn__arena *a = p->arena;
     if (segs == NULL || n == 0 || n > (size_t)INT32_MAX / 16)
@@ -42,7 +41,8 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     int32_t *cplens = qn__arena_alloc(a, sizeof *cplens * n);
     const uint8_t **blobs = qn__arena_alloc(a, sizeof *blobs * n);
     size_t *blens = qn__arena_alloc(a, sizeof *blens * n);
-    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !windows || !cpids || !cplens || !blobs || !blens)
+    if (!queues || !parts || !counts || !hashes || !hlens || !verified || !windows || !cpids ||
+        !cplens || !blobs || !blens)
         return p->err = QN_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct qn_push_segment *s = &segs[i];
@@ -174,10 +174,16 @@ static const struct qn__col segment_cols[] = {
     QN__BYTEA(struct qn_segment_row, blob, blob_len),
 };
 
-static const struct qn__rowspec segment_spec = {
-    QN__NCOLS(segment_cols), segment_cols, sizeof(struct qn_segment_row), 0, -1,
-    sizeof(struct qn_segments_result), offsetof(struct qn_segments_result, n),
-    offsetof(struct qn_segments_result, rows), false, segment_ok};
+static const struct qn__rowspec segment_spec = {QN__NCOLS(segment_cols),
+                                                segment_cols,
+                                                sizeof(struct qn_segment_row),
+                                                0,
+                                                -1,
+                                                sizeof(struct qn_segments_result),
+                                                offsetof(struct qn_segments_result, n),
+                                                offsetof(struct qn_segments_result, rows),
+                                                false,
+                                                segment_ok};
 
 int qn__decode_segments(qn_store_req *r, int step, const PGresult *res)
 {

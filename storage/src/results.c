@@ -223,19 +223,19 @@ bool qn__row_isnull(struct qn__row *w, int col)
     return PQgetisnull(w->r, w->row, col) != 0;
 }
 
-#define GETTER(name, type, dec, neutral)                                                       \
-    static type name##_any(struct qn__row *w, int col, bool null_ok, type dflt)               \
-    {                                                                                          \
-        const char *v;                                                                         \
-        int len;                                                                               \
-        type out;                                                                              \
-        if (!value(w, col, null_ok, &v, &len))                                                 \
-            return w->err == QN_OK ? dflt : (neutral);                                         \
-        if (dec(v, len, &out) != QN_OK) {                                                      \
-            fail(w, col);                                                                      \
-            return neutral;                                                                    \
-        }                                                                                      \
-        return out;                                                                            \
+#define GETTER(name, type, dec, neutral)                                                           \
+    static type name##_any(struct qn__row *w, int col, bool null_ok, type dflt)                    \
+    {                                                                                              \
+        const char *v;                                                                             \
+        int len;                                                                                   \
+        type out;                                                                                  \
+        if (!value(w, col, null_ok, &v, &len))                                                     \
+            return w->err == QN_OK ? dflt : (neutral);                                             \
+        if (dec(v, len, &out) != QN_OK) {                                                          \
+            fail(w, col);                                                                          \
+            return neutral;                                                                        \
+        }                                                                                          \
+        return out;                                                                                \
     }
 
 GETTER(get_bool, bool, qn__dec_bool, false)

@@ -47,8 +47,7 @@ struct qn__step *qn__call_begin(qn_store *st, int stmt, const struct qn_call_opt
     return s;
 }
 
-int qn__call_submit(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud,
-                    qn_store_req **req)
+int qn__call_submit(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud, qn_store_req **req)
 {
     qn__req_set_finish(r, fin, cb, ud);
     return qn__req_submit(r, req);
@@ -75,14 +74,22 @@ void qn__finish_bool(qn_store_req *r, const struct qn_store_status *st)
 static uint32_t kind_oid(uint8_t kind)
 {
     switch (kind) {
-    case QN__C_BOOL: return QN_OID_BOOL;
-    case QN__C_I16: return QN_OID_INT2;
-    case QN__C_I32: return QN_OID_INT4;
-    case QN__C_I64: return QN_OID_INT8;
-    case QN__C_TS: return QN_OID_TIMESTAMPTZ;
-    case QN__C_UUID: return QN_OID_UUID;
-    case QN__C_TEXT: return QN_OID_TEXT;
-    case QN__C_BYTEA: return QN_OID_BYTEA;
+    case QN__C_BOOL:
+        return QN_OID_BOOL;
+    case QN__C_I16:
+        return QN_OID_INT2;
+    case QN__C_I32:
+        return QN_OID_INT4;
+    case QN__C_I64:
+        return QN_OID_INT8;
+    case QN__C_TS:
+        return QN_OID_TIMESTAMPTZ;
+    case QN__C_UUID:
+        return QN_OID_UUID;
+    case QN__C_TEXT:
+        return QN_OID_TEXT;
+    case QN__C_BYTEA:
+        return QN_OID_BYTEA;
     }
     return 0;
 }
@@ -179,8 +186,7 @@ static void fill_defaults(const struct qn__rowspec *sp, uint8_t *base)
     }
 }
 
-int qn__decode_rows(qn_store_req *r, int step, const PGresult *res,
-                    const struct qn__rowspec *sp)
+int qn__decode_rows(qn_store_req *r, int step, const PGresult *res, const struct qn__rowspec *sp)
 {
     uint32_t oids[QN__ROWSPEC_MAX_COLS];
     if (sp->ncols < 1 || sp->ncols > QN__ROWSPEC_MAX_COLS)
@@ -289,8 +295,8 @@ int qn__decode_void(qn_store_req *r, int step, const PGresult *res)
 int qn__store_register(qn_store *st, const char *name, const char *sql, int nparams,
                        const uint32_t *types)
 {
-    if (st == NULL || name == NULL || sql == NULL || nparams < 0 ||
-        nparams > QN_STMT_MAX_PARAMS || (nparams > 0 && types == NULL))
+    if (st == NULL || name == NULL || sql == NULL || nparams < 0 || nparams > QN_STMT_MAX_PARAMS ||
+        (nparams > 0 && types == NULL))
         return QN_EINVAL;
     if (st->ndyn >= QN_STMT_DYN_MAX)
         return QN_ELIMIT;
@@ -343,10 +349,10 @@ static void finish_raw(qn_store_req *r, const struct qn_store_status *st)
 
 /* Raw statements; cls < 0: the class of the registered statements (raw SQL is
  * read lane, read-only), else (lane, writes) = (cls >> 1, cls & 1). */
-static int sql_many(qn_store *st, int cls, int nstmts, const int *stmt,
-                    const char *const *sql, const uint32_t *const *types,
-                    const struct qn__params *params, int result_format,
-                    const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req)
+static int sql_many(qn_store *st, int cls, int nstmts, const int *stmt, const char *const *sql,
+                    const uint32_t *const *types, const struct qn__params *params,
+                    int result_format, const struct qn_call_opts *opts, qn__sql_cb cb, void *ud,
+                    qn_store_req **req)
 {
     qn_store_req *r = NULL;
     int rc = qn__req_new(st, nstmts, opts, &r);
@@ -389,8 +395,7 @@ static int sql_many(qn_store *st, int cls, int nstmts, const int *stmt,
 
 int qn__store_sql_many(qn_store *st, int nstmts, const int *stmt, const char *const *sql,
                        const uint32_t *const *types, const struct qn__params *params,
-                       const struct qn_call_opts *opts, qn__sql_cb cb, void *ud,
-                       qn_store_req **req)
+                       const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req)
 {
     return sql_many(st, -1, nstmts, stmt, sql, types, params, 1, opts, cb, ud, req);
 }
@@ -403,12 +408,12 @@ int qn__store_sql(qn_store *st, int stmt, const char *sql, const uint32_t *types
     const char *sqls[1] = {sql};
     const uint32_t *tys[1] = {types};
     int stmts[1] = {stmt};
-    return sql_many(st, -1, 1, stmts, sqls, tys, params ? params : &none, result_format, opts,
-                    cb, ud, req);
+    return sql_many(st, -1, 1, stmts, sqls, tys, params ? params : &none, result_format, opts, cb,
+                    ud, req);
 }
 
-int qn__store_sql_as(qn_store *st, int lane, bool writes, const char *sql,
-                     const uint32_t *types, const struct qn__params *params, int result_format,
+int qn__store_sql_as(qn_store *st, int lane, bool writes, const char *sql, const uint32_t *types,
+                     const struct qn__params *params, int result_format,
                      const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req)
 {
     struct qn__params none = {0};

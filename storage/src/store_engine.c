@@ -101,8 +101,7 @@ static void req_set_state(qn_store_req *r, enum qn__req_state to)
 }
 
 /* Records the first failure of r (texts copied above inputs_end). */
-static void req_error(qn_store_req *r, int code, int step, const char *sqlstate,
-                      const char *msg)
+static void req_error(qn_store_req *r, int code, int step, const char *sqlstate, const char *msg)
 {
     if (r->err != QN_OK)
         return;
@@ -340,11 +339,10 @@ static int req_send(struct qn__conn *c, qn_store_req *r)
                 if (!PQsendPrepare(pg, d->name, d->sql, d->nparams, (const Oid *)d->types))
                     return QN_EUNAVAILABLE;
                 c->prepared[s->stmt] = 1;
-                r->items[r->nitems++] =
-                    (struct qn__item){QN__ITEM_PREPARE, -1, (int16_t)s->stmt};
+                r->items[r->nitems++] = (struct qn__item){QN__ITEM_PREPARE, -1, (int16_t)s->stmt};
             }
-            if (!PQsendQueryPrepared(pg, d->name, s->p.n, s->p.values, s->p.lengths,
-                                     s->p.formats, s->result_format))
+            if (!PQsendQueryPrepared(pg, d->name, s->p.n, s->p.values, s->p.lengths, s->p.formats,
+                                     s->result_format))
                 return QN_EUNAVAILABLE;
         } else {
             if (!PQsendQueryParams(pg, s->sql, s->p.n, (const Oid *)s->types, s->p.values,
@@ -593,8 +591,8 @@ static void req_finish(struct qn__conn *c, qn_store_req *r)
  * that received one runs on that connection. */
 static bool session_ended(const char *sqlstate)
 {
-    return sqlstate != NULL && (strcmp(sqlstate, "57P01") == 0 ||
-                                strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0);
+    return sqlstate != NULL && (strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
+                                strcmp(sqlstate, "57P03") == 0);
 }
 
 void qn__eng_conn_lost(struct qn__conn *c, const char *msg)

@@ -76,23 +76,23 @@ TAILQ_HEAD(qn__reqq, qn_store_req);
 
 struct qn__conn {
     qn_store *st;
-    int idx;                   /* pool index, -1 for the listener */
+    int idx; /* pool index, -1 for the listener */
     enum qn__conn_state state;
-    bool reserved;             /* write lane only (idx < write_reserve) */
-    PGconn *pg;                /* NULL exactly in IDLE */
-    struct event *io;          /* CONNECTING: one-shot on the current socket */
-    struct event *rev;         /* SETUP/READY: persistent read */
-    struct event *wev;         /* SETUP/READY: persistent write, added while output waits */
-    struct event *timer;       /* IDLE: reconnect; CONNECTING/SETUP: connect timeout */
-    struct event *watch;       /* armed while calls are in flight: the hang detector */
-    bool want_write;           /* wev is added */
-    struct qn__reqq inflight;  /* sent, in send order: results belong to the head */
-    int ninflight;             /* <= pipeline_depth (the setup request excepted) */
-    int nreads;                /* read-lane calls in inflight */
-    int64_t progress_ms;       /* last result read, or the send to an empty pipeline */
-    int backoff_ms;            /* last reconnect delay, 0 after a success */
-    bool started;              /* a connection was attempted before */
-    uint64_t cancel_seq;       /* cancels sent to this session */
+    bool reserved;                 /* write lane only (idx < write_reserve) */
+    PGconn *pg;                    /* NULL exactly in IDLE */
+    struct event *io;              /* CONNECTING: one-shot on the current socket */
+    struct event *rev;             /* SETUP/READY: persistent read */
+    struct event *wev;             /* SETUP/READY: persistent write, added while output waits */
+    struct event *timer;           /* IDLE: reconnect; CONNECTING/SETUP: connect timeout */
+    struct event *watch;           /* armed while calls are in flight: the hang detector */
+    bool want_write;               /* wev is added */
+    struct qn__reqq inflight;      /* sent, in send order: results belong to the head */
+    int ninflight;                 /* <= pipeline_depth (the setup request excepted) */
+    int nreads;                    /* read-lane calls in inflight */
+    int64_t progress_ms;           /* last result read, or the send to an empty pipeline */
+    int backoff_ms;                /* last reconnect delay, 0 after a success */
+    bool started;                  /* a connection was attempted before */
+    uint64_t cancel_seq;           /* cancels sent to this session */
     uint8_t prepared[QN_STMT_MAX]; /* statement prepared (or its Parse sent) */
 };
 
@@ -100,32 +100,32 @@ struct qn_store_req {
     qn_store *st;
     TAILQ_ENTRY(qn_store_req) link; /* st->waiting[lane], conn->inflight or st->dead */
     enum qn__req_state state;
-    uint8_t lane;           /* QN__LANE_WRITE or QN__LANE_READ */
-    bool writes;            /* may change the database: a lost outcome is in doubt */
-    bool sent;              /* a statement of it was handed to libpq (bytes may have left) */
-    bool delivered;         /* its outcome went out (or was suppressed by cancel) */
-    bool in_callback;       /* its callback is running */
-    bool internal;          /* connection setup: no user callback, not counted */
-    bool err_server;        /* err came from the server (the transaction failed) */
-    uint8_t reprepared;     /* resends after a prepared-statement mix-up (26000, 42P05) */
-    uint8_t stray_retried;  /* resends after a cancel meant for another call (at most 3) */
+    uint8_t lane;          /* QN__LANE_WRITE or QN__LANE_READ */
+    bool writes;           /* may change the database: a lost outcome is in doubt */
+    bool sent;             /* a statement of it was handed to libpq (bytes may have left) */
+    bool delivered;        /* its outcome went out (or was suppressed by cancel) */
+    bool in_callback;      /* its callback is running */
+    bool internal;         /* connection setup: no user callback, not counted */
+    bool err_server;       /* err came from the server (the transaction failed) */
+    uint8_t reprepared;    /* resends after a prepared-statement mix-up (26000, 42P05) */
+    uint8_t stray_retried; /* resends after a cancel meant for another call (at most 3) */
     int conflict_retries;
-    struct qn__conn *conn;  /* SENT, ABANDONED */
+    struct qn__conn *conn; /* SENT, ABANDONED */
     struct qn__arena arena;
     struct qn__arena_mark inputs_end;
     struct qn__step *steps;
     int nsteps, capsteps;
     struct qn__item *items; /* SENT: what the server will answer, in order */
     int nitems, cur;
-    bool cur_got;           /* items[cur] produced at least one result */
-    PGresult **res;         /* per step, kept until the callback returns */
-    int err;                /* first failure, QN_OK while none */
+    bool cur_got;   /* items[cur] produced at least one result */
+    PGresult **res; /* per step, kept until the callback returns */
+    int err;        /* first failure, QN_OK while none */
     int err_step;
     const char *err_state, *err_msg;
-    uint64_t cancel_seq;    /* conn->cancel_seq when sent */
-    int64_t cancel_ms;      /* ABANDONED: when a server cancel was sent for it, 0 none */
+    uint64_t cancel_seq; /* conn->cancel_seq when sent */
+    int64_t cancel_ms;   /* ABANDONED: when a server cancel was sent for it, 0 none */
     int64_t deadline_ms;
-    struct event *timer;    /* deadline */
+    struct event *timer; /* deadline */
     uint8_t tenant[16];
     qn__finish_fn finish;
     qn__anyfn cb;
@@ -139,22 +139,22 @@ struct qn__dyn_stmt {
 
 struct qn_store {
     struct event_base *base;
-    struct qn_store_config cfg;    /* validated; derived values filled in */
+    struct qn_store_config cfg; /* validated; derived values filled in */
     char *conninfo;
-    struct qn__conn *conns;        /* cfg.pool_size */
+    struct qn__conn *conns; /* cfg.pool_size */
     struct qn__conn listener;
     void (*listen_cb)(void *ud, const char *payload);
     void *listen_ud;
     struct qn__reqq waiting[QN__LANES]; /* QUEUED, dispatch order per lane */
-    int nwaiting;                  /* both lanes */
-    struct qn__reqq dead;          /* delivered at shutdown, freed with the store */
-    struct event *kick;            /* runs dispatch on the next loop pass */
+    int nwaiting;                       /* both lanes */
+    struct qn__reqq dead;               /* delivered at shutdown, freed with the store */
+    struct event *kick;                 /* runs dispatch on the next loop pass */
     bool up;
     void (*state_cb)(void *ud, bool up);
     void *state_ud;
     struct qn_store_stats stats;
     uint32_t in_flight;
-    int busy;                      /* handler depth: see enter/leave */
+    int busy; /* handler depth: see enter/leave */
     bool closing;
     struct qn__dyn_stmt dyn[QN_STMT_DYN_MAX];
     int ndyn;

@@ -102,8 +102,8 @@ struct qn__params {
     int n;               /* parameters */
     const char **values; /* NULL = SQL NULL */
     int *lengths;
-    int *formats;        /* 1 binary, 0 text */
-    int err;             /* QN_OK or the first failure */
+    int *formats; /* 1 binary, 0 text */
+    int err;      /* QN_OK or the first failure */
 };
 
 int qn__params_init(struct qn__params *p, struct qn__arena *a, int n);
@@ -125,14 +125,13 @@ void qn__p_arr_i16(struct qn__params *p, int i, const int16_t *v, size_t n);
 void qn__p_arr_i32(struct qn__params *p, int i, const int32_t *v, size_t n);
 void qn__p_arr_i64(struct qn__params *p, int i, const int64_t *v, size_t n);
 /* NULL element -> NULL; dflt != NULL replaces NULL and "" elements. */
-void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n,
-                    const char *dflt);
+void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n, const char *dflt);
 /* Any array: elements already in binary form, lens[k] -1 for NULL. */
 void qn__p_array(struct qn__params *p, int i, uint32_t elem_oid, const uint8_t *const *ptrs,
                  const int32_t *lens, size_t n);
 /* ptrs[k] NULL -> NULL element. */
-void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs,
-                     const size_t *lens, size_t n);
+void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs, const size_t *lens,
+                     size_t n);
 
 /*
  * The binary array format (array_send): int32 ndim, int32 has-null flag, uint32
@@ -141,9 +140,8 @@ void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs,
  * dimension. Elements are given as (ptr, len) with len -1 for NULL.
  * Returns QN_OK, QN_EINVAL (n or a length too large), QN_ENOMEM.
  */
-int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n,
-                  const uint8_t *const *ptrs, const int32_t *lens, uint8_t **out,
-                  size_t *out_len);
+int qn__enc_array(struct qn__arena *a, uint32_t elem_oid, size_t n, const uint8_t *const *ptrs,
+                  const int32_t *lens, uint8_t **out, size_t *out_len);
 
 /* ---------------------------------------------------------------- results */
 
@@ -161,11 +159,11 @@ int qn__dec_text(const char *v, int len, const char **out);
 /* A validated one-dimensional binary array; elements walked with qn__arr_next. */
 struct qn__arr {
     uint32_t elem_oid;
-    int32_t n;            /* elements */
+    int32_t n; /* elements */
     bool has_null;
-    const uint8_t *pos;   /* next element's length word */
+    const uint8_t *pos; /* next element's length word */
     const uint8_t *end;
-    int32_t next;         /* index of the next element */
+    int32_t next; /* index of the next element */
 };
 /*
  * Validates header and every element length of an array of elem_oid with at most
@@ -286,7 +284,7 @@ enum qn__stmt_id {
 typedef int (*qn__decode_fn)(qn_store_req *r, int step, const PGresult *res);
 
 struct qn__stmt {
-    const char *name;     /* prepared statement name, unique per connection */
+    const char *name; /* prepared statement name, unique per connection */
     const char *sql;
     int nparams;
     uint32_t types[QN_STMT_MAX_PARAMS];
@@ -310,11 +308,11 @@ struct qn__step {
     const char *sql;       /* stmt == -1 only (arena) */
     const uint32_t *types; /* stmt == -1 only */
     struct qn__params p;
-    int result_format;     /* 1 binary (default), 0 text */
-    qn__decode_fn decode;  /* NULL: result ignored */
-    void *out;             /* the decoder's product */
-    size_t expect;         /* for the decoder: items sent (segments, acks, entries) */
-    int kind;              /* free for the caller (txn step kinds) */
+    int result_format;    /* 1 binary (default), 0 text */
+    qn__decode_fn decode; /* NULL: result ignored */
+    void *out;            /* the decoder's product */
+    size_t expect;        /* for the decoder: items sent (segments, acks, entries) */
+    int kind;             /* free for the caller (txn step kinds) */
 };
 
 /*
@@ -377,17 +375,16 @@ void qn__req_discard(qn_store_req *r);
  */
 struct qn__step *qn__call_begin(qn_store *st, int stmt, const struct qn_call_opts *opts,
                                 qn_store_req **r, int *rc);
-int qn__call_submit(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud,
-                    qn_store_req **req);
+int qn__call_submit(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud, qn_store_req **req);
 
 /* Defines finish function `name` handing step 0's product (NULL on failure) to a
  * callback of type cbtype, void (*)(void *, const struct qn_store_status *,
  * const T *). */
-#define QN__FINISH_PTR(name, cbtype)                                                           \
-    static void name(qn_store_req *r, const struct qn_store_status *st)                        \
-    {                                                                                          \
-        cbtype cb = (cbtype)qn__req_cb(r);                                                     \
-        cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);                   \
+#define QN__FINISH_PTR(name, cbtype)                                                               \
+    static void name(qn_store_req *r, const struct qn_store_status *st)                            \
+    {                                                                                              \
+        cbtype cb = (cbtype)qn__req_cb(r);                                                         \
+        cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL);                       \
     }
 
 /* Common finish: callbacks of type qn_int_cb / qn_bool_cb with step 0's product
@@ -422,7 +419,7 @@ enum qn__col_kind {
 };
 
 struct qn__col {
-    uint8_t kind;     /* enum qn__col_kind */
+    uint8_t kind; /* enum qn__col_kind */
     bool nullable;
     uint16_t off;     /* offset of the field in the row structure */
     uint16_t len_off; /* bytea: offset of its size_t length */
@@ -436,37 +433,80 @@ struct qn__rowspec {
     const struct qn__col *cols;
     size_t row_size;
     int32_t min_rows;
-    int32_t max_rows;                /* < 0: any */
-    size_t list_size;                /* 0: single-row product */
+    int32_t max_rows; /* < 0: any */
+    size_t list_size; /* 0: single-row product */
     size_t list_n_off, list_rows_off;
     bool empty_null;                 /* single-row: no row -> NULL product */
     bool (*row_ok)(const void *row); /* NULL: every row is fine */
 };
 
 /* Size-checked field offset: the field must be exactly `size` bytes. */
-#define QN__FOFF(T, f, size) (offsetof(T, f) + 0 * sizeof(char[sizeof(((T *)0)->f) == (size) ? 1 : -1]))
+#define QN__FOFF(T, f, size)                                                                       \
+    (offsetof(T, f) + 0 * sizeof(char[sizeof(((T *)0)->f) == (size) ? 1 : -1]))
 /* Columns: required (NOT NULL) and nullable with a default. */
-#define QN__BOOL(T, f) {QN__C_BOOL, false, QN__FOFF(T, f, sizeof(bool)), 0, 0}
-#define QN__BOOL_OR(T, f, d) {QN__C_BOOL, true, QN__FOFF(T, f, sizeof(bool)), 0, (d)}
-#define QN__I16(T, f) {QN__C_I16, false, QN__FOFF(T, f, 2), 0, 0}
-#define QN__I32(T, f) {QN__C_I32, false, QN__FOFF(T, f, 4), 0, 0}
-#define QN__I32_OR(T, f, d) {QN__C_I32, true, QN__FOFF(T, f, 4), 0, (d)}
-#define QN__I64(T, f) {QN__C_I64, false, QN__FOFF(T, f, 8), 0, 0}
-#define QN__I64_OR(T, f, d) {QN__C_I64, true, QN__FOFF(T, f, 8), 0, (d)}
-#define QN__TS(T, f) {QN__C_TS, false, QN__FOFF(T, f, 8), 0, 0}
-#define QN__TS_OR(T, f, d) {QN__C_TS, true, QN__FOFF(T, f, 8), 0, (d)}
-#define QN__UUID(T, f) {QN__C_UUID, false, QN__FOFF(T, f, 16), 0, 0}
-#define QN__UUID_OR0(T, f) {QN__C_UUID, true, QN__FOFF(T, f, 16), 0, 0}
-#define QN__TEXT(T, f) {QN__C_TEXT, false, QN__FOFF(T, f, sizeof(char *)), 0, 0}
-#define QN__TEXT_OR(T, f) {QN__C_TEXT, true, QN__FOFF(T, f, sizeof(char *)), 0, 0}
-#define QN__BYTEA(T, f, lenf)                                                                  \
-    {QN__C_BYTEA, false, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0}
-#define QN__BYTEA_OR(T, f, lenf)                                                               \
-    {QN__C_BYTEA, true, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0}
+#define QN__BOOL(T, f)                                                                             \
+    {                                                                                              \
+        QN__C_BOOL, false, QN__FOFF(T, f, sizeof(bool)), 0, 0                                      \
+    }
+#define QN__BOOL_OR(T, f, d)                                                                       \
+    {                                                                                              \
+        QN__C_BOOL, true, QN__FOFF(T, f, sizeof(bool)), 0, (d)                                     \
+    }
+#define QN__I16(T, f)                                                                              \
+    {                                                                                              \
+        QN__C_I16, false, QN__FOFF(T, f, 2), 0, 0                                                  \
+    }
+#define QN__I32(T, f)                                                                              \
+    {                                                                                              \
+        QN__C_I32, false, QN__FOFF(T, f, 4), 0, 0                                                  \
+    }
+#define QN__I32_OR(T, f, d)                                                                        \
+    {                                                                                              \
+        QN__C_I32, true, QN__FOFF(T, f, 4), 0, (d)                                                 \
+    }
+#define QN__I64(T, f)                                                                              \
+    {                                                                                              \
+        QN__C_I64, false, QN__FOFF(T, f, 8), 0, 0                                                  \
+    }
+#define QN__I64_OR(T, f, d)                                                                        \
+    {                                                                                              \
+        QN__C_I64, true, QN__FOFF(T, f, 8), 0, (d)                                                 \
+    }
+#define QN__TS(T, f)                                                                               \
+    {                                                                                              \
+        QN__C_TS, false, QN__FOFF(T, f, 8), 0, 0                                                   \
+    }
+#define QN__TS_OR(T, f, d)                                                                         \
+    {                                                                                              \
+        QN__C_TS, true, QN__FOFF(T, f, 8), 0, (d)                                                  \
+    }
+#define QN__UUID(T, f)                                                                             \
+    {                                                                                              \
+        QN__C_UUID, false, QN__FOFF(T, f, 16), 0, 0                                                \
+    }
+#define QN__UUID_OR0(T, f)                                                                         \
+    {                                                                                              \
+        QN__C_UUID, true, QN__FOFF(T, f, 16), 0, 0                                                 \
+    }
+#define QN__TEXT(T, f)                                                                             \
+    {                                                                                              \
+        QN__C_TEXT, false, QN__FOFF(T, f, sizeof(char *)), 0, 0                                    \
+    }
+#define QN__TEXT_OR(T, f)                                                                          \
+    {                                                                                              \
+        QN__C_TEXT, true, QN__FOFF(T, f, sizeof(char *)), 0, 0                                     \
+    }
+#define QN__BYTEA(T, f, lenf)                                                                      \
+    {                                                                                              \
+        QN__C_BYTEA, false, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0   \
+    }
+#define QN__BYTEA_OR(T, f, lenf)                                                                   \
+    {                                                                                              \
+        QN__C_BYTEA, true, QN__FOFF(T, f, sizeof(void *)), QN__FOFF(T, lenf, sizeof(size_t)), 0    \
+    }
 #define QN__NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-int qn__decode_rows(qn_store_req *r, int step, const PGresult *res,
-                    const struct qn__rowspec *spec);
+int qn__decode_rows(qn_store_req *r, int step, const PGresult *res, const struct qn__rowspec *spec);
 
 /* ---------------------------------------------------------------- decoders */
 
@@ -494,8 +534,8 @@ int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_maint_step(qn_store_req *r, int step, const PGresult *res);
 
 /* Internal: parameters shared by push/txn and ack/txn. */
-int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n,
-                    bool strict, const uint8_t *tenant);
+int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n, bool strict,
+                    const uint8_t *tenant);
 int qn__params_ack(struct qn__params *p, const struct qn_ack_args *a, bool strict);
 
 /* ---------------------------------------------------------------- tests, benches */
@@ -525,8 +565,8 @@ int qn__store_sql_many(qn_store *st, int nstmts, const int *stmt, const char *co
  * that was not registered at run time. */
 int qn__store_set_class(qn_store *st, int stmt, int lane, bool writes);
 /* qn__store_sql with raw SQL in the given class (stmt must be -1). */
-int qn__store_sql_as(qn_store *st, int lane, bool writes, const char *sql,
-                     const uint32_t *types, const struct qn__params *params, int result_format,
+int qn__store_sql_as(qn_store *st, int lane, bool writes, const char *sql, const uint32_t *types,
+                     const struct qn__params *params, int result_format,
                      const struct qn_call_opts *opts, qn__sql_cb cb, void *ud, qn_store_req **req);
 /* Sends a server cancel for whatever connection idx is running (tests). */
 int qn__store_cancel_current(qn_store *st, int idx);

@@ -406,11 +406,12 @@ void qn__conn_start(struct qn__conn *c)
     snprintf(intvl, sizeof intvl, "%d", g->keepalives_interval_s);
     snprintf(count, sizeof count, "%d", g->keepalives_count);
     snprintf(user, sizeof user, "%d", g->tcp_user_timeout_ms);
-    const char *kw[] = {"application_name",    "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                        "dbname",              NULL};
-    const char *val[] = {"queen", g->keepalives_idle_s > 0 ? "1" : "0", idle, intvl, count, user,
-                         st->conninfo, NULL};
+    const char *kw[] = {
+        "application_name", "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
+    const char *val[] = {
+        "queen", g->keepalives_idle_s > 0 ? "1" : "0", idle, intvl, count, user, st->conninfo,
+        NULL};
     assert(c->state == QN__CONN_IDLE);
     if (c->started)
         st->stats.reconnects++;
@@ -475,10 +476,9 @@ static bool config_resolve(const struct qn_store_config *in, struct qn_store_con
     if (c->call_timeout_ms == 0)
         c->call_timeout_ms = c->stmt_timeout_ms + 5000;
     if (c->call_timeout_ms < 0 || c->cancel_grace_ms < 1 || c->cancel_grace_ms > 3600000 ||
-        c->keepalives_idle_s < 0 || c->keepalives_idle_s > 86400 ||
-        c->keepalives_interval_s < 1 || c->keepalives_interval_s > 3600 ||
-        c->keepalives_count < 1 || c->keepalives_count > 1000 || c->tcp_user_timeout_ms < 0 ||
-        c->tcp_user_timeout_ms > 3600000)
+        c->keepalives_idle_s < 0 || c->keepalives_idle_s > 86400 || c->keepalives_interval_s < 1 ||
+        c->keepalives_interval_s > 3600 || c->keepalives_count < 1 || c->keepalives_count > 1000 ||
+        c->tcp_user_timeout_ms < 0 || c->tcp_user_timeout_ms > 3600000)
         return false;
     char *err = NULL;
     PQconninfoOption *o = PQconninfoParse(c->conninfo, &err);

@@ -222,4 +222,3 @@ void qn__req_discard(qn_store_req *r)
 {
     qn__req_free(r);
 }
-

@@ -352,8 +352,7 @@ PGresult *qt_push_raw(PGconn *c, const struct qt_seg *segs, int n, bool strict)
 PGresult *qt_push(PGconn *c, const struct qt_seg *segs, int n, bool strict)
 {
     PGresult *r = qt_push_raw(c, segs, n, strict);
-    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "push failed: %s",
-                  PQresultErrorMessage(r));
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "push failed: %s", PQresultErrorMessage(r));
     return r;
 }
 
@@ -390,17 +389,25 @@ PGresult *qt_pop(PGconn *c, const struct qt_pop *p)
     snprintf(maxm, sizeof maxm, "%d", p->max_msg);
     snprintf(lease, sizeof lease, "%d", p->lease_seconds);
     snprintf(maxp, sizeof maxp, "%d", p->max_partitions);
-    const char *vals[13] = {p->queue,   p->part,  p->group,    budget,
-                            maxb,       ovh,      maxm,        lease,
-                            p->worker ? p->worker : "", p->auto_ack ? "t" : "f", maxp,
-                            p->sub_mode ? p->sub_mode : "all", p->sub_from};
+    const char *vals[13] = {p->queue,
+                            p->part,
+                            p->group,
+                            budget,
+                            maxb,
+                            ovh,
+                            maxm,
+                            lease,
+                            p->worker ? p->worker : "",
+                            p->auto_ack ? "t" : "f",
+                            maxp,
+                            p->sub_mode ? p->sub_mode : "all",
+                            p->sub_from};
     PGresult *r = PQexecParams(c,
                                "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
                                "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
                                "$13::timestamptz)",
                                13, NULL, vals, NULL, NULL, 0);
-    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "pop failed: %s",
-                  PQresultErrorMessage(r));
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "pop failed: %s", PQresultErrorMessage(r));
     return r;
 }
 
@@ -452,8 +459,7 @@ PGresult *qt_ack(PGconn *c, const char *pid, const char *group, const char *work
                  const struct qt_ack_item *items, int n)
 {
     PGresult *r = qt_ack_raw(c, pid, group, worker, items, n, false);
-    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "ack failed: %s",
-                  PQresultErrorMessage(r));
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "ack failed: %s", PQresultErrorMessage(r));
     ck_assert_int_eq(PQntuples(r), n + 1);
     return r;
 }

@@ -51,10 +51,10 @@ const char *qt_gs(const PGresult *r, int row, const char *col);
 struct qt_seg {
     char queue[128];
     char part[128];
-    int n;               /* frames */
-    uint8_t *hashes;     /* n * 16 */
-    int64_t verified;    /* -1: cannot vouch */
-    uint8_t *blob;       /* zstd frame of n * raw_per_msg bytes */
+    int n;            /* frames */
+    uint8_t *hashes;  /* n * 16 */
+    int64_t verified; /* -1: cannot vouch */
+    uint8_t *blob;    /* zstd frame of n * raw_per_msg bytes */
     size_t blob_len;
 };
 
@@ -85,13 +85,13 @@ void qt_pid(PGconn *c, const char *queue, const char *part, char out[37]);
 
 struct qt_pop {
     const char *queue;
-    const char *part;     /* NULL: any */
-    const char *group;    /* NULL: queue mode */
+    const char *part;  /* NULL: any */
+    const char *group; /* NULL: queue mode */
     int budget;
-    int64_t max_bytes;    /* 0: unlimited */
+    int64_t max_bytes; /* 0: unlimited */
     int overhead;
     int max_msg;
-    int lease_seconds;    /* 0: queue's */
+    int lease_seconds; /* 0: queue's */
     const char *worker;
     bool auto_ack;
     int max_partitions;

@@ -14,11 +14,10 @@ static void fixture(void)
     qt_suite_db("ack");
 }
 
-static int64_t popn(PGconn *c, const char *queue, const char *group, int budget,
-                    const char *worker)
+static int64_t popn(PGconn *c, const char *queue, const char *group, int budget, const char *worker)
 {
-    struct qt_pop p = {.queue = queue, .group = group, .budget = budget, .worker = worker,
-                       .max_partitions = 1};
+    struct qt_pop p = {
+        .queue = queue, .group = group, .budget = budget, .worker = worker, .max_partitions = 1};
     PGresult *r = qt_pop(c, &p);
     int64_t n = qt_taken(r);
     PQclear(r);
@@ -27,8 +26,9 @@ static int64_t popn(PGconn *c, const char *queue, const char *group, int budget,
 
 static PGresult *consumer(PGconn *c, const char *pid, const char *group)
 {
-    PGresult *r = qt_q(c, "SELECT * FROM queen.log_consumers WHERE partition_id = '%s' AND "
-                          "consumer_group = '%s'",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                       "consumer_group = '%s'",
                        pid, group);
     ck_assert_int_eq(PQntuples(r), 1);
     return r;
@@ -136,13 +136,13 @@ START_TEST(test_outcomes)
     PQclear(r);
 
     struct qt_ack_item many[] = {
-        {.txn = "t1", .status = 1},      /* below the cursor: noop */
-        {.txn = "t0", .status = 2},      /* failure below the cursor: stale */
-        {.txn = "nobody", .status = 1},  /* unknown: unresolved */
-        {.off = 8, .status = 1},         /* beyond batch_end: rejected */
-        {.txn = "t8", .status = 1},      /* known but outside the span: unresolved */
-        {.off = 1, .status = 1},         /* positional below the cursor: noop */
-        {.off = 0, .status = 3},         /* positional failure below: stale */
+        {.txn = "t1", .status = 1},     /* below the cursor: noop */
+        {.txn = "t0", .status = 2},     /* failure below the cursor: stale */
+        {.txn = "nobody", .status = 1}, /* unknown: unresolved */
+        {.off = 8, .status = 1},        /* beyond batch_end: rejected */
+        {.txn = "t8", .status = 1},     /* known but outside the span: unresolved */
+        {.off = 1, .status = 1},        /* positional below the cursor: noop */
+        {.off = 0, .status = 3},        /* positional failure below: stale */
     };
     r = qt_ack(c, pid, "g", "w", many, 7);
     int64_t want[] = {2, 3, 4, 6, 4, 2, 3};
@@ -168,8 +168,8 @@ START_TEST(test_outcomes)
     PQclear(r);
 
     /* completed above a failure is deferred; the failure is the head */
-    struct qt_ack_item mix[] = {{.txn = "t5", .status = 1}, {.txn = "t4", .status = 1},
-                                {.off = 3, .status = 2}};
+    struct qt_ack_item mix[] = {
+        {.txn = "t5", .status = 1}, {.txn = "t4", .status = 1}, {.off = 3, .status = 2}};
     r = qt_ack(c, pid, "g", "w", mix, 3);
     ck_assert_int_eq(qt_gi(r, 0, "r_outcome"), 7);
     ck_assert_int_eq(qt_gi(r, 1, "r_outcome"), 7);
@@ -194,8 +194,9 @@ START_TEST(test_outcomes)
     ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
     ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY), "QACK unresolved item 0");
     PQclear(r);
-    ck_assert_int_eq(qt_i(c, "SELECT committed FROM queen.log_consumers WHERE partition_id = '%s' "
-                             "AND consumer_group = 'g'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT committed FROM queen.log_consumers WHERE partition_id = '%s' "
+                          "AND consumer_group = 'g'",
                           pid),
                      3);
     PQfinish(c);
@@ -223,8 +224,9 @@ START_TEST(test_budget_and_dlq_handoff)
 
     /* a lease expiry in between spends nothing */
     ck_assert_int_eq(popn(c, "ack.dlq", "g", 5, "w"), 4);
-    PQclear(qt_q(c, "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
-                    "WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
+                 "WHERE partition_id = '%s'",
                  pid));
     ck_assert_int_eq(popn(c, "ack.dlq", "g", 5, "w"), 4);
     r = consumer(c, pid, "g");
@@ -249,8 +251,9 @@ START_TEST(test_budget_and_dlq_handoff)
     ck_assert_str_eq(qt_gs(r, 0, "worker_id"), "w");
     PQclear(r);
 
-    r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w', 1, "
-                "'0190a000-0000-7000-8000-000000000001', 'u1', '\\xdeadbeef', 'boom')",
+    r = qt_q(c,
+             "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w', 1, "
+             "'0190a000-0000-7000-8000-000000000001', 'u1', '\\xdeadbeef', 'boom')",
              pid);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
     ck_assert(!qt_gnull(r, 0, "r_id"));
@@ -262,9 +265,10 @@ START_TEST(test_budget_and_dlq_handoff)
     ck_assert_int_eq(qt_gi(r, 0, "batch_retry_count"), 0);
     ck_assert_int_eq(qt_gi(r, 0, "attempt_count"), 0);
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT \"offset\" = 1 AND retry_count = 2 AND error = 'boom' AND payload = "
-                      "'\\xdeadbeef' AND transaction_id = 'u1' AND consumer_group = 'g' FROM "
-                      "queen.log_dlq WHERE partition_id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT \"offset\" = 1 AND retry_count = 2 AND error = 'boom' AND payload = "
+                   "'\\xdeadbeef' AND transaction_id = 'u1' AND consumer_group = 'g' FROM "
+                   "queen.log_dlq WHERE partition_id = '%s'",
                    pid));
     /* a second call fails the lease check */
     r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w', 1, NULL, 'u1', NULL, NULL)", pid);
@@ -273,8 +277,8 @@ START_TEST(test_budget_and_dlq_handoff)
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", pid),
                      1);
     /* the rest of the batch comes back, starting right after the poison frame */
-    struct qt_pop p = {.queue = "ack.dlq", .group = "g", .budget = 5, .worker = "w",
-                       .max_partitions = 1};
+    struct qt_pop p = {
+        .queue = "ack.dlq", .group = "g", .budget = 5, .worker = "w", .max_partitions = 1};
     r = qt_pop(c, &p);
     ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 2);
     ck_assert_int_eq(qt_taken(r), 3);
@@ -398,8 +402,8 @@ START_TEST(test_renew_release_check)
     PGconn *c = qt_connect();
     qt_push1(c, "ack.lease", "a", "l", 0, 2);
     qt_push1(c, "ack.lease", "b", "l", 0, 2);
-    struct qt_pop p = {.queue = "ack.lease", .group = "g", .budget = 10, .worker = "w-r",
-                       .max_partitions = 2};
+    struct qt_pop p = {
+        .queue = "ack.lease", .group = "g", .budget = 10, .worker = "w-r", .max_partitions = 2};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 4);
     PQclear(r);
@@ -427,9 +431,8 @@ START_TEST(test_renew_release_check)
     PQclear(r);
     PQclear(qt_q(c, "SELECT qn.check_leases_v1(ARRAY['w-r'])"));
     char msg[256];
-    ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT qn.check_leases_v1(ARRAY['w-r', 'w-none'])"),
-                     "P0001");
+    ck_assert_str_eq(
+        qt_fail(c, msg, sizeof msg, "SELECT qn.check_leases_v1(ARRAY['w-r', 'w-none'])"), "P0001");
     ck_assert_str_eq(msg, "QTXN lease not held w-none");
     ck_assert_int_eq(qt_i(c, "SELECT qn.release_lease_v1('w-r')"), 1);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE worker_id = 'w-r'"),

@@ -35,7 +35,8 @@ START_TEST(test_configure_merge_replace_validate)
     ck_assert_int_eq(qt_gi(r, 0, "r_partitions"), 0);
     PQclear(r);
     /* merge: absent keys keep their values; null resets one to its default */
-    r = configure(c, "cfg.ns.t", "{\"ttl\": 10, \"lease_time\": null, \"namespace\": \"N\"}", false);
+    r = configure(c, "cfg.ns.t", "{\"ttl\": 10, \"lease_time\": null, \"namespace\": \"N\"}",
+                  false);
     ck_assert_str_eq(qt_gs(r, 0, "r_created"), "f");
     ck_assert_int_eq(qt_gi(r, 0, "r_ttl"), 10);
     ck_assert_int_eq(qt_gi(r, 0, "r_lease_time"), 60);
@@ -61,10 +62,19 @@ START_TEST(test_configure_merge_replace_validate)
                   "\"min_pop_wait_time\": 60000, \"dedup_window_seconds\": 0, \"priority\": 15, "
                   "\"namespace\": \"a\", \"task\": \"b\"}",
                   false);
-    const char *cols[] = {"r_lease_time", "r_retry_limit", "r_retry_delay", "r_max_size", "r_ttl",
-                          "r_delayed_processing", "r_window_buffer", "r_retention_seconds",
-                          "r_completed_retention_seconds", "r_max_wait_time_seconds",
-                          "r_min_pop_wait_time", "r_dedup_window_seconds", "r_priority"};
+    const char *cols[] = {"r_lease_time",
+                          "r_retry_limit",
+                          "r_retry_delay",
+                          "r_max_size",
+                          "r_ttl",
+                          "r_delayed_processing",
+                          "r_window_buffer",
+                          "r_retention_seconds",
+                          "r_completed_retention_seconds",
+                          "r_max_wait_time_seconds",
+                          "r_min_pop_wait_time",
+                          "r_dedup_window_seconds",
+                          "r_priority"};
     int64_t want[] = {1, 1000000, 7, 8, 9, 10, 11, 12, 13, 14, 60000, 0, 15};
     for (int i = 0; i < 13; i++)
         ck_assert_msg(qt_gi(r, 0, cols[i]) == want[i], "%s", cols[i]);
@@ -91,16 +101,16 @@ START_TEST(test_configure_merge_replace_validate)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[256];
-        const char *st = qt_fail(c, msg, sizeof msg,
-                                 "SELECT * FROM qn.configure_queue_v1('cfg.all', '%s', false)",
-                                 bad[i][0]);
+        const char *st =
+            qt_fail(c, msg, sizeof msg,
+                    "SELECT * FROM qn.configure_queue_v1('cfg.all', '%s', false)", bad[i][0]);
         ck_assert_str_eq(st, "22023");
         ck_assert_str_eq(msg, bad[i][1]);
     }
     char msg[256];
-    ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM qn.configure_queue_v1('', '{}', false)"),
-                     "22023");
+    ck_assert_str_eq(
+        qt_fail(c, msg, sizeof msg, "SELECT * FROM qn.configure_queue_v1('', '{}', false)"),
+        "22023");
     /* nothing changed by the failures */
     ck_assert_int_eq(qt_i(c, "SELECT lease_time FROM queen.queues WHERE name = 'cfg.all'"), 1);
     PQfinish(c);
@@ -142,7 +152,11 @@ START_TEST(test_get_list_queues_and_partitions)
 
     char p1[37];
     qt_pid(c, "lq.b", "p1", p1);
-    struct qt_pop p = {.queue = "lq.b", .part = "p1", .group = "g", .budget = 2, .worker = "w",
+    struct qt_pop p = {.queue = "lq.b",
+                       .part = "p1",
+                       .group = "g",
+                       .budget = 2,
+                       .worker = "w",
                        .max_partitions = 1};
     PQclear(qt_pop(c, &p));
     struct qt_ack_item it = {.off = 1, .status = 1};
@@ -169,10 +183,15 @@ START_TEST(test_consumer_groups_seek_delete)
     qt_push1(c, "cg.q", "p2", "x", 0, 2);
     char p1[37];
     qt_pid(c, "cg.q", "p1", p1);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - CASE base_offset WHEN 0 "
-                    "THEN interval '2 hours' ELSE interval '1 hour' END WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - CASE base_offset WHEN 0 "
+                 "THEN interval '2 hours' ELSE interval '1 hour' END WHERE partition_id = '%s'",
                  p1));
-    struct qt_pop p = {.queue = "cg.q", .part = "p1", .group = "gcg", .budget = 2, .worker = "wg",
+    struct qt_pop p = {.queue = "cg.q",
+                       .part = "p1",
+                       .group = "gcg",
+                       .budget = 2,
+                       .worker = "wg",
                        .max_partitions = 1};
     PQclear(qt_pop(c, &p));
     PGresult *r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1('cg.q', 'gcg')");
@@ -204,13 +223,13 @@ START_TEST(test_consumer_groups_seek_delete)
     ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('gcg', 'cg.q', 'p1', false, now() "
                              "- interval '90 minutes')"),
                      1);
-    ck_assert(qt_b(c, "SELECT committed = 2 AND worker_id IS NULL AND batch_end IS NULL AND "
-                      "attempt_count = 0 FROM queen.log_consumers WHERE partition_id = '%s' AND "
-                      "consumer_group = 'gcg'",
+    ck_assert(qt_b(c,
+                   "SELECT committed = 2 AND worker_id IS NULL AND batch_end IS NULL AND "
+                   "attempt_count = 0 FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                   "consumer_group = 'gcg'",
                    p1));
     /* to the end, every partition; a group without rows gets them */
-    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('h', 'cg.q', NULL, true, NULL)"),
-                     2);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('h', 'cg.q', NULL, true, NULL)"), 2);
     r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1('cg.q', 'h')");
     ck_assert_int_eq(qt_gi(r, 0, "r_lag"), 0);
     ck_assert_int_eq(qt_gi(r, 1, "r_lag"), 0);
@@ -246,13 +265,17 @@ START_TEST(test_dlq_admin_and_stats)
     qt_pid(c, "dl.q", "p1", p1);
     const char *groups[] = {"g1", "g2"};
     for (int i = 0; i < 2; i++) {
-        struct qt_pop p = {.queue = "dl.q", .group = groups[i], .budget = 4, .worker = groups[i],
+        struct qt_pop p = {.queue = "dl.q",
+                           .group = groups[i],
+                           .budget = 4,
+                           .worker = groups[i],
                            .max_partitions = 1};
         PQclear(qt_pop(c, &p));
         struct qt_ack_item f = {.txn = "x0", .status = 4};
         PQclear(qt_ack(c, p1, groups[i], groups[i], &f, 1));
-        PQclear(qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', '%s', '%s', 0, "
-                        "'0190a000-0000-7000-8000-00000000000%d', 'x0', '\\x0102', 'err%d')",
+        PQclear(qt_q(c,
+                     "SELECT * FROM qn.dlq_head_v1('%s', '%s', '%s', 0, "
+                     "'0190a000-0000-7000-8000-00000000000%d', 'x0', '\\x0102', 'err%d')",
                      p1, groups[i], groups[i], i, i));
     }
     PGresult *r = qt_q(c, "SELECT * FROM qn.list_dlq_v1('dl.q', NULL, NULL, 0, 0)");
@@ -312,10 +335,11 @@ static int64_t fetched(const PGresult *r)
 static PGresult *fetch(PGconn *c, const char *entries, int64_t budget, int max_records)
 {
     /* entries: VALUES list of (queue, partition, offset, max_bytes) */
-    return qt_q(c, "SELECT f.* FROM (SELECT array_agg(q ORDER BY o) q, array_agg(p ORDER BY o) p, "
-                   "array_agg(off ORDER BY o) off, array_agg(mb ORDER BY o) mb FROM (SELECT "
-                   "row_number() OVER () o, * FROM (VALUES %s) v(q, p, off, mb)) x) a, "
-                   "qn.fetch_v1(a.q, a.p, a.off::int8[], a.mb::int8[], %lld, %d, 10, 200) f",
+    return qt_q(c,
+                "SELECT f.* FROM (SELECT array_agg(q ORDER BY o) q, array_agg(p ORDER BY o) p, "
+                "array_agg(off ORDER BY o) off, array_agg(mb ORDER BY o) mb FROM (SELECT "
+                "row_number() OVER () o, * FROM (VALUES %s) v(q, p, off, mb)) x) a, "
+                "qn.fetch_v1(a.q, a.p, a.off::int8[], a.mb::int8[], %lld, %d, 10, 200) f",
                 entries, (long long)budget, max_records);
 }
 
@@ -328,8 +352,9 @@ START_TEST(test_fetch)
         PQclear(qt_push(c, &s, 1, false));
         qt_seg_free(&s);
     }
-    PGresult *r = fetch(c, "('ft.q', '', 12, 0), ('ft.none', '', 0, 0), ('ft.q', 'Default', 31, 0),"
-                           " ('ft.q', '', 30, 0), ('ft.q', '', -1, 0)",
+    PGresult *r = fetch(c,
+                        "('ft.q', '', 12, 0), ('ft.none', '', 0, 0), ('ft.q', 'Default', 31, 0),"
+                        " ('ft.q', '', 30, 0), ('ft.q', '', -1, 0)",
                         0, 0);
     /* entry 0: header + 2 segments (12..29); the others a header each */
     ck_assert_int_eq(PQntuples(r), 7);
@@ -369,11 +394,13 @@ START_TEST(test_fetch)
     /* gap tolerant after retention */
     char pid[37];
     qt_pid(c, "ft.q", "", pid);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
-                    "partition_id = '%s' AND base_offset = 0",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
+                 "partition_id = '%s' AND base_offset = 0",
                  pid));
-    PQclear(qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 minute', "
-                    "NULL, 10)",
+    PQclear(qt_q(c,
+                 "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 minute', "
+                 "NULL, 10)",
                  pid));
     r = fetch(c, "('ft.q', '', 5, 0), ('ft.q', '', 10, 0)", 0, 0);
     ck_assert_int_eq(qt_gi(r, 0, "r_error"), 2); /* below log_start */
@@ -404,8 +431,9 @@ START_TEST(test_dedup_cache_reads)
     r = qt_q(c, "SELECT * FROM qn.partition_meta_v1('meta.q', 'nope')");
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
-    PQclear(qt_q(c, "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
-                    "partition_id = '%s' AND base_offset = 0",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
+                 "partition_id = '%s' AND base_offset = 0",
                  pid));
     r = qt_q(c, "SELECT * FROM qn.txns_window_v1('%s', 3600)", pid);
     ck_assert_int_eq(PQntuples(r), 1);

@@ -18,29 +18,33 @@ static void fixture(void)
 /* Segments of pid stamped hours_ago[i] hours in the past, in base order. */
 static void stamp(PGconn *c, const char *pid, const char *hours_list)
 {
-    PQclear(qt_q(c, "WITH h AS (SELECT ord, x FROM unnest('{%s}'::float8[]) WITH ORDINALITY AS "
-                    "u(x, ord)), s AS (SELECT base_offset, row_number() OVER (ORDER BY "
-                    "base_offset) AS ord FROM queen.log_segments WHERE partition_id = '%s') "
-                    "UPDATE queen.log_segments g SET created_at = now() - h.x * interval '1 "
-                    "hour' FROM s JOIN h ON h.ord = s.ord WHERE g.partition_id = '%s' AND "
-                    "g.base_offset = s.base_offset",
+    PQclear(qt_q(c,
+                 "WITH h AS (SELECT ord, x FROM unnest('{%s}'::float8[]) WITH ORDINALITY AS "
+                 "u(x, ord)), s AS (SELECT base_offset, row_number() OVER (ORDER BY "
+                 "base_offset) AS ord FROM queen.log_segments WHERE partition_id = '%s') "
+                 "UPDATE queen.log_segments g SET created_at = now() - h.x * interval '1 "
+                 "hour' FROM s JOIN h ON h.ord = s.ord WHERE g.partition_id = '%s' AND "
+                 "g.base_offset = s.base_offset",
                  hours_list, pid, pid));
-    PQclear(qt_q(c, "UPDATE queen.log_txns t SET created_at = s.created_at FROM "
-                    "queen.log_segments s WHERE s.partition_id = t.partition_id AND "
-                    "s.base_offset = t.base_offset AND t.partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_txns t SET created_at = s.created_at FROM "
+                 "queen.log_segments s WHERE s.partition_id = t.partition_id AND "
+                 "s.base_offset = t.base_offset AND t.partition_id = '%s'",
                  pid));
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET oldest_live_at = (SELECT min(created_at) "
-                    "FROM queen.log_segments WHERE partition_id = '%s'), oldest_txn_at = (SELECT "
-                    "min(created_at) FROM queen.log_txns WHERE partition_id = '%s') WHERE id = "
-                    "'%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET oldest_live_at = (SELECT min(created_at) "
+                 "FROM queen.log_segments WHERE partition_id = '%s'), oldest_txn_at = (SELECT "
+                 "min(created_at) FROM queen.log_txns WHERE partition_id = '%s') WHERE id = "
+                 "'%s'",
                  pid, pid, pid));
 }
 
 static void set_cursor(PGconn *c, const char *pid, const char *group, int64_t committed)
 {
-    PQclear(qt_q(c, "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed) "
-                    "VALUES ('%s', '%s', %lld) ON CONFLICT (partition_id, consumer_group) DO "
-                    "UPDATE SET committed = EXCLUDED.committed",
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed) "
+                 "VALUES ('%s', '%s', %lld) ON CONFLICT (partition_id, consumer_group) DO "
+                 "UPDATE SET committed = EXCLUDED.committed",
                  pid, group, (long long)committed));
 }
 
@@ -50,8 +54,8 @@ static PGresult *step(PGconn *c, const char *pid, const char *all, const char *c
                 max);
 }
 
-static void expect_step(PGconn *c, const char *pid, const char *all, const char *completed,
-                        int max, int deleted, int64_t log_start, bool done)
+static void expect_step(PGconn *c, const char *pid, const char *all, const char *completed, int max,
+                        int deleted, int64_t log_start, bool done)
 {
     PGresult *r = step(c, pid, all, completed, max);
     ck_assert_msg(qt_gi(r, 0, "r_deleted") == deleted, "deleted %lld, want %d",
@@ -64,11 +68,12 @@ static void expect_step(PGconn *c, const char *pid, const char *all, const char 
 static void check_watermarks(PGconn *c, const char *pid)
 {
     /* invariant 3 and the work-list fact */
-    ck_assert(qt_b(c, "SELECT p.log_start = coalesce((SELECT min(base_offset) FROM "
-                      "queen.log_segments WHERE partition_id = p.id), p.last_offset + 1) AND "
-                      "p.oldest_live_at IS NOT DISTINCT FROM (SELECT created_at FROM "
-                      "queen.log_segments WHERE partition_id = p.id ORDER BY base_offset LIMIT 1) "
-                      "FROM queen.log_partitions p WHERE p.id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT p.log_start = coalesce((SELECT min(base_offset) FROM "
+                   "queen.log_segments WHERE partition_id = p.id), p.last_offset + 1) AND "
+                   "p.oldest_live_at IS NOT DISTINCT FROM (SELECT created_at FROM "
+                   "queen.log_segments WHERE partition_id = p.id ORDER BY base_offset LIMIT 1) "
+                   "FROM queen.log_partitions p WHERE p.id = '%s'",
                    pid));
 }
 
@@ -82,8 +87,9 @@ START_TEST(test_retention_rule1_whole_segments)
     char pid[37];
     qt_pid(c, "ret.r1", "", pid);
     stamp(c, pid, "3,2,1,0");
-    ck_assert(qt_b(c, "SELECT r_all_cutoff = now() - interval '600 s' AND r_completed_cutoff IS "
-                      "NULL FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE r_pid = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT r_all_cutoff = now() - interval '600 s' AND r_completed_cutoff IS "
+                   "NULL FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE r_pid = '%s'",
                    pid));
     /* batches of at most max_rows */
     expect_step(c, pid, "now() - interval '600 s'", "NULL", 2, 2, 6, false);
@@ -91,8 +97,9 @@ START_TEST(test_retention_rule1_whole_segments)
     expect_step(c, pid, "now() - interval '600 s'", "NULL", 2, 1, 9, true);
     check_watermarks(c, pid);
     expect_step(c, pid, "now() - interval '600 s'", "NULL", 2, 0, 9, true);
-    ck_assert(qt_b(c, "SELECT sum(messages_deleted) = 9 AND bool_and(retention_type = "
-                      "'retention') FROM queen.retention_history WHERE partition_id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT sum(messages_deleted) = 9 AND bool_and(retention_type = "
+                   "'retention') FROM queen.retention_history WHERE partition_id = '%s'",
                    pid));
     /* a cutoff inside a segment's life keeps the whole segment */
     expect_step(c, pid, "now() - interval '1 hour'", "NULL", 10, 0, 9, true);
@@ -101,8 +108,7 @@ START_TEST(test_retention_rule1_whole_segments)
     check_watermarks(c, pid);
     ck_assert(qt_null(c, "SELECT oldest_live_at FROM queen.log_partitions WHERE id = '%s'", pid));
     /* the sidecar is not retention's business */
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_txns WHERE partition_id = '%s'",
-                          pid),
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_txns WHERE partition_id = '%s'", pid),
                      4);
     /* a push after it: offsets continue, the work list fact returns */
     ck_assert_int_eq(qt_push1(c, "ret.r1", "", "r", 100, 1), 12);
@@ -132,8 +138,9 @@ START_TEST(test_retention_completed_rule)
     set_cursor(c, pid, "g2", 14);
     expect_step(c, pid, "NULL", cut, 100, 1, 5, true);
     check_watermarks(c, pid);
-    ck_assert_str_eq(qt_s(c, "SELECT retention_type FROM queen.retention_history WHERE "
-                             "partition_id = '%s'",
+    ck_assert_str_eq(qt_s(c,
+                          "SELECT retention_type FROM queen.retention_history WHERE "
+                          "partition_id = '%s'",
                           pid),
                      "completed_retention");
     set_cursor(c, pid, "g1", 14);
@@ -155,8 +162,9 @@ START_TEST(test_retention_either_rule)
     qt_pid(c, "ret.both", "", pid);
     stamp(c, pid, "3,2,1");
     set_cursor(c, pid, "g", 3);
-    PGresult *r = qt_q(c, "SELECT * FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE "
-                          "r_pid = '%s'",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.maint_worklist_v1(now(), 1::int2, 5000) WHERE "
+                       "r_pid = '%s'",
                        pid);
     ck_assert_int_eq(PQntuples(r), 1);
     PQclear(r);
@@ -166,8 +174,9 @@ START_TEST(test_retention_either_rule)
     /* retention off: not on the work list */
     PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('ret.both', '{\"retention_enabled\": "
                     "false}', false)"));
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
-                             "WHERE r_pid = '%s'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
+                          "WHERE r_pid = '%s'",
                           pid),
                      0);
     PQfinish(c);
@@ -182,27 +191,29 @@ START_TEST(test_max_wait_deletes_leased_data)
     qt_push1(c, "ret.mw", "", "m", 0, 3);
     char pid[37];
     qt_pid(c, "ret.mw", "", pid);
-    struct qt_pop p = {.queue = "ret.mw", .group = "g", .budget = 10, .worker = "w-mw",
-                       .max_partitions = 1};
+    struct qt_pop p = {
+        .queue = "ret.mw", .group = "g", .budget = 10, .worker = "w-mw", .max_partitions = 1};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 3);
     PQclear(r);
     stamp(c, pid, "1");
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
-                             "WHERE r_pid = '%s'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM qn.maint_worklist_v1(now(), 1::int2, 5000) "
+                          "WHERE r_pid = '%s'",
                           pid),
                      0); /* retention is off */
-    ck_assert(qt_b(c, "SELECT r_cutoff = now() - interval '60 s' FROM "
-                      "qn.maint_worklist_v1(now(), 3::int2, 5000) WHERE r_pid = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT r_cutoff = now() - interval '60 s' FROM "
+                   "qn.maint_worklist_v1(now(), 3::int2, 5000) WHERE r_pid = '%s'",
                    pid));
-    r = qt_q(c, "SELECT * FROM qn.evict_max_wait_step_v1('%s', now() - interval '60 s', 100)",
-             pid);
+    r = qt_q(c, "SELECT * FROM qn.evict_max_wait_step_v1('%s', now() - interval '60 s', 100)", pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_frames"), 3);
     PQclear(r);
     check_watermarks(c, pid);
-    ck_assert_str_eq(qt_s(c, "SELECT retention_type FROM queen.retention_history WHERE "
-                             "partition_id = '%s'",
+    ck_assert_str_eq(qt_s(c,
+                          "SELECT retention_type FROM queen.retention_history WHERE "
+                          "partition_id = '%s'",
                           pid),
                      "max_wait_time_eviction");
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", pid),
@@ -237,12 +248,14 @@ START_TEST(test_sidecar_purge_cutoff)
         qt_push1(c, cfg[i][0], "", "s", 0, 1);
         char pid[37];
         qt_pid(c, cfg[i][0], "", pid);
-        PQclear(qt_q(c, "UPDATE queen.log_partitions SET oldest_txn_at = '1990-01-01' WHERE id = "
-                        "'%s'",
+        PQclear(qt_q(c,
+                     "UPDATE queen.log_partitions SET oldest_txn_at = '1990-01-01' WHERE id = "
+                     "'%s'",
                      pid));
-        ck_assert_msg(qt_b(c, "SELECT r_cutoff = timestamptz '2030-01-01' - interval '%d s' FROM "
-                              "qn.maint_worklist_v1('2030-01-01', 2::int2, 100000) WHERE r_pid "
-                              "= '%s'",
+        ck_assert_msg(qt_b(c,
+                           "SELECT r_cutoff = timestamptz '2030-01-01' - interval '%d s' FROM "
+                           "qn.maint_worklist_v1('2030-01-01', 2::int2, 100000) WHERE r_pid "
+                           "= '%s'",
                            want[i], pid),
                       "queue %s", cfg[i][0]);
     }
@@ -252,26 +265,26 @@ START_TEST(test_sidecar_purge_cutoff)
     char pid[37];
     qt_pid(c, "side.e", "", pid);
     stamp(c, pid, "5,4,3");
-    PGresult *r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 "
-                          "hours', 1)",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 "
+                       "hours', 1)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_new_txns_start"), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "f");
     PQclear(r);
-    r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 hours', 1)",
-             pid);
+    r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3.5 hours', 1)", pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_str_eq(qt_gs(r, 0, "r_done"), "t");
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT txns_start = 2 AND oldest_txn_at = (SELECT created_at FROM "
-                      "queen.log_txns WHERE partition_id = p.id) FROM queen.log_partitions p "
-                      "WHERE id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT txns_start = 2 AND oldest_txn_at = (SELECT created_at FROM "
+                   "queen.log_txns WHERE partition_id = p.id) FROM queen.log_partitions p "
+                   "WHERE id = '%s'",
                    pid));
     /* segments untouched: retention is off */
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'",
-                          pid),
-                     3);
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'", pid), 3);
     PQfinish(c);
 }
 END_TEST
@@ -287,8 +300,9 @@ START_TEST(test_worklist_order_and_limit)
         snprintf(part, sizeof part, "p%d", i);
         qt_push1(c, "wl.q", part, "w", 0, 1);
         qt_pid(c, "wl.q", part, pids[i]);
-        PQclear(qt_q(c, "UPDATE queen.log_partitions SET oldest_live_at = timestamptz "
-                        "'1980-01-01' + interval '%d day' WHERE id = '%s'",
+        PQclear(qt_q(c,
+                     "UPDATE queen.log_partitions SET oldest_live_at = timestamptz "
+                     "'1980-01-01' + interval '%d day' WHERE id = '%s'",
                      3 - i, pids[i]));
     }
     PGresult *r = qt_q(c, "SELECT * FROM qn.maint_worklist_v1(now(), 1::int2, 2)");
@@ -297,9 +311,9 @@ START_TEST(test_worklist_order_and_limit)
     ck_assert_str_eq(qt_gs(r, 1, "r_pid"), pids[1]);
     PQclear(r);
     char msg[128];
-    ck_assert_str_eq(qt_fail(c, msg, sizeof msg,
-                             "SELECT * FROM qn.maint_worklist_v1(now(), 9::int2, 2)"),
-                     "22023");
+    ck_assert_str_eq(
+        qt_fail(c, msg, sizeof msg, "SELECT * FROM qn.maint_worklist_v1(now(), 9::int2, 2)"),
+        "22023");
     PQfinish(c);
 }
 END_TEST
@@ -311,12 +325,14 @@ static bool dead(PGconn *c, const char *pid)
 
 static void age_partition(PGconn *c, const char *pid)
 {
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET created_at = now() - interval '40 days', "
-                    "last_write_at = now() - interval '40 days' WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET created_at = now() - interval '40 days', "
+                 "last_write_at = now() - interval '40 days' WHERE id = '%s'",
                  pid));
-    PQclear(qt_q(c, "UPDATE queen.log_consumers SET created_at = now() - interval '40 days', "
-                    "lease_acquired_at = CASE WHEN lease_acquired_at IS NOT NULL THEN now() - "
-                    "interval '40 days' END WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_consumers SET created_at = now() - interval '40 days', "
+                 "lease_acquired_at = CASE WHEN lease_acquired_at IS NOT NULL THEN now() - "
+                 "interval '40 days' END WHERE partition_id = '%s'",
                  pid));
 }
 
@@ -337,13 +353,18 @@ START_TEST(test_cleanup_and_dead_letter_pin)
     qt_pid(c, "cl.q", "dlq", d);
     qt_pid(c, "cl.q", "leased", l);
     /* a dead letter in partition "dlq" */
-    struct qt_pop p = {.queue = "cl.q", .part = "dlq", .group = "g", .budget = 2, .worker = "w-cl",
+    struct qt_pop p = {.queue = "cl.q",
+                       .part = "dlq",
+                       .group = "g",
+                       .budget = 2,
+                       .worker = "w-cl",
                        .max_partitions = 1};
     PQclear(qt_pop(c, &p));
     struct qt_ack_item f = {.txn = "x0", .status = 4};
     PQclear(qt_ack(c, d, "g", "w-cl", &f, 1));
-    PGresult *r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-cl', 0, NULL, 'x0', "
-                          "'\\x01', 'bad')",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-cl', 0, NULL, 'x0', "
+                       "'\\x01', 'bad')",
                        d);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
     PQclear(r);
@@ -358,11 +379,9 @@ START_TEST(test_cleanup_and_dead_letter_pin)
         expect_step(c, emptied[i], "now() - interval '60 s'", "NULL", 100, 1, 2, true);
     }
     /* the dead letter outlived the retention of its segment */
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", d),
-                     1);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'",
-                          d),
-                     0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", d), 1);
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'", d), 0);
     const char *all[] = {a, b, d, l};
     for (int i = 0; i < 4; i++)
         age_partition(c, all[i]);
@@ -382,19 +401,21 @@ START_TEST(test_cleanup_and_dead_letter_pin)
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_partitions WHERE id = '%s'", a), 0);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_txns WHERE partition_id = '%s'", a),
                      0);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE partition_id = '%s'",
-                          a),
-                     0);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.retention_history WHERE partition_id = "
-                             "'%s' AND retention_type = '__partition_deleted__'",
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_consumers WHERE partition_id = '%s'", a), 0);
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.retention_history WHERE partition_id = "
+                          "'%s' AND retention_type = '__partition_deleted__'",
                           a),
                      1);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_partitions WHERE id IN ('%s', '%s', "
-                             "'%s')",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.log_partitions WHERE id IN ('%s', '%s', "
+                          "'%s')",
                           b, d, l),
                      3);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_txns WHERE partition_id IN ('%s', "
-                             "'%s', '%s')",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.log_txns WHERE partition_id IN ('%s', "
+                          "'%s', '%s')",
                           b, d, l),
                      3);
     /* the dead letter gone, its partition goes too */
@@ -425,13 +446,18 @@ START_TEST(test_delete_queue_leaves_no_orphans)
     qt_pid(c, "del.q", "p1", p1);
     qt_pid(c, "del.q", "p2", p2);
     char *qid = qt_s(c, "SELECT id FROM queen.queues WHERE name = 'del.q'");
-    struct qt_pop p = {.queue = "del.q", .part = "p2", .group = "g", .budget = 3,
-                       .worker = "w-del", .max_partitions = 1};
+    struct qt_pop p = {.queue = "del.q",
+                       .part = "p2",
+                       .group = "g",
+                       .budget = 3,
+                       .worker = "w-del",
+                       .max_partitions = 1};
     PQclear(qt_pop(c, &p));
     struct qt_ack_item f = {.txn = "d0", .status = 4};
     PQclear(qt_ack(c, p2, "g", "w-del", &f, 1));
-    PQclear(qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-del', 0, NULL, 'd0', NULL, "
-                    "NULL)",
+    PQclear(qt_q(c,
+                 "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-del', 0, NULL, 'd0', NULL, "
+                 "NULL)",
                  p2));
     p.part = NULL, p.group = "empty";
     PQclear(qt_pop(c, &p));
@@ -439,8 +465,9 @@ START_TEST(test_delete_queue_leaves_no_orphans)
     PQclear(qt_pop(c, &p)); /* both leased: leaves an empty-scan floor */
     stamp(c, p1, "2,0");
     expect_step(c, p1, "now() - interval '60 s'", "NULL", 10, 1, 3, true);
-    ck_assert_int_gt(qt_i(c, "SELECT count(*) FROM queen.consumer_watermarks WHERE queue_id = "
-                             "'%s'",
+    ck_assert_int_gt(qt_i(c,
+                          "SELECT count(*) FROM queen.consumer_watermarks WHERE queue_id = "
+                          "'%s'",
                           qid),
                      0);
 

@@ -18,8 +18,12 @@ static void fixture(void)
 static PGresult *pop(PGconn *c, const char *queue, const char *part, const char *group, int budget,
                      const char *worker)
 {
-    struct qt_pop p = {.queue = queue, .part = part, .group = group, .budget = budget,
-                       .worker = worker, .max_partitions = 1};
+    struct qt_pop p = {.queue = queue,
+                       .part = part,
+                       .group = group,
+                       .budget = budget,
+                       .worker = worker,
+                       .max_partitions = 1};
     return qt_pop(c, &p);
 }
 
@@ -34,8 +38,9 @@ static int64_t popn(PGconn *c, const char *queue, const char *part, const char *
 
 static int64_t committed(PGconn *c, const char *pid, const char *group)
 {
-    return qt_i(c, "SELECT committed FROM queen.log_consumers WHERE partition_id = '%s' AND "
-                   "consumer_group = '%s'",
+    return qt_i(c,
+                "SELECT committed FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                "consumer_group = '%s'",
                 pid, group);
 }
 
@@ -67,10 +72,11 @@ START_TEST(test_pop_lease_and_one_batch_per_group)
     ck_assert(!qt_gnull(r, 0, "r_blob"));
     PQclear(r);
     /* the queue's lease_time (60) */
-    ck_assert(qt_b(c, "SELECT lease_expires_at - lease_acquired_at = interval '60 s' AND "
-                      "worker_id = 'w1' AND batch_end = 3 AND committed = -1 AND attempt_count = "
-                      "1 AND attempt_offset = 0 FROM queen.log_consumers WHERE partition_id = '%s' "
-                      "AND consumer_group = 'g'",
+    ck_assert(qt_b(c,
+                   "SELECT lease_expires_at - lease_acquired_at = interval '60 s' AND "
+                   "worker_id = 'w1' AND batch_end = 3 AND committed = -1 AND attempt_count = "
+                   "1 AND attempt_offset = 0 FROM queen.log_consumers WHERE partition_id = '%s' "
+                   "AND consumer_group = 'g'",
                    pid));
     /* one leased batch per (partition, group) */
     ck_assert_int_eq(popn(c, "pop.basic", "", "g", 10, "w2"), 0);
@@ -87,11 +93,12 @@ START_TEST(test_pop_lease_and_one_batch_per_group)
     ck_assert_int_eq(qt_gi(r, 1, "r_take"), 2);
     PQclear(r);
     /* p_lease_seconds overrides the queue's */
-    struct qt_pop p = {.queue = "pop.basic", .group = "g6", .budget = 1, .worker = "w6",
-                       .lease_seconds = 5};
+    struct qt_pop p = {
+        .queue = "pop.basic", .group = "g6", .budget = 1, .worker = "w6", .lease_seconds = 5};
     PQclear(qt_pop(c, &p));
-    ck_assert(qt_b(c, "SELECT lease_expires_at - lease_acquired_at = interval '5 s' FROM "
-                      "queen.log_consumers WHERE partition_id = '%s' AND consumer_group = 'g6'",
+    ck_assert(qt_b(c,
+                   "SELECT lease_expires_at - lease_acquired_at = interval '5 s' FROM "
+                   "queen.log_consumers WHERE partition_id = '%s' AND consumer_group = 'g6'",
                    pid));
     PQfinish(c);
 }
@@ -131,16 +138,18 @@ START_TEST(test_lease_expiry_redelivers_without_budget)
     char pid[37];
     qt_pid(c, "pop.exp", "", pid);
     ck_assert_int_eq(popn(c, "pop.exp", "", "g", 5, "w1"), 5);
-    PQclear(qt_q(c, "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
-                    "WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s' "
+                 "WHERE partition_id = '%s'",
                  pid));
     PGresult *r = pop(c, "pop.exp", "", "g", 5, "w2");
     ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 0);
     ck_assert_int_eq(qt_taken(r), 5);
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT attempt_count = 2 AND batch_retry_count = 0 AND worker_id = 'w2' "
-                      "AND committed = -1 FROM queen.log_consumers WHERE partition_id = '%s' AND "
-                      "consumer_group = 'g'",
+    ck_assert(qt_b(c,
+                   "SELECT attempt_count = 2 AND batch_retry_count = 0 AND worker_id = 'w2' "
+                   "AND committed = -1 FROM queen.log_consumers WHERE partition_id = '%s' AND "
+                   "consumer_group = 'g'",
                    pid));
     /* the first worker's lease is gone */
     struct qt_ack_item it = {.off = 4, .status = 1};
@@ -158,8 +167,9 @@ START_TEST(test_subscription_modes)
     qt_push1(c, "pop.sub", "p1", "a", 2, 3); /* 2..4 */
     char p1[37];
     qt_pid(c, "pop.sub", "p1", p1);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - CASE base_offset WHEN 0 "
-                    "THEN interval '2 hours' ELSE interval '1 hour' END WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - CASE base_offset WHEN 0 "
+                 "THEN interval '2 hours' ELSE interval '1 hour' END WHERE partition_id = '%s'",
                  p1));
     struct qt_pop p = {.queue = "pop.sub", .part = "p1", .budget = 100, .max_partitions = 1};
     /* all */
@@ -182,8 +192,9 @@ START_TEST(test_subscription_modes)
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 2);
     ck_assert_int_eq(qt_taken(r), 3);
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT subscription_mode = 'timestamp' AND subscription_timestamp = '%s' "
-                      "FROM queen.consumer_groups_metadata WHERE consumer_group = 'gt'",
+    ck_assert(qt_b(c,
+                   "SELECT subscription_mode = 'timestamp' AND subscription_timestamp = '%s' "
+                   "FROM queen.consumer_groups_metadata WHERE consumer_group = 'gt'",
                    ts));
     /* alias normalized */
     p.group = "gn2", p.sub_mode = "new-only", p.sub_from = NULL;
@@ -247,8 +258,8 @@ START_TEST(test_wildcard_budget_partitions_one_lease)
         snprintf(part, sizeof part, "p%d", i);
         qt_push1(c, "pop.wild", part, part, 0, 10);
     }
-    struct qt_pop p = {.queue = "pop.wild", .group = "g", .budget = 25, .worker = "W1",
-                       .max_partitions = 3};
+    struct qt_pop p = {
+        .queue = "pop.wild", .group = "g", .budget = 25, .worker = "W1", .max_partitions = 3};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 25);
     PQclear(r);
@@ -279,8 +290,8 @@ START_TEST(test_empty_scan_floor)
     qt_push1(c, "pop.floor", "p1", "f", 0, 2);
     char pid[37];
     qt_pid(c, "pop.floor", "p1", pid);
-    struct qt_pop p = {.queue = "pop.floor", .group = "g", .budget = 10, .worker = "w",
-                       .max_partitions = 4};
+    struct qt_pop p = {
+        .queue = "pop.floor", .group = "g", .budget = 10, .worker = "w", .max_partitions = 4};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 2);
     PQclear(r);
@@ -294,16 +305,18 @@ START_TEST(test_empty_scan_floor)
                       "WHERE q.name = 'pop.floor' AND w.consumer_group = 'g'"));
     /* data in a partition not written since long before the floor is not scanned */
     qt_push1(c, "pop.floor", "p1", "f", 2, 1);
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '10 "
-                    "minutes' WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET last_write_at = now() - interval '10 "
+                 "minutes' WHERE id = '%s'",
                  pid));
     r = qt_pop(c, &p);
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
     ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.floor', '', 'g')"));
     /* within the two minutes of slack it is */
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '100 "
-                    "seconds' WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET last_write_at = now() - interval '100 "
+                 "seconds' WHERE id = '%s'",
                  pid));
     ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.floor', '', 'g')"));
     r = qt_pop(c, &p);
@@ -343,11 +356,13 @@ START_TEST(test_gap_tolerance_after_retention)
     qt_pid(c, "pop.gap", "", pid);
     ck_assert_int_eq(popn(c, "pop.gap", "", "g", 1, "w"), 1);
     ack_to(c, pid, "g", 0);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
-                    "partition_id = '%s' AND base_offset < 4",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
+                 "partition_id = '%s' AND base_offset < 4",
                  pid));
-    PGresult *r = qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 "
-                          "minute', NULL, 100)",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 "
+                       "minute', NULL, 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 2);
     ck_assert_int_eq(qt_gi(r, 0, "r_new_log_start"), 4);
@@ -359,8 +374,9 @@ START_TEST(test_gap_tolerance_after_retention)
     ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 0);
     ck_assert_int_eq(qt_gi(r, 0, "r_take"), 3);
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT attempt_offset = 4 AND batch_end = 6 FROM queen.log_consumers "
-                      "WHERE partition_id = '%s' AND consumer_group = 'g'",
+    ck_assert(qt_b(c,
+                   "SELECT attempt_offset = 4 AND batch_end = 6 FROM queen.log_consumers "
+                   "WHERE partition_id = '%s' AND consumer_group = 'g'",
                    pid));
     ack_to(c, pid, "g", 6);
     ck_assert_int_eq(committed(c, pid, "g"), 6);
@@ -376,8 +392,9 @@ START_TEST(test_cursor_seal_only_without_segments)
     qt_pid(c, "pop.seal", "", pid);
     ck_assert_int_eq(popn(c, "pop.seal", "", "g", 1, "w-seal"), 1);
     ck_assert_int_eq(qt_i(c, "SELECT qn.release_lease_v1('w-seal')"), 1);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
-                    "partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE "
+                 "partition_id = '%s'",
                  pid));
     PQclear(qt_q(c, "SELECT * FROM qn.evict_max_wait_step_v1('%s', now(), 100)", pid));
     ck_assert_int_eq(popn(c, "pop.seal", "", "g", 10, "w"), 0);
@@ -404,8 +421,9 @@ START_TEST(test_delayed_processing_and_window_buffer)
     char pid[37];
     qt_pid(c, "pop.delay", "", pid);
     ck_assert_int_eq(popn(c, "pop.delay", "", "g", 10, "w"), 0);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '2 minutes' "
-                    "WHERE partition_id = '%s' AND base_offset = 0",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '2 minutes' "
+                 "WHERE partition_id = '%s' AND base_offset = 0",
                  pid));
     PGresult *r = pop(c, "pop.delay", "", "g", 10, "w");
     ck_assert_int_eq(PQntuples(r), 1);
@@ -419,8 +437,9 @@ START_TEST(test_delayed_processing_and_window_buffer)
     qt_push1(c, "pop.wbuf", "", "b", 2, 1);
     qt_pid(c, "pop.wbuf", "", pid);
     ck_assert_int_eq(popn(c, "pop.wbuf", "", "g", 10, "w"), 0);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '10 minutes' + "
-                    "base_offset * interval '1 s' WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '10 minutes' + "
+                 "base_offset * interval '1 s' WHERE partition_id = '%s'",
                  pid));
     ck_assert_int_eq(popn(c, "pop.wbuf", "", "g", 10, "w"), 3);
     PQfinish(c);
@@ -433,15 +452,20 @@ START_TEST(test_auto_ack)
     qt_push1(c, "pop.auto", "", "a", 0, 4);
     char pid[37];
     qt_pid(c, "pop.auto", "", pid);
-    struct qt_pop p = {.queue = "pop.auto", .group = "g", .budget = 3, .worker = "w",
-                       .auto_ack = true, .max_partitions = 1};
+    struct qt_pop p = {.queue = "pop.auto",
+                       .group = "g",
+                       .budget = 3,
+                       .worker = "w",
+                       .auto_ack = true,
+                       .max_partitions = 1};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 3);
     ck_assert(qt_gnull(r, 0, "r_lease_expires_at"));
     PQclear(r);
-    ck_assert(qt_b(c, "SELECT committed = 2 AND batch_end IS NULL AND worker_id IS NULL AND "
-                      "lease_expires_at IS NULL AND total_consumed = 3 FROM queen.log_consumers "
-                      "WHERE partition_id = '%s' AND consumer_group = 'g'",
+    ck_assert(qt_b(c,
+                   "SELECT committed = 2 AND batch_end IS NULL AND worker_id IS NULL AND "
+                   "lease_expires_at IS NULL AND total_consumed = 3 FROM queen.log_consumers "
+                   "WHERE partition_id = '%s' AND consumer_group = 'g'",
                    pid));
     r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 1);
@@ -461,8 +485,14 @@ START_TEST(test_byte_budget)
         qt_seg_free(&s);
     }
     /* cost 1000 + 10 x 10 = 1100 per segment: two fit in 2500 */
-    struct qt_pop p = {.queue = "pop.bytes", .group = "g1", .budget = 100, .worker = "w",
-                       .max_bytes = 2500, .overhead = 10, .max_msg = 200, .max_partitions = 1};
+    struct qt_pop p = {.queue = "pop.bytes",
+                       .group = "g1",
+                       .budget = 100,
+                       .worker = "w",
+                       .max_bytes = 2500,
+                       .overhead = 10,
+                       .max_msg = 200,
+                       .max_partitions = 1};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_int_eq(qt_taken(r), 20);
@@ -508,8 +538,9 @@ END_TEST
 static PGresult *discover(PGconn *c, const char *ns, const char *task, const char *group,
                           const char *mode)
 {
-    return qt_q(c, "SELECT * FROM qn.pop_discover_v1('%s', '%s', '%s', 100, 0, 0, 0, 0, "
-                   "'wd-%s', false, 10, '%s', NULL)",
+    return qt_q(c,
+                "SELECT * FROM qn.pop_discover_v1('%s', '%s', '%s', 100, 0, 0, 0, 0, "
+                "'wd-%s', false, 10, '%s', NULL)",
                 ns, task, group, group, mode);
 }
 
@@ -607,21 +638,23 @@ START_TEST(test_first_base_since_matches_walk)
     qt_pid(c, "pop.bs", "", pid);
     PQclear(qt_q(c, "SELECT setseed(0.42)"));
     PQclear(qt_q(c, "DELETE FROM queen.log_segments WHERE partition_id = '%s'", pid));
-    PQclear(qt_q(c, "WITH s AS (SELECT g, 1 + (random() * 5)::int AS n, random() < 0.3 AS tie "
-                    "FROM generate_series(1, 400) g), o AS (SELECT g, n, sum(n) OVER (ORDER BY g) "
-                    "- n + 40 AS base, sum(CASE WHEN tie THEN 0 ELSE 1 END) OVER (ORDER BY g) AS "
-                    "t FROM s) INSERT INTO queen.log_segments SELECT '%s', base, base + n - 1, "
-                    "timestamptz '2020-01-01' + t * interval '1 s', 'x'::bytea FROM o",
+    PQclear(qt_q(c,
+                 "WITH s AS (SELECT g, 1 + (random() * 5)::int AS n, random() < 0.3 AS tie "
+                 "FROM generate_series(1, 400) g), o AS (SELECT g, n, sum(n) OVER (ORDER BY g) "
+                 "- n + 40 AS base, sum(CASE WHEN tie THEN 0 ELSE 1 END) OVER (ORDER BY g) AS "
+                 "t FROM s) INSERT INTO queen.log_segments SELECT '%s', base, base + n - 1, "
+                 "timestamptz '2020-01-01' + t * interval '1 s', 'x'::bytea FROM o",
                  pid));
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM generate_series(0, 300, 7) AS f, "
-                             "generate_series(-3, 410, 3) AS k, LATERAL (SELECT timestamptz "
-                             "'2020-01-01' + k * interval '1 s' - (k %% 2) * interval '0.5 s' AS "
-                             "ts, (SELECT min(base_offset) FROM queen.log_segments WHERE "
-                             "partition_id = '%s' AND base_offset >= 40 + f) AS start) x, LATERAL "
-                             "(SELECT qn.first_base_since('%s', x.start, x.ts) AS fast, (SELECT "
-                             "base_offset FROM queen.log_segments WHERE partition_id = '%s' AND "
-                             "base_offset >= x.start AND created_at >= x.ts ORDER BY base_offset "
-                             "LIMIT 1) AS walk) y WHERE y.fast IS DISTINCT FROM y.walk",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM generate_series(0, 300, 7) AS f, "
+                          "generate_series(-3, 410, 3) AS k, LATERAL (SELECT timestamptz "
+                          "'2020-01-01' + k * interval '1 s' - (k %% 2) * interval '0.5 s' AS "
+                          "ts, (SELECT min(base_offset) FROM queen.log_segments WHERE "
+                          "partition_id = '%s' AND base_offset >= 40 + f) AS start) x, LATERAL "
+                          "(SELECT qn.first_base_since('%s', x.start, x.ts) AS fast, (SELECT "
+                          "base_offset FROM queen.log_segments WHERE partition_id = '%s' AND "
+                          "base_offset >= x.start AND created_at >= x.ts ORDER BY base_offset "
+                          "LIMIT 1) AS walk) y WHERE y.fast IS DISTINCT FROM y.walk",
                           pid, pid, pid),
                      0);
     PQfinish(c);

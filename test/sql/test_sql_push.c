@@ -19,27 +19,30 @@ static void fixture(void)
  * to last_offset, created_at monotone in base order, one sidecar row per segment. */
 static void check_invariants(PGconn *c, const char *pid)
 {
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM (SELECT base_offset, end_offset, "
-                             "lag(end_offset) OVER w AS prev_end, created_at, lag(created_at) "
-                             "OVER w AS prev_at FROM queen.log_segments WHERE partition_id = '%s' "
-                             "WINDOW w AS (ORDER BY base_offset)) x WHERE end_offset < base_offset "
-                             "OR (prev_end IS NOT NULL AND base_offset <> prev_end + 1) OR "
-                             "(prev_at IS NOT NULL AND created_at < prev_at)",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM (SELECT base_offset, end_offset, "
+                          "lag(end_offset) OVER w AS prev_end, created_at, lag(created_at) "
+                          "OVER w AS prev_at FROM queen.log_segments WHERE partition_id = '%s' "
+                          "WINDOW w AS (ORDER BY base_offset)) x WHERE end_offset < base_offset "
+                          "OR (prev_end IS NOT NULL AND base_offset <> prev_end + 1) OR "
+                          "(prev_at IS NOT NULL AND created_at < prev_at)",
                           pid),
                      0);
-    ck_assert(qt_b(c, "SELECT coalesce((SELECT min(base_offset) FROM queen.log_segments WHERE "
-                      "partition_id = p.id), p.last_offset + 1) = p.log_start AND "
-                      "coalesce((SELECT max(end_offset) FROM queen.log_segments WHERE "
-                      "partition_id = p.id), p.last_offset) = p.last_offset FROM "
-                      "queen.log_partitions p WHERE p.id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT coalesce((SELECT min(base_offset) FROM queen.log_segments WHERE "
+                   "partition_id = p.id), p.last_offset + 1) = p.log_start AND "
+                   "coalesce((SELECT max(end_offset) FROM queen.log_segments WHERE "
+                   "partition_id = p.id), p.last_offset) = p.last_offset FROM "
+                   "queen.log_partitions p WHERE p.id = '%s'",
                    pid));
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments s FULL JOIN (SELECT * FROM "
-                             "queen.log_txns WHERE partition_id = '%s') t ON t.partition_id = "
-                             "s.partition_id AND t.base_offset = s.base_offset WHERE "
-                             "(s.partition_id = '%s' OR t.partition_id IS NOT NULL) AND "
-                             "(s.base_offset IS NULL OR t.base_offset IS NULL OR s.end_offset <> "
-                             "t.end_offset OR s.created_at <> t.created_at OR "
-                             "octet_length(t.hashes) <> 16 * (t.end_offset - t.base_offset + 1))",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.log_segments s FULL JOIN (SELECT * FROM "
+                          "queen.log_txns WHERE partition_id = '%s') t ON t.partition_id = "
+                          "s.partition_id AND t.base_offset = s.base_offset WHERE "
+                          "(s.partition_id = '%s' OR t.partition_id IS NOT NULL) AND "
+                          "(s.base_offset IS NULL OR t.base_offset IS NULL OR s.end_offset <> "
+                          "t.end_offset OR s.created_at <> t.created_at OR "
+                          "octet_length(t.hashes) <> 16 * (t.end_offset - t.base_offset + 1))",
                           pid, pid),
                      0);
 }
@@ -187,20 +190,21 @@ START_TEST(test_concurrent_pushers_disjoint_monotone)
     char hot[37], other[37];
     qt_pid(c, "conc", "hot", hot);
     qt_pid(c, "conc", "other", other);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'",
-                          hot),
-                     1 + NT * ROUNDS);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'",
-                          other),
-                     1 + NT * ROUNDS / 2);
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'", hot),
+        1 + NT * ROUNDS);
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'", other),
+        1 + NT * ROUNDS / 2);
     check_invariants(c, hot);
     check_invariants(c, other);
     /* no frame lost: last_offset + 1 = every frame pushed */
-    ck_assert_int_eq(qt_i(c, "SELECT last_offset + 1 FROM queen.log_partitions WHERE id = '%s'",
-                          hot),
-                     qt_i(c, "SELECT sum(end_offset - base_offset + 1) FROM queen.log_segments "
-                             "WHERE partition_id = '%s'",
-                          hot));
+    ck_assert_int_eq(
+        qt_i(c, "SELECT last_offset + 1 FROM queen.log_partitions WHERE id = '%s'", hot),
+        qt_i(c,
+             "SELECT sum(end_offset - base_offset + 1) FROM queen.log_segments "
+             "WHERE partition_id = '%s'",
+             hot));
     PQfinish(c);
 }
 END_TEST
@@ -253,11 +257,13 @@ START_TEST(test_dup_original_deleted_by_retention)
     qt_push1(c, "dup.ret", "", "e", 3, 1);
     char pid[37];
     qt_pid(c, "dup.ret", "", pid);
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' "
-                    "WHERE partition_id = '%s' AND base_offset = 0",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '1 hour' "
+                 "WHERE partition_id = '%s' AND base_offset = 0",
                  pid));
-    PGresult *r = qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '10 "
-                          "seconds', NULL, 100)",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.retention_step_v1('%s', now() - interval '10 "
+                       "seconds', NULL, 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     PQclear(r);
@@ -269,8 +275,7 @@ START_TEST(test_dup_original_deleted_by_retention)
     ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 1);
     PQclear(r);
     qt_seg_free(&s);
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.segment_at_v1('%s', ARRAY[1]::int8[])",
-                          pid),
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.segment_at_v1('%s', ARRAY[1]::int8[])", pid),
                      0);
     PQfinish(c);
 }
@@ -283,30 +288,36 @@ START_TEST(test_dup_window_and_sidecar_purge)
     qt_push1(c, "dup.win", "", "f", 0, 1);
     char pid[37];
     qt_pid(c, "dup.win", "", pid);
-    PQclear(qt_q(c, "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
-                    "partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
+                 "partition_id = '%s'",
                  pid));
     ck_assert_int_eq(qt_push1(c, "dup.win", "", "f", 0, 1), 1);
 
     /* purged by the sidecar purge: accepted as new */
     qt_push1(c, "dup.purge", "", "g", 0, 2);
     qt_pid(c, "dup.purge", "", pid);
-    PQclear(qt_q(c, "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
-                    "partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE "
+                 "partition_id = '%s'",
                  pid));
-    PQclear(qt_q(c, "UPDATE queen.log_segments SET created_at = now() - interval '2 hours' "
-                    "WHERE partition_id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_segments SET created_at = now() - interval '2 hours' "
+                 "WHERE partition_id = '%s'",
                  pid));
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET oldest_txn_at = now() - interval '2 "
-                    "hours' WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET oldest_txn_at = now() - interval '2 "
+                 "hours' WHERE id = '%s'",
                  pid));
     /* the work list offers it at the seed's cutoff GREATEST(3600, 0, 900) */
-    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.maint_worklist_v1(now(), 2::int2, 1000) "
-                             "WHERE r_pid = '%s' AND r_cutoff = now() - interval '3600 s'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM qn.maint_worklist_v1(now(), 2::int2, 1000) "
+                          "WHERE r_pid = '%s' AND r_cutoff = now() - interval '3600 s'",
                           pid),
                      1);
-    PGresult *r = qt_q(c, "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3600 "
-                          "seconds', 100)",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.txns_purge_step_v1('%s', now() - interval '3600 "
+                       "seconds', 100)",
                        pid);
     ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 1);
     ck_assert_int_eq(qt_gi(r, 0, "r_new_txns_start"), 2);
@@ -457,8 +468,7 @@ START_TEST(test_same_partition_twice_in_one_call)
 }
 END_TEST
 
-static PGresult *push_one_verified(PGconn *c, const char *queue, const char *txn,
-                                   int64_t verified)
+static PGresult *push_one_verified(PGconn *c, const char *queue, const char *txn, int64_t verified)
 {
     struct qt_seg s;
     qt_seg_make(&s, queue, "", "unused", 0, 1, 0);
@@ -474,8 +484,8 @@ static PGresult *push_one_verified(PGconn *c, const char *queue, const char *txn
 START_TEST(test_verified_narrows_probe)
 {
     PGconn *c = qt_connect();
-    qt_push1(c, "ver", "", "v", 0, 1);  /* v0 at 0 */
-    qt_push1(c, "ver", "", "v", 1, 9);  /* v1..v9 at 1..9 */
+    qt_push1(c, "ver", "", "v", 0, 1); /* v0 at 0 */
+    qt_push1(c, "ver", "", "v", 1, 9); /* v1..v9 at 1..9 */
     PGresult *r = push_one_verified(c, "ver", "v0", 9);
     ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0); /* not found: below the watermark */
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 10);
@@ -650,22 +660,26 @@ START_TEST(test_quantized_and_coalesced_columns)
     qt_push1(c, "quant", "", "q", 0, 1);
     char pid[37];
     qt_pid(c, "quant", "", pid);
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '0.2 s', "
-                    "oldest_live_at = '2001-01-01', oldest_txn_at = '2002-02-02' WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET last_write_at = now() - interval '0.2 s', "
+                 "oldest_live_at = '2001-01-01', oldest_txn_at = '2002-02-02' WHERE id = '%s'",
                  pid));
     char *lw = qt_s(c, "SELECT last_write_at FROM queen.log_partitions WHERE id = '%s'", pid);
     qt_push1(c, "quant", "", "q", 1, 1);
-    ck_assert(qt_b(c, "SELECT last_write_at = '%s' AND oldest_live_at = '2001-01-01' AND "
-                      "oldest_txn_at = '2002-02-02' FROM queen.log_partitions WHERE id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT last_write_at = '%s' AND oldest_live_at = '2001-01-01' AND "
+                   "oldest_txn_at = '2002-02-02' FROM queen.log_partitions WHERE id = '%s'",
                    lw, pid));
-    PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_write_at = now() - interval '5 s', "
-                    "oldest_live_at = NULL, oldest_txn_at = NULL WHERE id = '%s'",
+    PQclear(qt_q(c,
+                 "UPDATE queen.log_partitions SET last_write_at = now() - interval '5 s', "
+                 "oldest_live_at = NULL, oldest_txn_at = NULL WHERE id = '%s'",
                  pid));
     qt_push1(c, "quant", "", "q", 2, 1);
-    ck_assert(qt_b(c, "SELECT p.last_write_at = s.created_at AND p.oldest_live_at = s.created_at "
-                      "AND p.oldest_txn_at = s.created_at FROM queen.log_partitions p JOIN "
-                      "queen.log_segments s ON s.partition_id = p.id AND s.base_offset = 2 "
-                      "WHERE p.id = '%s'",
+    ck_assert(qt_b(c,
+                   "SELECT p.last_write_at = s.created_at AND p.oldest_live_at = s.created_at "
+                   "AND p.oldest_txn_at = s.created_at FROM queen.log_partitions p JOIN "
+                   "queen.log_segments s ON s.partition_id = p.id AND s.base_offset = 2 "
+                   "WHERE p.id = '%s'",
                    pid));
     PQfinish(c);
 }
@@ -695,8 +709,9 @@ START_TEST(test_segment_at)
     qt_push1(c, "segat", "", "a", 4, 4); /* 4..7 */
     char pid[37];
     qt_pid(c, "segat", "", pid);
-    PGresult *r = qt_q(c, "SELECT * FROM qn.segment_at_v1('%s', ARRAY[5, 0, 2, 3, 100, "
-                          "-1]::int8[])",
+    PGresult *r = qt_q(c,
+                       "SELECT * FROM qn.segment_at_v1('%s', ARRAY[5, 0, 2, 3, 100, "
+                       "-1]::int8[])",
                        pid);
     ck_assert_int_eq(PQntuples(r), 3);
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);

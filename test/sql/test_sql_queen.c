@@ -46,8 +46,8 @@ static void apply_fixture(PGconn *c)
 
 /* A segment written as Queen MQ writes one: rows in log_segments and log_txns,
  * the allocator and the work-list columns moved by hand. */
-static void queen_segment(PGconn *c, const char *pid, int64_t base, const char *prefix,
-                          int first, int n, int age_s)
+static void queen_segment(PGconn *c, const char *pid, int64_t base, const char *prefix, int first,
+                          int n, int age_s)
 {
     struct qt_seg s;
     qt_seg_make(&s, "", "", prefix, first, n, 0);
@@ -101,8 +101,9 @@ static void fixture(void)
                  "subscription_mode, subscription_timestamp) SELECT 'g1', queue_id, 'all', "
                  "'epoch' FROM queen.log_partitions WHERE id = '%s'",
                  pid));
-    PQclear(qt_q(c, "INSERT INTO queen.log_consumers (partition_id, consumer_group) VALUES "
-                    "('%s', 'g1')",
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_consumers (partition_id, consumer_group) VALUES "
+                 "('%s', 'g1')",
                  pid));
     /* a group Queen MQ consumes by conflation */
     PQclear(qt_q(c,
@@ -189,8 +190,8 @@ START_TEST(test_pop_ack_fetch_dedup_over_queen_data)
     char pid[37];
     qt_pid(c, "qm.orders", "p0", pid);
     /* pop: Queen MQ's cursor of g1, both segments */
-    struct qt_pop p = {.queue = "qm.orders", .part = "p0", .group = "g1", .budget = 10,
-                       .worker = "w-queen"};
+    struct qt_pop p = {
+        .queue = "qm.orders", .part = "p0", .group = "g1", .budget = 10, .worker = "w-queen"};
     PGresult *r = qt_pop(c, &p);
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
@@ -208,8 +209,9 @@ START_TEST(test_pop_ack_fetch_dedup_over_queen_data)
         if (i != sum)
             ck_assert_int_eq(qt_gi(r, i, "r_outcome"), 1);
     PQclear(r);
-    ck_assert_int_eq(qt_i(c, "SELECT committed FROM queen.log_consumers WHERE partition_id = "
-                             "'%s' AND consumer_group = 'g1'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT committed FROM queen.log_consumers WHERE partition_id = "
+                          "'%s' AND consumer_group = 'g1'",
                           pid),
                      4);
     /* fetch by offset */
@@ -233,8 +235,8 @@ START_TEST(test_pop_ack_fetch_dedup_over_queen_data)
     /* a new message continues Queen MQ's allocator */
     ck_assert_int_eq(qt_push1(c, "qm.orders", "p0", "qb", 0, 1), 5);
     /* a group new to the queue reads Queen MQ's data from the start */
-    struct qt_pop p2 = {.queue = "qm.orders", .part = "p0", .group = "fresh", .budget = 100,
-                        .worker = "w-fresh"};
+    struct qt_pop p2 = {
+        .queue = "qm.orders", .part = "p0", .group = "fresh", .budget = 100, .worker = "w-fresh"};
     r = qt_pop(c, &p2);
     ck_assert_int_eq(qt_taken(r), 6);
     PQclear(r);
@@ -253,8 +255,8 @@ START_TEST(test_dlq_on_a_jsonb_table)
     queen_partition(c, "qm.poison", "p", pid);
     PQclear(qt_q(c, "UPDATE queen.queues SET retry_limit = 0 WHERE name = 'qm.poison'"));
     queen_segment(c, pid, 0, "pz", 0, 2, 60);
-    struct qt_pop p = {.queue = "qm.poison", .part = "p", .group = "g", .budget = 1,
-                       .worker = "w-p"};
+    struct qt_pop p = {
+        .queue = "qm.poison", .part = "p", .group = "g", .budget = 1, .worker = "w-p"};
     PQclear(qt_pop(c, &p));
     struct qt_ack_item fail = {"pz0", 0, 2};
     PGresult *r = qt_ack(c, pid, "g", "w-p", &fail, 1);
@@ -262,13 +264,15 @@ START_TEST(test_dlq_on_a_jsonb_table)
     ck_assert_int_eq(qt_gi(r, sum, "r_flags") & 2, 2); /* hand-off */
     PQclear(r);
     /* JSON is stored as JSON */
-    r = qt_q(c, "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-p', 0, NULL, 'pz0', "
-                "convert_to('{\"b\": 2, \"a\": 1}', 'UTF8'), 'boom')",
+    r = qt_q(c,
+             "SELECT * FROM qn.dlq_head_v1('%s', 'g', 'w-p', 0, NULL, 'pz0', "
+             "convert_to('{\"b\": 2, \"a\": 1}', 'UTF8'), 'boom')",
              pid);
     ck_assert_str_eq(qt_gs(r, 0, "r_ok"), "t");
     PQclear(r);
-    ck_assert_str_eq(qt_s(c, "SELECT jsonb_typeof(payload) || ' ' || payload::text FROM "
-                             "queen.log_dlq WHERE partition_id = '%s'",
+    ck_assert_str_eq(qt_s(c,
+                          "SELECT jsonb_typeof(payload) || ' ' || payload::text FROM "
+                          "queen.log_dlq WHERE partition_id = '%s'",
                           pid),
                      "object {\"a\": 1, \"b\": 2}");
     /* read back as bytes, with Queen MQ's own row: NULL retry_count reads 0 */
@@ -294,8 +298,9 @@ START_TEST(test_dlq_on_a_jsonb_table)
     ck_assert_msg(strstr(msg, "not JSON") != NULL, "%s", msg);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", pid),
                      1);
-    ck_assert_int_eq(qt_i(c, "SELECT batch_end FROM queen.log_consumers WHERE partition_id = "
-                             "'%s' AND consumer_group = 'g'",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT batch_end FROM queen.log_consumers WHERE partition_id = "
+                          "'%s' AND consumer_group = 'g'",
                           pid),
                      1); /* the lease is kept: redelivered, not lost */
     PQfinish(c);
@@ -336,8 +341,9 @@ static int64_t log_start(PGconn *c, const char *pid)
 
 static void retention(PGconn *c, const char *pid)
 {
-    PQclear(qt_q(c, "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 minute', "
-                    "NULL, 1000)",
+    PQclear(qt_q(c,
+                 "SELECT * FROM qn.retention_step_v1('%s', now() - interval '1 minute', "
+                 "NULL, 1000)",
                  pid));
 }
 
@@ -364,8 +370,9 @@ START_TEST(test_retention_honours_the_sink_hold)
     retention(c, held);
     ck_assert_int_eq(log_start(c, held), 0);
     /* it consumed up to offset 2: only the first segment (0..1) is wholly consumed */
-    PQclear(qt_q(c, "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed) "
-                    "VALUES ('%s', 's3', 2)",
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed) "
+                 "VALUES ('%s', 's3', 2)",
                  held));
     retention(c, held);
     ck_assert_int_eq(log_start(c, held), 2);

@@ -149,15 +149,17 @@ END_TEST
 
 static bool has_opt(PGconn *c, const char *rel, const char *opt)
 {
-    return qt_b(c, "SELECT coalesce('%s' = ANY (reloptions), false) FROM pg_class WHERE oid = "
-                   "'%s'::regclass",
+    return qt_b(c,
+                "SELECT coalesce('%s' = ANY (reloptions), false) FROM pg_class WHERE oid = "
+                "'%s'::regclass",
                 opt, rel);
 }
 
 static bool has_toast_opt(PGconn *c, const char *rel, const char *opt)
 {
-    return qt_b(c, "SELECT coalesce('%s' = ANY (t.reloptions), false) FROM pg_class c JOIN "
-                   "pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = '%s'::regclass",
+    return qt_b(c,
+                "SELECT coalesce('%s' = ANY (t.reloptions), false) FROM pg_class c JOIN "
+                "pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = '%s'::regclass",
                 opt, rel);
 }
 
@@ -242,8 +244,9 @@ START_TEST(test_unnest_hashes)
     const char *q = "decode(repeat('11', 8) || repeat('22', 8), 'hex')";
     ck_assert(qt_null(c, "SELECT qn.hash_index(%s, %s)", set2, q)); /* straddles only */
     ck_assert_int_eq(qt_i(c, "SELECT qn.hash_index(%s || %s, %s)", set2, q, q), 2);
-    ck_assert_int_eq(qt_i(c, "SELECT qn.hash_index(%s, decode(repeat('22', 8) || "
-                             "repeat('33', 8), 'hex'))",
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT qn.hash_index(%s, decode(repeat('22', 8) || "
+                          "repeat('33', 8), 'hex'))",
                           set2),
                      1);
     /* inlined: the plan has no function scan of it */
@@ -309,7 +312,8 @@ START_TEST(test_zstd_content_size)
     ck_assert_int_eq(content_size_of(c, h1, sizeof h1, &isnull), 123456); /* fcs 4, did 4 */
     uint8_t h2[] = {0x28, 0xb5, 0x2f, 0xfd, 0x61, 9, 0x10, 0x00};
     ck_assert_int_eq(content_size_of(c, h2, sizeof h2, &isnull), 0x10 + 256); /* fcs 2 */
-    uint8_t h3[] = {0x28, 0xb5, 0x2f, 0xfd, 0xc2, 0x50, 7, 7, 0x00, 0xf2, 0x05, 0x2a, 0x01, 0, 0, 0};
+    uint8_t h3[] = {0x28, 0xb5, 0x2f, 0xfd, 0xc2, 0x50, 7, 7,
+                    0x00, 0xf2, 0x05, 0x2a, 0x01, 0,    0, 0};
     ck_assert_int_eq(content_size_of(c, h3, sizeof h3, &isnull), 5000000000LL); /* fcs 8 */
     uint8_t h4[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x50, 0, 0};
     content_size_of(c, h4, sizeof h4, &isnull); /* no size field */
@@ -357,8 +361,9 @@ START_TEST(test_one_truth_for_defaults)
                        "retention_seconds, completed_retention_seconds, retention_enabled, "
                        "encryption_enabled, max_wait_time_seconds, max_queue_size, "
                        "min_pop_wait_time, dedup_window_seconds";
-    ck_assert(qt_b(c, "SELECT (SELECT row(%s) FROM queen.queues WHERE name = 'truth.a') = "
-                      "(SELECT row(%s) FROM queen.queues WHERE name = 'truth.b')",
+    ck_assert(qt_b(c,
+                   "SELECT (SELECT row(%s) FROM queen.queues WHERE name = 'truth.a') = "
+                   "(SELECT row(%s) FROM queen.queues WHERE name = 'truth.b')",
                    cols, cols));
     ck_assert_str_eq(qt_s(c, "SELECT namespace || '/' || task FROM queen.queues WHERE name = "
                              "'truth.b'"),

@@ -254,8 +254,8 @@ void qt_seg_make(struct qt_seg *s, uint32_t count, const char *prefix, uint64_t 
     qn_zctx *z = NULL;
     ck_assert_int_eq(qn_zctx_new(&z), QN_OK);
     struct qn_frame *f = calloc(count, sizeof *f);
-    char (*txn)[64] = calloc(count, sizeof *txn);
-    char (*payload)[96] = calloc(count, sizeof *payload);
+    char(*txn)[64] = calloc(count, sizeof *txn);
+    char(*payload)[96] = calloc(count, sizeof *payload);
     ck_assert(f && txn && payload);
     for (uint32_t i = 0; i < count; i++) {
         snprintf(txn[i], sizeof txn[i], "%s-%llu", prefix, (unsigned long long)(first + i));
@@ -287,11 +287,14 @@ void qt_seg_free(struct qt_seg *s)
     memset(s, 0, sizeof *s);
 }
 
-struct qn_push_segment qt_push_seg(const struct qt_seg *s, const char *queue,
-                                   const char *partition)
+struct qn_push_segment qt_push_seg(const struct qt_seg *s, const char *queue, const char *partition)
 {
-    struct qn_push_segment p = {.queue = queue, .partition = partition, .count = s->count,
-                                .hashes = s->hashes, .verified = -1, .blob = s->blob,
+    struct qn_push_segment p = {.queue = queue,
+                                .partition = partition,
+                                .count = s->count,
+                                .hashes = s->hashes,
+                                .verified = -1,
+                                .blob = s->blob,
                                 .blob_len = s->blob_len};
     return p;
 }

@@ -45,7 +45,7 @@ qn_store *qt_store_cfg(struct event_base *b, const struct qn_store_config *cfg);
 /* The outcome of a call, copied out of its callback. */
 struct qt_status {
     bool done;
-    int calls;     /* times the callback ran */
+    int calls; /* times the callback ran */
     int code;
     char sqlstate[8];
     char message[512];

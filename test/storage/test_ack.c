@@ -238,9 +238,8 @@ START_TEST(failure_hands_off_to_the_dlq)
     opt.retry_limit = 0;
     opt.set = 1u << QN_OPT_RETRY_LIMIT;
     memset(&cs, 0, sizeof cs);
-    ck_assert_int_eq(qn_store_configure_queue(S, "poison", &opt, false, NULL, queues_cb, NULL,
-                                              NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_configure_queue(S, "poison", &opt, false, NULL, queues_cb, NULL, NULL), QN_OK);
     ck_assert(qt_run_until(B, &cs.done, 10000));
     ck_assert_int_eq(cs.code, QN_OK);
 

@@ -82,7 +82,7 @@ START_TEST(configure_get_list)
     ck_assert(!o.q[0].options.dead_letter_queue);
     ck_assert_str_eq(o.ns[0], "sales \"quoted\"");
     ck_assert_str_eq(o.task[0], "orders");
-    ck_assert_int_eq(o.q[0].options.retry_limit, 3);       /* default */
+    ck_assert_int_eq(o.q[0].options.retry_limit, 3); /* default */
     ck_assert_int_eq(o.q[0].options.dedup_window_seconds, 3600);
     ck_assert_int_gt(o.q[0].created_at_us, 0);
     /* merge keeps, replace resets */
@@ -203,9 +203,9 @@ static void bool_cb(void *ud, const struct qn_store_status *st, bool v)
     bval = v;
 }
 
-#define WAIT_IS()                                                                              \
-    do {                                                                                       \
-        ck_assert(qt_run_until(B, &is.done, 10000));                                           \
+#define WAIT_IS()                                                                                  \
+    do {                                                                                           \
+        ck_assert(qt_run_until(B, &is.done, 10000));                                               \
     } while (0)
 
 START_TEST(partitions_stats_groups_delete)
@@ -245,9 +245,8 @@ START_TEST(partitions_stats_groups_delete)
 
     struct groups_out g;
     memset(&g, 0, sizeof g);
-    ck_assert_int_eq(qn_store_list_consumer_groups(S, "metrics", "readers", NULL, groups_cb, &g,
-                                                   NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_list_consumer_groups(S, "metrics", "readers", NULL, groups_cb, &g, NULL), QN_OK);
     ck_assert(qt_run_until(B, &g.s.done, 10000));
     ck_assert_int_eq(g.s.code, QN_OK);
     ck_assert_uint_eq(g.n, 1);
@@ -266,9 +265,9 @@ START_TEST(partitions_stats_groups_delete)
     ck_assert_int_eq(is.code, QN_OK);
     ck_assert_int_eq(ival, 1);
     memset(&is, 0, sizeof is);
-    ck_assert_int_eq(qn_store_seek_consumer_group(S, "readers", "nope", NULL, true, 0, NULL,
-                                                  int_cb, NULL, NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_seek_consumer_group(S, "readers", "nope", NULL, true, 0, NULL, int_cb, NULL, NULL),
+        QN_OK);
     WAIT_IS();
     ck_assert_int_eq(is.code, QN_ENOTFOUND);
     /* to a timestamp (the epoch: everything again) */
@@ -280,9 +279,9 @@ START_TEST(partitions_stats_groups_delete)
     ck_assert_int_eq(is.code, QN_OK);
     ck_assert_int_eq(ival, 1);
     memset(&is, 0, sizeof is);
-    ck_assert_int_eq(qn_store_delete_consumer_group(S, "readers", "metrics", true, NULL, int_cb,
-                                                    NULL, NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_delete_consumer_group(S, "readers", "metrics", true, NULL, int_cb, NULL, NULL),
+        QN_OK);
     WAIT_IS();
     ck_assert_int_eq(is.code, QN_OK);
     ck_assert_int_eq(ival, 1);

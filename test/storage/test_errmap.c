@@ -35,8 +35,7 @@ START_TEST(classes)
     ck_assert_int_eq(map("22023", "QNOTFOUND queue x", false, NULL), QN_ENOTFOUND);
     ck_assert_int_eq(map("P0001", "QPUSH bad segment 3", false, NULL), QN_EDB);
     ck_assert_int_eq(map("22023", "QCONF invalid lease_time", false, NULL), QN_EDB);
-    ck_assert_int_eq(map(NULL, "insufficient data left in message", false, NULL),
-                     QN_EPROTOCOL_DB);
+    ck_assert_int_eq(map(NULL, "insufficient data left in message", false, NULL), QN_EPROTOCOL_DB);
     ck_assert_int_eq(map("123", "short state", false, NULL), QN_EPROTOCOL_DB);
     ck_assert_int_eq(map("", "", false, NULL), QN_EPROTOCOL_DB);
 }

@@ -62,10 +62,8 @@ START_TEST(fetch_by_offset)
     uint8_t pid[16];
     memcpy(pid, po.segs[0].pid, 16);
     ck_assert_int_eq(qt_push1(B, S, "log", "p0", &b, &po), QN_OK);
-    struct qn_fetch_entry es[4] = {{"log", "p0", 2, 0},
-                                   {"log", "missing", 0, 0},
-                                   {"log", "p0", 99, 0},
-                                   {"log", "p0", 8, 0}};
+    struct qn_fetch_entry es[4] = {
+        {"log", "p0", 2, 0}, {"log", "missing", 0, 0}, {"log", "p0", 99, 0}, {"log", "p0", 8, 0}};
     struct qn_fetch_args args = {es, 4, 0, 0, 0, 0};
     struct fetch_out o;
     memset(&o, 0, sizeof o);

@@ -93,8 +93,7 @@ START_TEST(dedup_cache_reads)
     struct win_out w;
     memset(&w, 0, sizeof w);
     w.want = a.hashes;
-    ck_assert_int_eq(qn_store_txns_window(S, po.segs[0].pid, 3600, NULL, win_cb, &w, NULL),
-                     QN_OK);
+    ck_assert_int_eq(qn_store_txns_window(S, po.segs[0].pid, 3600, NULL, win_cb, &w, NULL), QN_OK);
     ck_assert(qt_run_until(B, &w.s.done, 10000));
     ck_assert_int_eq(w.s.code, QN_OK);
     ck_assert_uint_eq(w.n, 1);
@@ -181,9 +180,8 @@ START_TEST(retention_loop_procedures)
 
     struct step_out so;
     memset(&so, 0, sizeof so);
-    ck_assert_int_eq(qn_store_txns_purge_step(S, pid, l.items[0].cutoff_us, 1, NULL, step_cb, &so,
-                                              NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_txns_purge_step(S, pid, l.items[0].cutoff_us, 1, NULL, step_cb, &so, NULL), QN_OK);
     WAIT(so.s);
     ck_assert_msg(so.s.code == QN_OK, "%s", so.s.message);
     ck_assert_int_eq(so.r.deleted, 1);
@@ -192,9 +190,9 @@ START_TEST(retention_loop_procedures)
 
     /* retention rule 1 with a cutoff in the future deletes both segments */
     memset(&so, 0, sizeof so);
-    ck_assert_int_eq(qn_store_retention_step(S, pid, future, QN_STORE_NO_TS, 100, NULL, step_cb,
-                                             &so, NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn_store_retention_step(S, pid, future, QN_STORE_NO_TS, 100, NULL, step_cb, &so, NULL),
+        QN_OK);
     WAIT(so.s);
     ck_assert_msg(so.s.code == QN_OK, "%s", so.s.message);
     ck_assert_int_eq(so.r.deleted, 2);

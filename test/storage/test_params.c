@@ -79,20 +79,20 @@ START_TEST(int_arrays)
 {
     int64_t v[3] = {1, -2, INT64_MAX};
     qn__p_arr_i64(&P, 0, v, 3);
-    const uint8_t want[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0, 0, 1,
-                            0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1,
-                            0, 0, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
-                            0, 0, 0, 8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    const uint8_t want[] = {0,    0,    0, 1, 0, 0, 0,    0,    0,    0,    0,    20,   0,    0,
+                            0,    3,    0, 0, 0, 1, 0,    0,    0,    8,    0,    0,    0,    0,
+                            0,    0,    0, 1, 0, 0, 0,    8,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xfe, 0, 0, 0, 8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     expect(0, want, (int)sizeof want, 1);
     int16_t s[2] = {1, -1};
     qn__p_arr_i16(&P, 1, s, 2);
-    const uint8_t w16[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 21, 0, 0, 0, 2, 0, 0, 0, 1,
-                           0, 0, 0, 2, 0, 1, 0, 0, 0, 2, 0xff, 0xff};
+    const uint8_t w16[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 21, 0, 0, 0,    2,
+                           0, 0, 0, 1, 0, 0, 0, 2, 0, 1, 0, 0,  0, 2, 0xff, 0xff};
     expect(1, w16, (int)sizeof w16, 1);
     int32_t i4[1] = {258};
     qn__p_arr_i32(&P, 2, i4, 1);
-    const uint8_t w32[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1,
-                           0, 0, 0, 4, 0, 0, 1, 2};
+    const uint8_t w32[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0,
+                           0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0,  1, 2};
     expect(2, w32, (int)sizeof w32, 1);
     /* empty: ndim 0, no dimensions */
     qn__p_arr_i64(&P, 3, NULL, 0);
@@ -105,20 +105,20 @@ START_TEST(text_and_bytea_arrays)
 {
     const char *t[3] = {"ab", NULL, ""};
     qn__p_arr_text(&P, 0, t, 3, NULL);
-    const uint8_t want[] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 25, 0, 0, 0, 3, 0, 0, 0, 1,
-                            0, 0, 0, 2, 'a', 'b', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+    const uint8_t want[] = {0, 0, 0, 1, 0, 0, 0, 1,   0,   0,    0,    25,   0,    0, 0, 3, 0,
+                            0, 0, 1, 0, 0, 0, 2, 'a', 'b', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
     expect(0, want, (int)sizeof want, 1);
     /* a default replaces NULL and "" and clears the has-null flag */
     qn__p_arr_text(&P, 1, t, 3, "D");
-    const uint8_t want2[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 3, 0, 0, 0, 1,
-                             0, 0, 0, 2, 'a', 'b', 0, 0, 0, 1, 'D', 0, 0, 0, 1, 'D'};
+    const uint8_t want2[] = {0, 0, 0, 1, 0, 0, 0,   0,   0, 0, 0, 25, 0,   0, 0, 3, 0, 0,
+                             0, 1, 0, 0, 0, 2, 'a', 'b', 0, 0, 0, 1,  'D', 0, 0, 0, 1, 'D'};
     expect(1, want2, (int)sizeof want2, 1);
     const uint8_t blob[3] = {0, 1, 2};
     const uint8_t *ptrs[2] = {blob, NULL};
     size_t lens[2] = {3, 0};
     qn__p_arr_bytea(&P, 2, ptrs, lens, 2);
-    const uint8_t want3[] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 17, 0, 0, 0, 2, 0, 0, 0, 1,
-                             0, 0, 0, 3, 0, 1, 2, 0xff, 0xff, 0xff, 0xff};
+    const uint8_t want3[] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 17,   0,    0,    0,   2,
+                             0, 0, 0, 1, 0, 0, 0, 3, 0, 1, 2, 0xff, 0xff, 0xff, 0xff};
     expect(2, want3, (int)sizeof want3, 1);
 }
 END_TEST

@@ -152,8 +152,7 @@ struct seg_out {
     const struct qt_seg *want[8];
 };
 
-static void segs_cb(void *ud, const struct qn_store_status *st,
-                    const struct qn_segments_result *r)
+static void segs_cb(void *ud, const struct qn_store_status *st, const struct qn_segments_result *r)
 {
     struct seg_out *o = ud;
     qt_copy_status(&o->s, st);

@@ -97,9 +97,9 @@ END_TEST
 /* A valid int8[] of three elements (one NULL). */
 static size_t good_array(uint8_t *b)
 {
-    static const uint8_t a[] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0, 0, 1,
-                                0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 7,
-                                0xff, 0xff, 0xff, 0xff,
+    static const uint8_t a[] = {0, 0, 0, 1, 0,    0,    0,    1,    0,    0,    0,    20,
+                                0, 0, 0, 3, 0,    0,    0,    1,    0,    0,    0,    8,
+                                0, 0, 0, 0, 0,    0,    0,    7,    0xff, 0xff, 0xff, 0xff,
                                 0, 0, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     memcpy(b, a, sizeof a);
     return sizeof a;
@@ -152,26 +152,26 @@ START_TEST(array_lies)
     uint8_t b[64], c[64];
     size_t n = good_array(b);
     struct qn__arr a;
-#define TRY(mutate, want)                                                                      \
-    do {                                                                                       \
-        memcpy(c, b, n);                                                                       \
-        mutate;                                                                                \
-        char *v = exact(c, n);                                                                 \
-        ck_assert_int_eq(qn__dec_array(v, (int)n, QN_OID_INT8, 100, &a), want);                \
-        free(v);                                                                               \
+#define TRY(mutate, want)                                                                          \
+    do {                                                                                           \
+        memcpy(c, b, n);                                                                           \
+        mutate;                                                                                    \
+        char *v = exact(c, n);                                                                     \
+        ck_assert_int_eq(qn__dec_array(v, (int)n, QN_OID_INT8, 100, &a), want);                    \
+        free(v);                                                                                   \
     } while (0)
     TRY((void)0, QN_OK);
-    TRY(c[3] = 2, QN_EPROTOCOL_DB);                    /* ndim 2 */
-    TRY(c[7] = 0, QN_EPROTOCOL_DB);                    /* has-null flag lies */
-    TRY(c[7] = 2, QN_EPROTOCOL_DB);                    /* flag not 0/1 */
-    TRY(c[11] = 23, QN_EPROTOCOL_DB);                  /* wrong element type */
-    TRY(c[15] = 4, QN_EPROTOCOL_DB);                   /* more elements than bytes */
+    TRY(c[3] = 2, QN_EPROTOCOL_DB);                     /* ndim 2 */
+    TRY(c[7] = 0, QN_EPROTOCOL_DB);                     /* has-null flag lies */
+    TRY(c[7] = 2, QN_EPROTOCOL_DB);                     /* flag not 0/1 */
+    TRY(c[11] = 23, QN_EPROTOCOL_DB);                   /* wrong element type */
+    TRY(c[15] = 4, QN_EPROTOCOL_DB);                    /* more elements than bytes */
     TRY((c[12] = 0x7f, c[15] = 0xff), QN_EPROTOCOL_DB); /* huge count */
-    TRY(c[15] = 2, QN_EPROTOCOL_DB);                   /* fewer elements: trailing bytes */
-    TRY(c[23] = 9, QN_EPROTOCOL_DB);                   /* element longer than the rest */
+    TRY(c[15] = 2, QN_EPROTOCOL_DB);                    /* fewer elements: trailing bytes */
+    TRY(c[23] = 9, QN_EPROTOCOL_DB);                    /* element longer than the rest */
     TRY((c[20] = 0x7f, c[23] = 0xff), QN_EPROTOCOL_DB); /* element length huge */
-    TRY((c[20] = 0x80, c[23] = 0), QN_EPROTOCOL_DB);   /* negative, not -1 */
-    TRY((c[16] = 0xff, c[19] = 0xfb), QN_OK);          /* any lower bound is fine */
+    TRY((c[20] = 0x80, c[23] = 0), QN_EPROTOCOL_DB);    /* negative, not -1 */
+    TRY((c[16] = 0xff, c[19] = 0xfb), QN_OK);           /* any lower bound is fine */
     /* max_n */
     char *v = exact(b, n);
     ck_assert_int_eq(qn__dec_array(v, (int)n, QN_OID_INT8, 2, &a), QN_EPROTOCOL_DB);

@@ -17,8 +17,7 @@ int qt_build_template(void);
 
 static bool unit_only(const char *only)
 {
-    static const char *const units[] = {"arena", "params", "results", "errmap",
-                                        "store_call"};
+    static const char *const units[] = {"arena", "params", "results", "errmap", "store_call"};
     if (only == NULL)
         return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)

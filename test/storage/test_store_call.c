@@ -84,9 +84,16 @@ static const struct qn__col thing_cols[] = {
 static const Oid thing_types[5] = {QN_OID_INT4, QN_OID_INT8, QN_OID_TEXT, QN_OID_BYTEA,
                                    QN_OID_BOOL};
 
-static const struct qn__rowspec list_spec = {
-    QN__NCOLS(thing_cols), thing_cols, sizeof(struct thing), 0, 3, sizeof(struct things),
-    offsetof(struct things, n), offsetof(struct things, rows), false, thing_ok};
+static const struct qn__rowspec list_spec = {QN__NCOLS(thing_cols),
+                                             thing_cols,
+                                             sizeof(struct thing),
+                                             0,
+                                             3,
+                                             sizeof(struct things),
+                                             offsetof(struct things, n),
+                                             offsetof(struct things, rows),
+                                             false,
+                                             thing_ok};
 
 static const struct qn__rowspec one_spec = {
     QN__NCOLS(thing_cols), thing_cols, sizeof(struct thing), 0, 1, 0, 0, 0, false, NULL};
@@ -98,8 +105,7 @@ static const struct qn__rowspec exactly_one_spec = {
     QN__NCOLS(thing_cols), thing_cols, sizeof(struct thing), 1, 1, 0, 0, 0, false, NULL};
 
 /* Decodes res with spec on a detached request; returns the code, *out the product. */
-static int run(const PGresult *res, const struct qn__rowspec *spec, qn_store_req **rq,
-               void **out)
+static int run(const PGresult *res, const struct qn__rowspec *spec, qn_store_req **rq, void **out)
 {
     ck_assert_int_eq(qn__req_new_detached(1, rq), QN_OK);
     struct qn__step *s = qn__req_add(*rq, QN_STMT_DB_NOW, NULL);

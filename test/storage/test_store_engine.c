@@ -38,10 +38,10 @@ static void teardown(void)
 
 struct cap {
     struct qt_status s;
-    int order;          /* completion order */
-    int64_t at_ms;      /* completion time */
-    bool ok;            /* the callback's own checks passed */
-    int64_t v;          /* a value extracted by the callback */
+    int order;     /* completion order */
+    int64_t at_ms; /* completion time */
+    bool ok;       /* the callback's own checks passed */
+    int64_t v;     /* a value extracted by the callback */
     char text[256];
 };
 
@@ -154,10 +154,10 @@ START_TEST(bytea_round_trip)
     memset(&k, 0, sizeof k);
     k.want = blob;
     k.n = n;
-    ck_assert_int_eq(qn__store_sql(st, -1, "SELECT $1, length($1)", types, &p, 1, NULL, bytea_cb,
-                                   &k, NULL),
-                     QN_OK);
-    qn__arena_free(&a); /* the call copied its inputs */
+    ck_assert_int_eq(
+        qn__store_sql(st, -1, "SELECT $1, length($1)", types, &p, 1, NULL, bytea_cb, &k, NULL),
+        QN_OK);
+    qn__arena_free(&a);     /* the call copied its inputs */
     ck_assert(!k.c.s.done); /* never synchronous */
     ck_assert(qt_run_until(B, &k.c.s.done, 10000));
     ck_assert_int_eq(k.c.s.code, QN_OK);
@@ -187,15 +187,16 @@ static void arrays_cb(void *ud, const struct qn_store_status *st, const PGresult
     const uint8_t *p;
     int32_t len;
     int64_t x;
-    bool ok = qn__dec_array(PQgetvalue(res, 0, 6), PQgetlength(res, 0, 6), QN_OID_INT8, 10,
-                            &a) == QN_OK &&
+    bool ok = qn__dec_array(PQgetvalue(res, 0, 6), PQgetlength(res, 0, 6), QN_OID_INT8, 10, &a) ==
+                  QN_OK &&
               a.n == 3;
     static const int64_t want[3] = {1, -2, INT64_MAX};
     for (int i = 0; ok && i < 3; i++)
         ok = qn__arr_next(&a, &p, &len) == 1 && qn__dec_i64((const char *)p, len, &x) == 0 &&
              x == want[i];
-    ok = ok && qn__dec_array(PQgetvalue(res, 0, 7), PQgetlength(res, 0, 7), QN_OID_TEXT, 10,
-                             &a) == QN_OK &&
+    ok = ok &&
+         qn__dec_array(PQgetvalue(res, 0, 7), PQgetlength(res, 0, 7), QN_OID_TEXT, 10, &a) ==
+             QN_OK &&
          a.n == 3 && a.has_null;
     ok = ok && qn__arr_next(&a, &p, &len) == 1 && len == 2 && memcmp(p, "ab", 2) == 0;
     ok = ok && qn__arr_next(&a, &p, &len) == 1 && len == -1;
@@ -223,7 +224,7 @@ START_TEST(array_round_trips)
     qn__p_arr_text(&p, 3, tx, 3, NULL);
     qn__p_arr_bytea(&p, 4, bp, bl, 3);
     qn__p_arr_i64(&p, 5, NULL, 0);
-    static const uint32_t types[6] = {QN_OID_INT8_ARR, QN_OID_INT4_ARR, QN_OID_INT2_ARR,
+    static const uint32_t types[6] = {QN_OID_INT8_ARR, QN_OID_INT4_ARR,  QN_OID_INT2_ARR,
                                       QN_OID_TEXT_ARR, QN_OID_BYTEA_ARR, QN_OID_INT8_ARR};
     struct arr_check k;
     memset(&k, 0, sizeof k);
@@ -260,9 +261,9 @@ static void scalars_cb(void *ud, const struct qn_store_status *st, const PGresul
     qt_copy_status(&k->c.s, st);
     if (res == NULL)
         return;
-    static const uint32_t t[9] = {QN_OID_BOOL, QN_OID_BOOL, QN_OID_BOOL, QN_OID_BOOL,
-                                  QN_OID_BOOL, QN_OID_UUID, QN_OID_TIMESTAMPTZ, QN_OID_BOOL,
-                                  QN_OID_INT2};
+    static const uint32_t t[9] = {QN_OID_BOOL,        QN_OID_BOOL, QN_OID_BOOL,
+                                  QN_OID_BOOL,        QN_OID_BOOL, QN_OID_UUID,
+                                  QN_OID_TIMESTAMPTZ, QN_OID_BOOL, QN_OID_INT2};
     if (qn__res_shape(res, 9, t) != QN_OK)
         return;
     struct qn__row w = {res, 0, NULL, QN_OK, -1};
@@ -297,8 +298,7 @@ START_TEST(scalar_round_trips)
     const char *sql = "SELECT $1::text = '00112233-4455-6677-8899-aabbccddeeff',"
                       " $2 = '2021-03-04 05:06:07.123456+00'::timestamptz, $3, $4 = 300,"
                       " $5 IS NULL, $1, $2, $3, $4";
-    ck_assert_int_eq(qn__store_sql(st, -1, sql, types, &p, 1, NULL, scalars_cb, &k, NULL),
-                     QN_OK);
+    ck_assert_int_eq(qn__store_sql(st, -1, sql, types, &p, 1, NULL, scalars_cb, &k, NULL), QN_OK);
     qn__arena_free(&a);
     ck_assert(qt_run_until(B, &k.c.s.done, 10000));
     ck_assert_msg(k.c.s.code == QN_OK, "%s", k.c.s.message);
@@ -361,7 +361,7 @@ START_TEST(pipeline_shares_one_connection)
         ck_assert_int_eq(k[i].c.s.code, QN_OK);
         ck_assert(k[i].c.ok);
         ck_assert_int_eq(k[i].echo, i);
-        ck_assert_int_eq(k[i].c.order, i); /* in order */
+        ck_assert_int_eq(k[i].c.order, i);    /* in order */
         ck_assert_int_eq(k[i].pid, k[0].pid); /* one backend */
     }
     struct qn_store_stats s;
@@ -369,7 +369,7 @@ START_TEST(pipeline_shares_one_connection)
     ck_assert_uint_eq(s.connections_up, 1);
     ck_assert_uint_eq(s.in_flight_peak, 16); /* all 16 were on the wire together */
     ck_assert_uint_eq(s.statements, 16);
-    ck_assert_uint_eq(s.round_trips, 16);   /* one sync per call */
+    ck_assert_uint_eq(s.round_trips, 16); /* one sync per call */
     ck_assert_uint_eq(s.calls, 16);
     ck_assert_uint_eq(s.in_flight, 0);
     /* serial on the server (16 x 20 ms) but not 16 network waits apart */
@@ -425,8 +425,7 @@ START_TEST(one_sync_is_one_transaction)
     struct qt_status x;
     ck_assert_int_eq(qt_exec(B, st, "CREATE TABLE t (id int PRIMARY KEY)", &x), QN_OK);
     struct cap bad, count1, good, count2;
-    const char *fail[3] = {"INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)",
-                           "SELECT 1/0"};
+    const char *fail[3] = {"INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)", "SELECT 1/0"};
     const char *ok[2] = {"INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)"};
     completions = 0;
     many(st, 3, fail, &bad);
@@ -542,8 +541,8 @@ START_TEST(terminated_backend_fails_calls_then_reconnects)
     PQfinish(c);
     /* a write pipelined behind them: the server ended the session before it */
     memset(&w, 0, sizeof w);
-    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true, "SELECT 'w'", NULL, NULL, 0,
-                                      NULL, cap_cb, &w, NULL),
+    ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true, "SELECT 'w'", NULL, NULL, 0, NULL,
+                                      cap_cb, &w, NULL),
                      QN_OK);
     struct qn_store_stats s;
     do { /* sent */
@@ -831,8 +830,9 @@ START_TEST(deadlock_is_retried)
     struct qt_status q;
     ck_assert_int_eq(qt_exec(B, st, "CREATE TABLE d (id int PRIMARY KEY, v int)", &q), QN_OK);
     ck_assert_int_eq(qt_exec(B, st, "INSERT INTO d VALUES (1, 0), (2, 0)", &q), QN_OK);
-    ck_assert_int_eq(qt_exec(B, st, "ALTER DATABASE qn_storage_engine SET deadlock_timeout = "
-                                    "'100ms'",
+    ck_assert_int_eq(qt_exec(B, st,
+                             "ALTER DATABASE qn_storage_engine SET deadlock_timeout = "
+                             "'100ms'",
                              &q),
                      QN_OK);
     qn_store_free(st);
@@ -899,8 +899,8 @@ static int64_t write_behind_reads(int reserve, int *read_on_reserved)
     for (int i = 0; i < 12; i++) {
         memset(&rd[i], 0, sizeof rd[i]);
         ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_READ, false,
-                                          "SELECT pg_backend_pid() FROM pg_sleep(1.5)", NULL,
-                                          NULL, 0, NULL, lane_cb, &rd[i], NULL),
+                                          "SELECT pg_backend_pid() FROM pg_sleep(1.5)", NULL, NULL,
+                                          0, NULL, lane_cb, &rd[i], NULL),
                          QN_OK);
     }
     PGconn *c = side();
@@ -1031,9 +1031,8 @@ START_TEST(free_inside_a_callback)
     victim = qt_store(B, CI, 1, 4);
     struct cap a, b;
     memset(&a, 0, sizeof a);
-    ck_assert_int_eq(qn__store_sql(victim, -1, "SELECT 1", NULL, NULL, 0, NULL, free_in_cb, &a,
-                                   NULL),
-                     QN_OK);
+    ck_assert_int_eq(
+        qn__store_sql(victim, -1, "SELECT 1", NULL, NULL, 0, NULL, free_in_cb, &a, NULL), QN_OK);
     sql_async(victim, "SELECT pg_sleep(0.2)", 0, &b, NULL);
     ck_assert(qt_run_until(B, &a.s.done, 5000));
     ck_assert_int_eq(a.s.code, QN_OK);
@@ -1049,10 +1048,10 @@ END_TEST
 
 struct decode_case {
     const char *sql;
-    int stmt;          /* the statement whose decoder runs */
+    int stmt; /* the statement whose decoder runs */
     qn__decode_fn fn;
     size_t expect;
-    int want;          /* QN_OK or QN_EPROTOCOL_DB */
+    int want; /* QN_OK or QN_EPROTOCOL_DB */
     bool text_format;
 };
 
@@ -1071,7 +1070,6 @@ static void decode_cb(void *ud, const struct qn_store_status *st, const PGresult
     qn__req_discard(r);
 }
 
-
 START_TEST(malformed_results_are_protocol_errors)
 {
     dec_st = qt_store(B, CI, 1, 4);
@@ -1080,12 +1078,12 @@ START_TEST(malformed_results_are_protocol_errors)
     char sql[40][512];
     struct decode_case cases[40];
     int n = 0;
-#define PUSH(ord, status, base, idx, off, expect, want)                                       \
-    do {                                                                                       \
-        snprintf(sql[n], sizeof sql[n], P, ord, status, base, idx, off);                       \
-        cases[n] = (struct decode_case){sql[n], QN_STMT_PUSH, qn__decode_push, expect, want,   \
-                                        false};                                                \
-        n++;                                                                                   \
+#define PUSH(ord, status, base, idx, off, expect, want)                                            \
+    do {                                                                                           \
+        snprintf(sql[n], sizeof sql[n], P, ord, status, base, idx, off);                           \
+        cases[n] =                                                                                 \
+            (struct decode_case){sql[n], QN_STMT_PUSH, qn__decode_push, expect, want, false};      \
+        n++;                                                                                       \
     } while (0)
     PUSH("0", "0", "10", "NULL", "NULL", 1, QN_OK);
     PUSH("1", "0", "10", "NULL", "NULL", 1, QN_EPROTOCOL_DB);   /* ord out of range */
@@ -1095,47 +1093,83 @@ START_TEST(malformed_results_are_protocol_errors)
     PUSH("0", "0", "10", "NULL", "NULL", 2, QN_EPROTOCOL_DB);   /* a segment without rows */
     PUSH("0", "1", "NULL", "NULL", "5", 1, QN_EPROTOCOL_DB);    /* duplicate without idx */
     PUSH("NULL", "0", "10", "NULL", "NULL", 1, QN_EPROTOCOL_DB);
-    PUSH("0", "1", "NULL", "-3", "5", 1, QN_EPROTOCOL_DB);      /* negative frame index */
+    PUSH("0", "1", "NULL", "-3", "5", 1, QN_EPROTOCOL_DB); /* negative frame index */
     PUSH("0", "1", "NULL", "2", "5", 1, QN_OK);
     /* two rows: queued twice; duplicates out of order */
     cases[n++] = (struct decode_case){
         "SELECT 0::int4, gen_random_uuid(), 1::int4, 0::int2, 1::int8, now(), NULL::int4, "
         "NULL::int8 FROM generate_series(1, 2)",
-        QN_STMT_PUSH, qn__decode_push, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_PUSH,
+        qn__decode_push,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT 0::int4, gen_random_uuid(), 1::int4, 1::int2, NULL::int8, NULL::timestamptz, "
         "(3 - g)::int4, 9::int8 FROM generate_series(1, 2) g",
-        QN_STMT_PUSH, qn__decode_push, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_PUSH,
+        qn__decode_push,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     /* wrong shapes */
-    cases[n++] = (struct decode_case){"SELECT 1", QN_STMT_PUSH, qn__decode_push, 1,
-                                      QN_EPROTOCOL_DB, false};
+    cases[n++] =
+        (struct decode_case){"SELECT 1", QN_STMT_PUSH, qn__decode_push, 1, QN_EPROTOCOL_DB, false};
     cases[n++] = (struct decode_case){
         "SELECT 0::int8, gen_random_uuid(), 1::int4, 0::int2, 1::int8, now(), NULL::int4, "
         "NULL::int8",
-        QN_STMT_PUSH, qn__decode_push, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_PUSH,
+        qn__decode_push,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT 0::int4, gen_random_uuid(), 1::int4, 0::int2, 1::int8, now(), NULL::int4, "
         "NULL::int8",
-        QN_STMT_PUSH, qn__decode_push, 1, QN_EPROTOCOL_DB, true};
+        QN_STMT_PUSH,
+        qn__decode_push,
+        1,
+        QN_EPROTOCOL_DB,
+        true};
     /* ack: summary missing, item twice, outcome out of range, fine */
     cases[n++] = (struct decode_case){
         "SELECT 0::int4, 1::int2, 5::int8, NULL::int4, NULL::int8, NULL::int8, NULL::bytea",
-        QN_STMT_ACK, qn__decode_ack, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_ACK,
+        qn__decode_ack,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT i::int4, 1::int2, 5::int8, 0::int4, 5::int8, NULL::int8, NULL::bytea "
         "FROM (VALUES (0), (0), (-1)) v(i)",
-        QN_STMT_ACK, qn__decode_ack, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_ACK,
+        qn__decode_ack,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT i::int4, 9::int2, 5::int8, 0::int4, 5::int8, NULL::int8, NULL::bytea "
         "FROM (VALUES (0), (-1)) v(i)",
-        QN_STMT_ACK, qn__decode_ack, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_ACK,
+        qn__decode_ack,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT i::int4, 1::int2, 5::int8, 0::int4, 5::int8, NULL::int8, NULL::bytea "
         "FROM (VALUES (0), (-1)) v(i)",
-        QN_STMT_ACK, qn__decode_ack, 1, QN_OK, false};
+        QN_STMT_ACK,
+        qn__decode_ack,
+        1,
+        QN_OK,
+        false};
     cases[n++] = (struct decode_case){
         "SELECT 5::int4, 1::int2, 5::int8, 0::int4, 5::int8, NULL::int8, NULL::bytea",
-        QN_STMT_ACK, qn__decode_ack, 1, QN_EPROTOCOL_DB, false};
+        QN_STMT_ACK,
+        qn__decode_ack,
+        1,
+        QN_EPROTOCOL_DB,
+        false};
     ck_assert_int_le(n, 40);
     for (int i = 0; i < n; i++) {
         struct cap dummy;

@@ -28,8 +28,8 @@
 #include "tcpproxy.h"
 
 static struct event_base *B;
-static char *CI;           /* the database, directly */
-static char *VIA;          /* the same database through the proxy */
+static char *CI;  /* the database, directly */
+static char *VIA; /* the same database through the proxy */
 static struct qt_proxy *P;
 
 static void setup(void)
@@ -276,8 +276,8 @@ START_TEST(silenced_answer_is_in_doubt_and_the_pool_recovers)
     } while (s.hung == 0 && qn_store_now_ms() < end);
     ck_assert_uint_eq(s.hung, 1);
     ck_assert_int_eq(nwarn, 1);
-    ck_assert_msg(strstr(logged, "connection 0") != NULL && strstr(logged, "qn_push") != NULL,
-                  "%s", logged);
+    ck_assert_msg(strstr(logged, "connection 0") != NULL && strstr(logged, "qn_push") != NULL, "%s",
+                  logged);
     ck_assert(until_up(st, 2, 5000));
     ck_assert_int_ge(qt_proxy_nconns(P), 3);
     /* and it serves: the resubmitted push finds the rows already stored */

@@ -190,8 +190,7 @@ START_TEST(unapplied_ack_rolls_back_the_push)
 }
 END_TEST
 
-static void ack_status_cb(void *ud, const struct qn_store_status *st,
-                          const struct qn_ack_result *r)
+static void ack_status_cb(void *ud, const struct qn_store_status *st, const struct qn_ack_result *r)
 {
     (void)r;
     qt_copy_status(ud, st);

@@ -42,9 +42,9 @@
 #define CHUNK 65536
 
 struct pconn {
-    int fd[2];          /* [0] client, [1] server */
-    int client_port;    /* the client's local port */
-    bool silenced[2];   /* [0] up, [1] down */
+    int fd[2];        /* [0] client, [1] server */
+    int client_port;  /* the client's local port */
+    bool silenced[2]; /* [0] up, [1] down */
     uint8_t *hold[2];
     size_t hold_len[2];
     uint64_t fwd[2], held[2];
@@ -372,8 +372,7 @@ int qt_proxy_counts(struct qt_proxy *p, int conn, struct qt_proxy_counts *out)
     return rc;
 }
 
-bool qt_proxy_wait_held(struct qt_proxy *p, int conn, int dir, uint64_t min_bytes,
-                        int timeout_ms)
+bool qt_proxy_wait_held(struct qt_proxy *p, int conn, int dir, uint64_t min_bytes, int timeout_ms)
 {
     struct timespec step = {0, 2000000};
     for (int waited = 0; waited <= timeout_ms; waited += 2) {

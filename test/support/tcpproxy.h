@@ -57,7 +57,6 @@ int qt_proxy_counts(struct qt_proxy *p, int conn, struct qt_proxy_counts *out);
 
 /* Waits up to timeout_ms until conn has held at least min_bytes in direction
  * dir (QT_UP or QT_DOWN); true when it did. */
-bool qt_proxy_wait_held(struct qt_proxy *p, int conn, int dir, uint64_t min_bytes,
-                        int timeout_ms);
+bool qt_proxy_wait_held(struct qt_proxy *p, int conn, int dir, uint64_t min_bytes, int timeout_ms);
 
 #endif

@@ -32,7 +32,7 @@ struct qn_migrate_report {
  * (cannot connect), QN_ETIMEOUT (advisory lock not obtained within lock_wait_ms)
  * or QN_EDB (a statement failed; the message names the file).
  */
-int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report *rep,
-               char *errbuf, size_t errcap);
+int qn_migrate(const char *conninfo, int lock_wait_ms, struct qn_migrate_report *rep, char *errbuf,
+               size_t errcap);
 
 #endif

@@ -100,13 +100,13 @@ enum qn_store_log_level {
 };
 
 struct qn_store_config {
-    const char *conninfo;      /* libpq connection string or URL (copied) */
-    int pool_size;             /* connections, 1..256 */
-    int pipeline_depth;        /* calls in flight per connection, 1..1024 */
-    int stmt_timeout_ms;       /* statement_timeout of every session, > 0 */
-    int max_waiting;           /* calls queued for a connection before QN_EBUSY */
-    int conflict_retries;      /* deadlock/serialization retries, >= 0 */
-    int reconnect_min_ms;      /* first reconnect delay; doubles up to max */
+    const char *conninfo; /* libpq connection string or URL (copied) */
+    int pool_size;        /* connections, 1..256 */
+    int pipeline_depth;   /* calls in flight per connection, 1..1024 */
+    int stmt_timeout_ms;  /* statement_timeout of every session, > 0 */
+    int max_waiting;      /* calls queued for a connection before QN_EBUSY */
+    int conflict_retries; /* deadlock/serialization retries, >= 0 */
+    int reconnect_min_ms; /* first reconnect delay; doubles up to max */
     int reconnect_max_ms;
     int write_reserve;         /* connections only the write lane uses, 0..pool_size-1;
                                   -1 = pool/4 for pools of 4 or more, 1 for 2 or 3,
@@ -164,10 +164,10 @@ void qn_store_cancel(qn_store_req *req);
 
 /* Counters since qn_store_new(), for benches and tests. */
 struct qn_store_stats {
-    uint64_t calls;          /* calls completed (any outcome) */
-    uint64_t statements;     /* statements sent */
-    uint64_t round_trips;    /* pipeline syncs sent */
-    uint64_t retries;        /* conflict retries */
+    uint64_t calls;       /* calls completed (any outcome) */
+    uint64_t statements;  /* statements sent */
+    uint64_t round_trips; /* pipeline syncs sent */
+    uint64_t retries;     /* conflict retries */
     uint64_t reconnects;
     uint32_t connections_up;
     uint32_t waiting;        /* calls queued for a connection */
@@ -188,8 +188,8 @@ struct qn_store_status {
 
 /* Common per-call options. */
 struct qn_call_opts {
-    int64_t deadline_ms;    /* 0 = none */
-    const uint8_t *tenant;  /* 16 bytes; NULL = the default tenant */
+    int64_t deadline_ms;   /* 0 = none */
+    const uint8_t *tenant; /* 16 bytes; NULL = the default tenant */
 };
 
 /* ---------------------------------------------------------------- push */
@@ -199,35 +199,35 @@ struct qn_call_opts {
 
 struct qn_push_segment {
     const char *queue;
-    const char *partition;     /* NULL or "" = "Default" */
-    uint32_t count;            /* frames in blob, >= 1 */
-    const uint8_t *hashes;     /* count * 16 bytes, distinct */
-    int64_t verified;          /* dedup-cache watermark; -1 = cannot vouch */
-    int32_t cache_window;      /* window (s) `verified` was vouched under; 0 = unknown
-                                  (the watermark is then taken as given) */
-    const uint8_t *cache_pid;  /* partition id `verified` was vouched for (16 bytes);
-                                  NULL = not checked */
-    const uint8_t *blob;       /* compressed segment */
+    const char *partition;    /* NULL or "" = "Default" */
+    uint32_t count;           /* frames in blob, >= 1 */
+    const uint8_t *hashes;    /* count * 16 bytes, distinct */
+    int64_t verified;         /* dedup-cache watermark; -1 = cannot vouch */
+    int32_t cache_window;     /* window (s) `verified` was vouched under; 0 = unknown
+                                 (the watermark is then taken as given) */
+    const uint8_t *cache_pid; /* partition id `verified` was vouched for (16 bytes);
+                                 NULL = not checked */
+    const uint8_t *blob;      /* compressed segment */
     size_t blob_len;
 };
 
 struct qn_push_dup {
-    uint32_t idx;              /* frame index in the segment */
-    int64_t offset;            /* offset of the original message */
+    uint32_t idx;   /* frame index in the segment */
+    int64_t offset; /* offset of the original message */
 };
 
 struct qn_push_seg_result {
-    int status;                /* QN_PUSH_QUEUED or QN_PUSH_DUPLICATE */
-    uint8_t pid[16];           /* partition id */
-    int32_t window;            /* queue's dedup window, seconds */
-    int64_t base;              /* queued: first offset */
-    int64_t created_at_us;     /* queued: commit stamp */
-    size_t ndups;              /* duplicate: entries in dups, ascending idx */
+    int status;            /* QN_PUSH_QUEUED or QN_PUSH_DUPLICATE */
+    uint8_t pid[16];       /* partition id */
+    int32_t window;        /* queue's dedup window, seconds */
+    int64_t base;          /* queued: first offset */
+    int64_t created_at_us; /* queued: commit stamp */
+    size_t ndups;          /* duplicate: entries in dups, ascending idx */
     const struct qn_push_dup *dups;
 };
 
 struct qn_push_result {
-    size_t n;                             /* == number of segments pushed */
+    size_t n;                              /* == number of segments pushed */
     const struct qn_push_seg_result *segs; /* input order */
 };
 
@@ -262,21 +262,21 @@ int qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offs
 enum qn_sub_mode { QN_SUB_ALL = 0, QN_SUB_NEW = 1, QN_SUB_TIMESTAMP = 2 };
 
 struct qn_pop_args {
-    const char *queue;         /* NULL/"" = discover by namespace/task */
-    const char *partition;     /* NULL/"" = any partition */
+    const char *queue;     /* NULL/"" = discover by namespace/task */
+    const char *partition; /* NULL/"" = any partition */
     const char *namespace_;
     const char *task;
-    const char *group;         /* NULL/"" = "__QUEUE_MODE__" */
-    int32_t budget;            /* messages, >= 1 */
-    int64_t max_bytes;         /* <= 0: unlimited */
-    int32_t msg_overhead;      /* bytes added per message to the budget */
-    int32_t max_msg_bytes;     /* largest frame a message can have */
-    int32_t lease_seconds;     /* <= 0: queue's lease_time */
-    const char *worker;        /* lease id (UUID text) */
+    const char *group;     /* NULL/"" = "__QUEUE_MODE__" */
+    int32_t budget;        /* messages, >= 1 */
+    int64_t max_bytes;     /* <= 0: unlimited */
+    int32_t msg_overhead;  /* bytes added per message to the budget */
+    int32_t max_msg_bytes; /* largest frame a message can have */
+    int32_t lease_seconds; /* <= 0: queue's lease_time */
+    const char *worker;    /* lease id (UUID text) */
     bool auto_ack;
-    int32_t max_partitions;    /* <= 0: 1 */
+    int32_t max_partitions; /* <= 0: 1 */
     enum qn_sub_mode sub_mode;
-    int64_t sub_from_us;       /* QN_SUB_TIMESTAMP */
+    int64_t sub_from_us; /* QN_SUB_TIMESTAMP */
 };
 
 struct qn_pop_segment {
@@ -309,9 +309,9 @@ int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call
 
 typedef void (*qn_bool_cb)(void *ud, const struct qn_store_status *st, bool value);
 /* has_pending_v1 */
-int qn_store_has_pending(qn_store *st, const char *queue, const char *partition,
-                         const char *group, const struct qn_call_opts *opts, qn_bool_cb cb,
-                         void *ud, qn_store_req **req);
+int qn_store_has_pending(qn_store *st, const char *queue, const char *partition, const char *group,
+                         const struct qn_call_opts *opts, qn_bool_cb cb, void *ud,
+                         qn_store_req **req);
 
 /* pop_gate_v1: the queue's min_pop_wait_time (ms) and the group's unconsumed
  * messages in lease-free partitions (a hint; 0, 0 for a missing queue). */
@@ -342,32 +342,32 @@ int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, co
 #define QN_ACKF_CHARGED 8
 
 struct qn_ack_item {
-    const uint8_t *hash;       /* 16 bytes, or NULL to ack by offset */
-    int64_t offset;            /* used when hash == NULL */
-    int status;                /* QN_ACK_COMPLETED .. QN_ACK_DLQ */
+    const uint8_t *hash; /* 16 bytes, or NULL to ack by offset */
+    int64_t offset;      /* used when hash == NULL */
+    int status;          /* QN_ACK_COMPLETED .. QN_ACK_DLQ */
 };
 
 struct qn_ack_args {
     uint8_t pid[16];
-    const char *group;         /* NULL/"" = "__QUEUE_MODE__" */
-    const char *worker;        /* NULL/"" = no lease check */
+    const char *group;  /* NULL/"" = "__QUEUE_MODE__" */
+    const char *worker; /* NULL/"" = no lease check */
     const struct qn_ack_item *items;
     size_t n;
 };
 
 struct qn_ack_item_result {
-    int outcome;               /* QN_ACK_APPLIED .. QN_ACK_DEFERRED */
-    int64_t offset;            /* resolved offset, -1 when unknown */
+    int outcome;    /* QN_ACK_APPLIED .. QN_ACK_DEFERRED */
+    int64_t offset; /* resolved offset, -1 when unknown */
 };
 
 struct qn_ack_result {
     size_t n;
     const struct qn_ack_item_result *items; /* input order */
-    int64_t committed;         /* cursor after the call (-1 when no row) */
-    uint32_t flags;            /* QN_ACKF_* */
-    int64_t dlq_offset;        /* QN_ACKF_DLQ_HANDOFF: the poison offset */
-    int64_t dlq_base;          /* its segment's base, -1 when the segment is gone */
-    const uint8_t *dlq_blob;   /* its segment, NULL when gone */
+    int64_t committed;                      /* cursor after the call (-1 when no row) */
+    uint32_t flags;                         /* QN_ACKF_* */
+    int64_t dlq_offset;                     /* QN_ACKF_DLQ_HANDOFF: the poison offset */
+    int64_t dlq_base;                       /* its segment's base, -1 when the segment is gone */
+    const uint8_t *dlq_blob;                /* its segment, NULL when gone */
     size_t dlq_blob_len;
 };
 
@@ -436,15 +436,15 @@ int qn_store_txn_delete_dlq(qn_store_txn *t, const uint8_t dlq_id[16]);
 void qn_store_txn_abandon(qn_store_txn *t);
 
 struct qn_txn_step_result {
-    int kind;                  /* 1 push, 2 ack, 3 check leases, 4 delete dlq */
+    int kind; /* 1 push, 2 ack, 3 check leases, 4 delete dlq */
     const struct qn_push_result *push;
     const struct qn_ack_result *ack;
-    int64_t value;             /* delete dlq: rows deleted */
+    int64_t value; /* delete dlq: rows deleted */
 };
 struct qn_txn_result {
     size_t n;
     const struct qn_txn_step_result *steps; /* order added */
-    int failed_step;           /* on failure: the step that raised, else -1 */
+    int failed_step;                        /* on failure: the step that raised, else -1 */
 };
 typedef void (*qn_txn_cb)(void *ud, const struct qn_store_status *st,
                           const struct qn_txn_result *res);
@@ -463,15 +463,15 @@ struct qn_fetch_entry {
 struct qn_fetch_args {
     const struct qn_fetch_entry *entries;
     size_t n;
-    int64_t budget;            /* bytes across the call */
-    int32_t max_records;       /* per entry */
+    int64_t budget;      /* bytes across the call */
+    int32_t max_records; /* per entry */
     int32_t msg_overhead;
     int32_t max_msg_bytes;
 };
 struct qn_fetch_entry_result {
-    int error;                 /* 0 none, 1 unknown partition, 2 offset out of range */
+    int error; /* 0 none, 1 unknown partition, 2 offset out of range */
     uint8_t pid[16];
-    int64_t high;              /* last offset + 1 */
+    int64_t high; /* last offset + 1 */
     int64_t log_start;
     size_t nsegs;
     const struct qn_pop_segment *segs; /* queue/partition/lease fields unset */
@@ -499,12 +499,26 @@ struct qn_queue_options {
     uint32_t set;
 };
 enum {
-    QN_OPT_LEASE_TIME, QN_OPT_RETRY_LIMIT, QN_OPT_RETRY_DELAY, QN_OPT_MAX_SIZE, QN_OPT_TTL,
-    QN_OPT_DEAD_LETTER_QUEUE, QN_OPT_DLQ_AFTER_MAX_RETRIES, QN_OPT_DELAYED_PROCESSING,
-    QN_OPT_WINDOW_BUFFER, QN_OPT_RETENTION_SECONDS, QN_OPT_COMPLETED_RETENTION_SECONDS,
-    QN_OPT_RETENTION_ENABLED, QN_OPT_ENCRYPTION_ENABLED, QN_OPT_MAX_WAIT_TIME_SECONDS,
-    QN_OPT_MIN_POP_WAIT_TIME, QN_OPT_DEDUP_WINDOW_SECONDS, QN_OPT_PRIORITY, QN_OPT_NAMESPACE,
-    QN_OPT_TASK, QN_OPT_COUNT
+    QN_OPT_LEASE_TIME,
+    QN_OPT_RETRY_LIMIT,
+    QN_OPT_RETRY_DELAY,
+    QN_OPT_MAX_SIZE,
+    QN_OPT_TTL,
+    QN_OPT_DEAD_LETTER_QUEUE,
+    QN_OPT_DLQ_AFTER_MAX_RETRIES,
+    QN_OPT_DELAYED_PROCESSING,
+    QN_OPT_WINDOW_BUFFER,
+    QN_OPT_RETENTION_SECONDS,
+    QN_OPT_COMPLETED_RETENTION_SECONDS,
+    QN_OPT_RETENTION_ENABLED,
+    QN_OPT_ENCRYPTION_ENABLED,
+    QN_OPT_MAX_WAIT_TIME_SECONDS,
+    QN_OPT_MIN_POP_WAIT_TIME,
+    QN_OPT_DEDUP_WINDOW_SECONDS,
+    QN_OPT_PRIORITY,
+    QN_OPT_NAMESPACE,
+    QN_OPT_TASK,
+    QN_OPT_COUNT
 };
 
 struct qn_queue_info {
@@ -520,7 +534,7 @@ struct qn_queue_info {
 struct qn_queues_result {
     size_t n;
     const struct qn_queue_info *queues;
-    bool created;              /* configure: the queue did not exist before */
+    bool created; /* configure: the queue did not exist before */
 };
 typedef void (*qn_queues_cb)(void *ud, const struct qn_store_status *st,
                              const struct qn_queues_result *res);
@@ -531,8 +545,8 @@ int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_qu
 int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
                        qn_queues_cb cb, void *ud, qn_store_req **req);
 int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
-                         int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb,
-                         void *ud, qn_store_req **req);
+                         int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb, void *ud,
+                         qn_store_req **req);
 
 struct qn_partition_info {
     const char *partition;
@@ -605,8 +619,8 @@ struct qn_dlq_result {
 typedef void (*qn_dlq_cb)(void *ud, const struct qn_store_status *st,
                           const struct qn_dlq_result *res);
 int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const char *partition,
-                      int32_t limit, int32_t offset, const struct qn_call_opts *opts,
-                      qn_dlq_cb cb, void *ud, qn_store_req **req);
+                      int32_t limit, int32_t offset, const struct qn_call_opts *opts, qn_dlq_cb cb,
+                      void *ud, qn_store_req **req);
 int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_opts *opts,
                      qn_dlq_cb cb, void *ud, qn_store_req **req);
 /* delete_dlq_v1: by id when id != NULL, else by (pid, txn). value = rows deleted */
@@ -627,17 +641,17 @@ struct qn_stats_result {
 };
 typedef void (*qn_stats_cb)(void *ud, const struct qn_store_status *st,
                             const struct qn_stats_result *res);
-int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts,
-                   qn_stats_cb cb, void *ud, qn_store_req **req);
+int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts, qn_stats_cb cb,
+                   void *ud, qn_store_req **req);
 
 /* ---------------------------------------------------------------- dedup cache support */
 
 /* partition_meta_v1: what the broker's dedup cache memoises per partition. */
 struct qn_partition_meta {
     uint8_t pid[16];
-    int32_t window;            /* the queue's dedup window, seconds */
+    int32_t window; /* the queue's dedup window, seconds */
     int64_t last_offset;
-    int64_t txns_start;        /* sidecar purge watermark */
+    int64_t txns_start; /* sidecar purge watermark */
 };
 /* meta is NULL when the queue or partition does not exist. */
 typedef void (*qn_partition_meta_cb)(void *ud, const struct qn_store_status *st,
@@ -680,10 +694,10 @@ int qn_store_maint_worklist(qn_store *st, int64_t now_us, int phase, int32_t lim
                             qn_store_req **req);
 
 struct qn_maint_step {
-    int32_t deleted;           /* rows deleted */
-    int64_t frames;            /* messages in the deleted segments (0 for sidecar purges) */
-    int64_t new_start;         /* new log_start / txns_start, -1 when unchanged/unknown */
-    bool done;                 /* nothing more to delete under these cutoffs */
+    int32_t deleted;   /* rows deleted */
+    int64_t frames;    /* messages in the deleted segments (0 for sidecar purges) */
+    int64_t new_start; /* new log_start / txns_start, -1 when unchanged/unknown */
+    bool done;         /* nothing more to delete under these cutoffs */
 };
 typedef void (*qn_maint_step_cb)(void *ud, const struct qn_store_status *st,
                                  const struct qn_maint_step *res);
@@ -696,8 +710,8 @@ int qn_store_retention_step(qn_store *st, const uint8_t pid[16], int64_t all_cut
                             qn_store_req **req);
 /* txns_purge_step_v1 */
 int qn_store_txns_purge_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
-                             int32_t max_rows, const struct qn_call_opts *opts,
-                             qn_maint_step_cb cb, void *ud, qn_store_req **req);
+                             int32_t max_rows, const struct qn_call_opts *opts, qn_maint_step_cb cb,
+                             void *ud, qn_store_req **req);
 /* evict_max_wait_step_v1 */
 int qn_store_evict_max_wait_step(qn_store *st, const uint8_t pid[16], int64_t cutoff_us,
                                  int32_t max_rows, const struct qn_call_opts *opts,
@@ -708,8 +722,8 @@ int qn_store_partition_dead(qn_store *st, const uint8_t pid[16], int64_t cutoff_
                             qn_store_req **req);
 /* partition_cleanup_step_v1 (frames and new_start unused) */
 int qn_store_partition_cleanup_step(qn_store *st, int64_t cutoff_us, int32_t max_rows,
-                                    const struct qn_call_opts *opts, qn_maint_step_cb cb,
-                                    void *ud, qn_store_req **req);
+                                    const struct qn_call_opts *opts, qn_maint_step_cb cb, void *ud,
+                                    qn_store_req **req);
 /* metrics_purge_v1: value = rows deleted */
 int qn_store_metrics_purge(qn_store *st, int64_t cutoff_us, const struct qn_call_opts *opts,
                            qn_int_cb cb, void *ud, qn_store_req **req);
