@@ -67,6 +67,11 @@ $$;
 -- p_cache_pids[i]: the partition id the watermark was computed for. A watermark
 -- of another partition (the queue was deleted and created again, with offsets
 -- starting over) is ignored. NULL element or array: not checked.
+-- p_resolve: the call resolves a push whose outcome was in doubt (its connection
+-- was lost after it was sent): the whole sidecar is probed whatever p_verified
+-- says, and also for a queue whose dedup window is 0, over the last 900 s (the
+-- sidecar is never purged younger), so a push that did commit is answered
+-- duplicate-of-itself instead of being stored twice.
 CREATE OR REPLACE FUNCTION qn.push_v1(
     p_queues     TEXT[],
     p_partitions TEXT[],
@@ -77,7 +82,8 @@ CREATE OR REPLACE FUNCTION qn.push_v1(
     p_strict     BOOL DEFAULT false,
     p_tenant     UUID DEFAULT '00000000-0000-0000-0000-000000000001',
     p_cache_windows INT4[] DEFAULT NULL,
-    p_cache_pids UUID[] DEFAULT NULL)
+    p_cache_pids UUID[] DEFAULT NULL,
+    p_resolve    BOOL DEFAULT false)
 RETURNS TABLE (r_ord INT4, r_pid UUID, r_window INT4, r_status INT2, r_base INT8,
                r_created_at TIMESTAMPTZ, r_dup_idx INT4, r_dup_off INT8)
 LANGUAGE plpgsql
@@ -88,6 +94,7 @@ DECLARE
     v_parts   TEXT[];
     v_pid     UUID[];
     v_win     INT4[];
+    v_pw      INT4[];    -- the window the probe covers (v_win, or 900 s resolving)
     v_last    INT8[];    -- partition's last_offset when the element is processed
     v_txs     INT8[];    -- partition's txns_start
     v_round   INT4[];
@@ -205,6 +212,7 @@ BEGIN
     v_now   := clock_timestamp();
     v_base  := array_fill(NULL::INT8, ARRAY[v_n]);
     v_from  := array_fill(NULL::INT8, ARRAY[v_n]);
+    v_pw    := array_fill(0, ARRAY[v_n]);
     v_isdup := array_fill(false, ARRAY[v_n]);
 
     FOR v_r IN 1 .. v_rounds LOOP
@@ -220,13 +228,16 @@ BEGIN
             -- compare against, so an older transaction id is accepted as new) and
             -- the broker's vouched watermark p_verified.
             v_from[i] := greatest(
-                CASE WHEN p_cache_windows IS NOT NULL
+                CASE WHEN coalesce(p_resolve, false) THEN -1
+                     WHEN p_cache_windows IS NOT NULL
                           AND coalesce(p_cache_windows[i], 0) < v_win[i] THEN -1
                      WHEN p_cache_pids IS NOT NULL AND p_cache_pids[i] IS NOT NULL
                           AND p_cache_pids[i] <> v_pid[i] THEN -1
                      ELSE coalesce(p_verified[i], -1) END,
                 v_txs[i] - 1);
-            IF v_win[i] > 0 AND v_last[i] > v_from[i] THEN
+            v_pw[i] := CASE WHEN v_win[i] > 0 THEN v_win[i]
+                            WHEN coalesce(p_resolve, false) THEN 900 ELSE 0 END;
+            IF v_pw[i] > 0 AND v_last[i] > v_from[i] THEN
                 v_probe[i] := true;
                 v_any := true;
             END IF;
@@ -274,7 +285,7 @@ BEGIN
                  WHERE x.idx IS NOT NULL
                  GROUP BY x.ord, x.idx
                  ORDER BY x.ord, x.idx'
-                USING v_pid, v_from, v_win, v_probe, p_hashes, v_now, v_all
+                USING v_pid, v_from, v_pw, v_probe, p_hashes, v_now, v_all
             LOOP
                 IF p_strict THEN
                     RAISE EXCEPTION 'QDUP duplicate transaction id in segment %', r.ord - 1

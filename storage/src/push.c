@@ -25,7 +25,7 @@ static const uint32_t push_types[C_N] = {QN_OID_INT4, QN_OID_UUID,        QN_OID
                                          QN_OID_INT8, QN_OID_TIMESTAMPTZ, QN_OID_INT4, QN_OID_INT8};
 
 int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n, bool strict,
-                    const uint8_t *tenant)
+                    bool resolve, const uint8_t *tenant)
 {
     struct qn__arena *a = p->arena;
     if (segs == NULL || n == 0 || n > (size_t)INT32_MAX / 16)
@@ -72,6 +72,7 @@ int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, si
     qn__p_uuid(p, 7, tenant);
     qn__p_arr_i32(p, 8, windows, n);
     qn__p_array(p, 9, QN_OID_UUID, cpids, cplens, n);
+    qn__p_bool(p, 10, resolve);
     return p->err;
 }
 
@@ -144,8 +145,9 @@ int qn__decode_push(qn_store_req *r, int step, const PGresult *res)
 
 QN__FINISH_PTR(finish_push, qn_push_cb)
 
-int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
-                  const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req)
+static int push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
+                bool resolve, const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                qn_store_req **req)
 {
     qn_store_req *r;
     int rc;
@@ -155,8 +157,21 @@ int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bo
     if (s == NULL)
         return rc;
     s->expect = n;
-    qn__params_push(&s->p, segs, n, strict, qn__req_tenant(r));
+    qn__params_push(&s->p, segs, n, strict, resolve, qn__req_tenant(r));
     return qn__call_submit(r, finish_push, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
+                  const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req)
+{
+    return push(st, segs, n, strict, false, opts, cb, ud, req);
+}
+
+int qn_store_push_resolve(qn_store *st, const struct qn_push_segment *segs, size_t n,
+                          const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                          qn_store_req **req)
+{
+    return push(st, segs, n, false, true, opts, cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- segment_at */

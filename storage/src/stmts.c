@@ -53,9 +53,9 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
     [QN_STMT_PUSH] = {"qn_push",
                       "SELECT r_ord, r_pid, r_window, r_status, r_base, r_created_at, "
                       "r_dup_idx, r_dup_off FROM qn.push_v1($1, $2, $3, $4, $5, $6, $7, $8, "
-                      "$9, $10)",
-                      10,
-                      {TA, TA, I4A, BYA, I8A, BYA, B, U, I4A, QN_OID_UUID_ARR},
+                      "$9, $10, $11)",
+                      11,
+                      {TA, TA, I4A, BYA, I8A, BYA, B, U, I4A, QN_OID_UUID_ARR, B},
                       QN__LANE_WRITE,
                       true,
                       qn__decode_push},

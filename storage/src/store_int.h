@@ -535,7 +535,7 @@ int qn__decode_maint_step(qn_store_req *r, int step, const PGresult *res);
 
 /* Internal: parameters shared by push/txn and ack/txn. */
 int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n, bool strict,
-                    const uint8_t *tenant);
+                    bool resolve, const uint8_t *tenant);
 int qn__params_ack(struct qn__params *p, const struct qn_ack_args *a, bool strict);
 
 /* ---------------------------------------------------------------- tests, benches */

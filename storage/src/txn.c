@@ -76,7 +76,7 @@ int qn_store_txn_push(qn_store_txn *t, const struct qn_push_segment *segs, size_
     if (s == NULL)
         return QN_ELIMIT;
     s->expect = n;
-    return added(t, s, K_PUSH, qn__params_push(&s->p, segs, n, true, qn__default_tenant));
+    return added(t, s, K_PUSH, qn__params_push(&s->p, segs, n, true, false, qn__default_tenant));
 }
 
 int qn_store_txn_ack(qn_store_txn *t, const struct qn_ack_args *a)

@@ -579,6 +579,66 @@ START_TEST(test_watermark_of_a_recreated_partition_is_ignored)
 }
 END_TEST
 
+/* push_v1 of one frame of txn with p_resolve set (a push in doubt resolved). */
+static PGresult *push_resolving(PGconn *c, const char *queue, const char *txn, int64_t verified,
+                                bool resolve)
+{
+    uint8_t h[16];
+    char hex[33];
+    qt_hash(txn, h);
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    return qt_q(c,
+                "SELECT * FROM qn.push_v1(ARRAY['%s'], ARRAY[''], ARRAY[1], "
+                "ARRAY[decode('%s', 'hex')], ARRAY[%lld]::int8[], ARRAY['\\x01'::bytea], false, "
+                "'00000000-0000-0000-0000-000000000001', NULL, NULL, %s)",
+                queue, hex, (long long)verified, resolve ? "true" : "false");
+}
+
+/* Resolving a push in doubt: what already committed answers duplicate even where
+ * the broker's watermark would skip it, and even on a queue with dedup off, so
+ * re-submitting never stores a message twice; what did not commit is stored. */
+START_TEST(test_resolve_finds_what_committed)
+{
+    PGconn *c = qt_connect();
+    /* dedup on: a watermark above the original is ignored when resolving */
+    qt_push1(c, "resolve.on", "", "ro", 0, 4); /* ro0..ro3 at 0..3 */
+    PGresult *r = push_resolving(c, "resolve.on", "ro2", 3, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0); /* the watermark hides it... */
+    PQclear(r);
+    r = push_resolving(c, "resolve.on", "ro1", 3, true);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1); /* ...not when resolving */
+    ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 1);
+    PQclear(r);
+    /* dedup off (window 0): a plain re-push stores it twice, resolving does not */
+    qt_push1(c, "resolve.off", "", "rf", 0, 2);
+    PQclear(qt_q(c, "UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = "
+                    "'resolve.off'"));
+    r = push_resolving(c, "resolve.off", "rf1", -1, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 2);
+    ck_assert_int_eq(qt_gi(r, 0, "r_window"), 0);
+    PQclear(r);
+    r = push_resolving(c, "resolve.off", "rf0", -1, true);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_dup_off"), 0);
+    PQclear(r);
+    /* ...but not past the sidecar's 900 s floor */
+    PQclear(qt_q(c, "UPDATE queen.log_txns t SET created_at = t.created_at - interval '901 s' "
+                    "FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id "
+                    "WHERE t.partition_id = p.id AND q.name = 'resolve.off'"));
+    r = push_resolving(c, "resolve.off", "rf0", -1, true);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    PQclear(r);
+    /* a push that never committed is stored */
+    r = push_resolving(c, "resolve.on", "ro9", -1, true);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 5);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 static char *captured;
 static void capture(void *arg, const PGresult *res)
 {
@@ -742,6 +802,7 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_verified_narrows_probe);
     tcase_add_test(tc, test_watermark_of_a_smaller_window_is_ignored);
     tcase_add_test(tc, test_watermark_of_a_recreated_partition_is_ignored);
+    tcase_add_test(tc, test_resolve_finds_what_committed);
     tcase_add_test(tc, test_probe_uses_primary_key_range);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_quantized_and_coalesced_columns);

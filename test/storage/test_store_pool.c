@@ -132,6 +132,36 @@ static void push_async(qn_store *st, const char *queue, struct qt_seg *seg, int6
     ck_assert_int_eq(qn_store_push(st, &s, 1, false, &o, push_cb, k, NULL), QN_OK);
 }
 
+struct resolved {
+    struct qt_status s;
+    int status;
+    size_t ndups;
+    int64_t dup_off[8];
+};
+
+static void resolve_cb(void *ud, const struct qn_store_status *st, const struct qn_push_result *res)
+{
+    struct resolved *k = ud;
+    qt_copy_status(&k->s, st);
+    if (res == NULL || res->n != 1)
+        return;
+    k->status = res->segs[0].status;
+    k->ndups = res->segs[0].ndups;
+    for (size_t i = 0; i < k->ndups && i < 8; i++)
+        k->dup_off[i] = res->segs[0].dups[i].offset;
+}
+
+/* qn_store_push_resolve of one segment, waited for. */
+static void resolve(qn_store *st, const char *queue, struct qt_seg *seg, struct resolved *k)
+{
+    memset(k, 0, sizeof *k);
+    k->status = -1;
+    struct qn_push_segment s = qt_push_seg(seg, queue, "p");
+    ck_assert_int_eq(qn_store_push_resolve(st, &s, 1, NULL, resolve_cb, k, NULL), QN_OK);
+    ck_assert(qt_run_until(B, &k->s.done, 10000));
+    ck_assert_msg(k->s.code == QN_OK, "%s", k->s.message);
+}
+
 /* Frames of queue stored in the database, read directly. */
 static long stored(const char *queue)
 {
@@ -280,10 +310,13 @@ START_TEST(silenced_answer_is_in_doubt_and_the_pool_recovers)
                   logged);
     ck_assert(until_up(st, 2, 5000));
     ck_assert_int_ge(qt_proxy_nconns(P), 3);
-    /* and it serves: the resubmitted push finds the rows already stored */
-    struct qt_push_out out;
-    ck_assert_int_eq(qt_push1(B, st, "silenced_q", "p", &seg, &out), QN_OK);
-    ck_assert_int_eq(out.segs[0].status, QN_PUSH_DUPLICATE);
+    /* and it serves: resolving the push finds the rows it stored */
+    struct resolved res;
+    resolve(st, "silenced_q", &seg, &res);
+    ck_assert_int_eq(res.status, QN_PUSH_DUPLICATE);
+    ck_assert_uint_eq(res.ndups, 3);
+    for (uint32_t i = 0; i < 3; i++)
+        ck_assert_int_eq(res.dup_off[i], i);
     ck_assert_int_eq(stored("silenced_q"), 3);
     qt_seg_free(&seg);
     qn_store_free(st);
@@ -310,6 +343,14 @@ START_TEST(hang_found_without_a_deadline)
     ck_assert_int_eq(stored("nodl_q"), 0);
     ck_assert_int_eq(nwarn, 1);
     ck_assert(until_up(st, 1, 5000));
+    /* resolving it stores it, once */
+    struct resolved res;
+    resolve(st, "nodl_q", &seg, &res);
+    ck_assert_int_eq(res.status, QN_PUSH_QUEUED);
+    ck_assert_int_eq(stored("nodl_q"), 1);
+    resolve(st, "nodl_q", &seg, &res);
+    ck_assert_int_eq(res.status, QN_PUSH_DUPLICATE);
+    ck_assert_int_eq(stored("nodl_q"), 1);
     qt_seg_free(&seg);
     qn_store_free(st);
 }

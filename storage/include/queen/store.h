@@ -53,8 +53,8 @@
  *                        came: its connection was lost (or declared hung), or its
  *                        deadline passed. It may have committed. Resolve it
  *                        after the pool is up (qn_store_is_up, qn_store_on_state):
- *                        re-submit a push with the same hashes (dedup answers
- *                        the rows already stored), release the lease of a pop
+ *                        re-submit a push with qn_store_push_resolve (rows
+ *                        already stored answer duplicate), release the lease of a pop
  *                        (qn_store_release_lease with its worker), re-send an ack
  *                        (a repeated ack is noop).
  *     Other translations: deadlock / serialization failure -> the call is retried
@@ -235,9 +235,25 @@ typedef void (*qn_push_cb)(void *ud, const struct qn_store_status *st,
                            const struct qn_push_result *res);
 
 /* push_v1 in one transaction (one commit for every partition of the bundle).
- * strict: a duplicate fails the whole call with QN_EDUPLICATE. */
+ * strict: a duplicate fails the whole call with QN_EDUPLICATE. A write: a push
+ * in doubt (QN_EINDOUBT) is resolved with qn_store_push_resolve. */
 int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
                   const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req);
+
+/*
+ * Resolves a push whose outcome was in doubt: the same segments (same hashes,
+ * same blobs) pushed again, non-strict, with the whole sidecar probed whatever
+ * `verified` says, and, for a queue whose dedup window is 0, over the last 900 s
+ * (the sidecar is never purged younger). Per segment: QN_PUSH_QUEUED means the
+ * original never committed and this call stored it; QN_PUSH_DUPLICATE with every
+ * frame listed means the original committed, at the dup offsets (its frames are
+ * these bytes: same message ids). Call it once the pool is up again (at once when
+ * qn_store_is_up(), else from the qn_store_on_state observer), within 900 s of the
+ * original. Itself a write: in doubt again, call it again.
+ */
+int qn_store_push_resolve(qn_store *st, const struct qn_push_segment *segs, size_t n,
+                          const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                          qn_store_req **req);
 
 /* segment_at_v1 */
 struct qn_segment_row {
