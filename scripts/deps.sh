@@ -2,6 +2,8 @@
 # Installs the Debian 12 packages Queen needs to build, test and run, if any are
 # missing. As root it runs apt-get; otherwise it prints the exact command to run.
 # Usage: scripts/deps.sh [--check]   (--check only reports, exit 1 when missing)
+# QN_DEPS_SKIP: space-separated packages never to install (the Dockerfile's build
+# stage skips the test, fuzz and benchmark tools).
 set -euo pipefail
 
 PKGS=(
@@ -34,6 +36,19 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Node.js and npm for examples/node: any build will do (Debian's nodejs + npm, or
+# one whose nodejs package bundles npm), so each is only installed when absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+if [ -n "${QN_DEPS_SKIP:-}" ]; then
+  kept=()
+  for p in "${missing[@]}"; do
+    case " $QN_DEPS_SKIP " in *" $p "*) ;; *) kept+=("$p") ;; esac
+  done
+  missing=("${kept[@]}")
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
