@@ -24,7 +24,7 @@ COPY --from=build /build/runtime-packages /tmp/runtime-packages
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       $(cat /tmp/runtime-packages) openssl ca-certificates >/dev/null \
- && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
 COPY --from=build /build/broker/queen-broker /build/tools/queenctl /usr/local/bin/
 COPY deploy/dev-certs.sh /usr/local/bin/queen-dev-certs
 # 6632 gRPC h2c, 6643 gRPC TLS, 6680 the HTTP side port (metrics, console)

@@ -7,7 +7,7 @@ FROM debian:12
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       python3 python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc >/dev/null \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
 COPY proto /opt/queen/proto
 COPY examples/python /opt/queen/examples/python
 ENV QUEEN_PROTO_DIR=/opt/queen/proto QUEEN_STUBS_DIR=/opt/queen/stubs PYTHONDONTWRITEBYTECODE=1

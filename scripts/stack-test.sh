@@ -101,17 +101,29 @@ else
   mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
   mirror=${mirror:-http://deb.debian.org/debian}
   step "debootstrap bookworm from $mirror"
-  debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+  rootfs=$work/rootfs
+  debootstrap --foreign --variant=minbase bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
     { tail -20 "$work/debootstrap.log"; exit 1; }
+  # As in the official image: dpkg without an fsync per file (a container
+  # build is thrown away when it fails), no translated package descriptions.
+  mkdir -p "$rootfs/etc/dpkg/dpkg.cfg.d" "$rootfs/etc/apt/apt.conf.d"
+  echo force-unsafe-io >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
+  echo 'Acquire::Languages "none";' >"$rootfs/etc/apt/apt.conf.d/docker-no-languages"
+  chroot "$rootfs" /debootstrap/debootstrap --second-stage >>"$work/debootstrap.log" 2>&1 ||
+    { tail -20 "$work/debootstrap.log"; exit 1; }
+  for m in dev/pts dev/shm dev sys proc; do # whatever the second stage left mounted
+    if mountpoint -q "$rootfs/$m"; then umount -l "$rootfs/$m"; fi
+  done
   # The host's sources (with updates and security), as the official image has.
   if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-    cp /etc/apt/sources.list.d/debian.sources "$work/rootfs/etc/apt/sources.list.d/"
-    rm -f "$work/rootfs/etc/apt/sources.list"
+    cp /etc/apt/sources.list.d/debian.sources "$rootfs/etc/apt/sources.list.d/"
+    rm -f "$rootfs/etc/apt/sources.list"
   fi
-  tar -C "$work/rootfs" -c . | podman import - localhost/debian:12 >/dev/null
+  tar -C "$rootfs" -c . | podman import - localhost/debian:12 >"$work/import.log" 2>&1 ||
+    { cat "$work/import.log"; exit 1; }
   podman tag localhost/debian:12 docker.io/library/debian:12
   images+=(localhost/debian:12 docker.io/library/debian:12)
-  rm -rf "$work/rootfs"
+  rm -rf "$rootfs"
 fi
 
 # ---- images (the names the compose files use; `up` builds only missing ones).
