@@ -49,7 +49,9 @@ export const CONNECTION_OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const satisfies ParseArgsConfig["options"];
 
-export const CONNECTION_HELP = `connection:
+export const CONNECTION_HELP = `  -h, --help             show this help and exit
+
+connection:
   --addr HOST:PORT       broker address (env QUEEN_ADDR; default localhost:6632)
   --ca FILE              PEM CA file: connect with TLS and verify the broker against it (env QUEEN_CA)
   --server-name NAME     name to verify in the broker's certificate instead of the host of --addr
