@@ -4,15 +4,17 @@
 # (The compose file builds it as queen-broker:dev.)
 
 # ---- build: the same package list as CI (scripts/deps.sh), less the tools the
-# tests, fuzzers and benchmarks need (PostgreSQL, Python, clang, h2load, Node.js).
+# tests, fuzzers and benchmarks need (PostgreSQL, Python, clang, h2load, Chromium,
+# Node.js; the console's built files are committed, so no npm either).
 FROM debian:12 AS build
 WORKDIR /src
 COPY scripts/deps.sh scripts/deps.sh
 RUN QN_DEPS_SKIP="git clang libclang-rt-14-dev postgresql-15 postgresql-client-15 python3 \
       python3-grpcio python3-protobuf protobuf-compiler-grpc python3-h2 python3-zstandard \
-      python3-xxhash python3-jwt python3-cryptography nghttp2-client nodejs npm" scripts/deps.sh
+      python3-xxhash python3-jwt python3-cryptography nghttp2-client chromium chromium-driver \
+      nodejs npm" scripts/deps.sh
 COPY . .
-RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DQN_WERROR=ON \
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DQN_WERROR=ON -DQN_CONSOLE_TESTS=OFF \
  && cmake --build /build -j"$(nproc)" --target queen-broker queenctl \
  && deploy/runtime-packages.sh /build/broker/queen-broker /build/tools/queenctl >/build/runtime-packages
 
