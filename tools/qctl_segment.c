@@ -466,7 +466,7 @@ static const struct argp_option encode_options[] = {
 static error_t encode_parse(int key, char *arg, struct argp_state *state)
 {
     struct encode_args *a = qctl_cmd(state);
-    int64_t v;
+    int64_t v = 0; /* argp_failure() exits, which the compiler cannot see */
     switch (key) {
     case OPT_LEVEL:
         if (!parse_i64(arg, &v) || v < 1 || v > 19)

@@ -402,7 +402,7 @@ int qn_jwt_keys_load(const struct qn_jwt_file *files, size_t n, qn_jwt_keys **ou
 {
     if (!out || (!files && n) || n > QN_JWT_KEYS_MAX)
         return QN_EINVAL;
-    struct qn_jwt_source src[QN_JWT_KEYS_MAX];
+    struct qn_jwt_source src[QN_JWT_KEYS_MAX] = {0};
     uint8_t *bufs[QN_JWT_KEYS_MAX] = {NULL};
     int rc = QN_OK;
     size_t i;
