@@ -44,9 +44,9 @@
 
 #include "app.h"
 #include "config.h"
-#include "dedup.h"
+#include "engine/dedup.h"
 #include "e2e_payload.h"
-#include "fusion.h"
+#include "engine/fusion.h"
 #include "queen/error.h"
 #include "queen/ids.h"
 #include "queen/migrate.h"

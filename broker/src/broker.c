@@ -24,13 +24,13 @@
 #include <event2/event.h>
 
 #include "broker.h"
-#include "health.h"
+#include "transport/health.h"
 #include "log.h"
-#include "maint.h"
+#include "engine/maint_loop.h"
 #include "queen/error.h"
 #include "app.h"
-#include "reflection.h"
-#include "rpc.h"
+#include "transport/reflection.h"
+#include "transport/call.h"
 
 /* ======================================================================
  * SERVICES: the product's modules, started in this order. The lead adds

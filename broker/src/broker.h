@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "health.h"
-#include "rpc.h"
+#include "transport/health.h"
+#include "transport/call.h"
 
 struct event_base;
 

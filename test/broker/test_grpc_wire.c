@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "broker_test.h"
-#include "grpc_wire.h"
+#include "transport/grpc_wire.h"
 #include "queen/error.h"
 
 /* ---------------------------------------------------------------- grpc-timeout */

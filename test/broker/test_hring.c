@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "dedup_test.h"
-#include "hring.h"
+#include "engine/hring.h"
 #include "queen/error.h"
 
 #define H 16u

@@ -21,7 +21,7 @@
 #include <libpq-fe.h>
 
 #include "log.h"
-#include "maint.h"
+#include "engine/maint_loop.h"
 #include "pgtest.h"
 #include "queen/error.h"
 #include "queen/migrate.h"

@@ -9,7 +9,7 @@
 
 #include "broker_test.h"
 #include "queen/error.h"
-#include "reflection.h"
+#include "transport/reflection.h"
 
 struct qn_embedded_file {
     const char *name;

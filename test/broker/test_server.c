@@ -22,7 +22,7 @@
 #include "config.h"
 #include "log.h"
 #include "queen/error.h"
-#include "rpc.h"
+#include "transport/call.h"
 #include "testsvc.pb-c.h"
 
 #define STREAM_HIGH (64 * 1024)

@@ -12,14 +12,14 @@
 #include <string.h>
 
 #include "app.h"
-#include "resp_arena.h"
+#include "rpc/resp_arena.h"
 #include "config.h"
 #include "log.h"
 #include "queen/error.h"
-#include "services.h"
-#include "svc_pop.h"
-#include "svc_util.h"
-#include "waiters.h"
+#include "rpc/svc.h"
+#include "rpc/svc_batch.h"
+#include "rpc/svc_util.h"
+#include "engine/waiters.h"
 
 #define FETCH_MAX_ENTRIES 1024
 #define FETCH_MAX_WAIT_MS 30000

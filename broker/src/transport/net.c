@@ -47,7 +47,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "net.h"
+#include "transport/net.h"
 #include "queen/error.h"
 #include "queen/store.h"
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "queen/store.h"
-#include "rpc.h"
+#include "transport/call.h"
 
 #define QN_QUEUE_MODE "__QUEUE_MODE__"
 #define QN_DEFAULT_PARTITION "Default"

@@ -13,8 +13,8 @@
 #include "queen/store.h"
 
 #include "queen/v1/queue.pb-c.h"
-#include "fusion.h"
-#include "rpc.h"
+#include "engine/fusion.h"
+#include "transport/call.h"
 
 struct qn_app;
 

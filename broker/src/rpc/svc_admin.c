@@ -17,15 +17,15 @@
 #include "queen/v1/admin.pb-c.h"
 #include "app.h"
 #include "config.h"
-#include "fusion.h"
-#include "dedup.h"
+#include "engine/fusion.h"
+#include "engine/dedup.h"
 #include "log.h"
-#include "maint.h"
+#include "engine/maint_loop.h"
 #include "queen/error.h"
 #include "queen/segment.h"
-#include "resp_arena.h"
-#include "services.h"
-#include "svc_util.h"
+#include "rpc/resp_arena.h"
+#include "rpc/svc.h"
+#include "rpc/svc_util.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000

@@ -7,7 +7,7 @@
 
 #include "queen/error.h"
 #include "queen/ids.h"
-#include "svc_util.h"
+#include "rpc/svc_util.h"
 
 const char *qn_or_default(const char *s, const char *dflt)
 {

@@ -24,7 +24,7 @@
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "log.h"
 #include "queen/error.h"
-#include "reflection.h"
+#include "transport/reflection.h"
 
 /* The embedded set, made by cmake/embed_run.cmake. */
 struct qn_embedded_file {

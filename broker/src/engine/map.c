@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
 
 uint64_t qn_hash_bytes(const void *p, size_t n)

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "grpc/health/v1/health.pb-c.h"
-#include "health.h"
+#include "transport/health.h"
 #include "log.h"
 #include "queen/error.h"
 

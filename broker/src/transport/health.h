@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "rpc.h"
+#include "transport/call.h"
 
 typedef struct qn_health qn_health;
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc.h"
+#include "transport/call.h"
 
 typedef struct qn_reflection qn_reflection;
 

@@ -35,9 +35,9 @@
 
 #include "app.h"
 #include "config.h"
-#include "fusion.h"
+#include "engine/fusion.h"
 #include "log.h"
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"

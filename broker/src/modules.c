@@ -17,15 +17,15 @@
 
 #include "app.h"
 #include "broker.h"
-#include "dedup.h"
-#include "fusion.h"
-#include "health.h"
+#include "engine/dedup.h"
+#include "engine/fusion.h"
+#include "transport/health.h"
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"
-#include "services.h"
-#include "waiters.h"
+#include "rpc/svc.h"
+#include "engine/waiters.h"
 
 /* Seconds between rate log lines (only written when something moved). */
 #define RATES_INTERVAL_S 10

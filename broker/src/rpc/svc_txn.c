@@ -23,8 +23,8 @@
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
-#include "services.h"
-#include "svc_util.h"
+#include "rpc/svc.h"
+#include "rpc/svc_util.h"
 
 struct top {                      /* one operation */
     int seg;                      /* push: segment index */

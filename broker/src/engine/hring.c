@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hring.h"
+#include "engine/hring.h"
 #include "queen/error.h"
 
 #define HASH 16u

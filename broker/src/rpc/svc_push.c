@@ -19,11 +19,11 @@
 
 #include "app.h"
 #include "config.h"
-#include "fusion.h"
+#include "engine/fusion.h"
 #include "log.h"
 #include "queen/error.h"
-#include "services.h"
-#include "svc_util.h"
+#include "rpc/svc.h"
+#include "rpc/svc_util.h"
 
 struct push_rpc {
     struct qn_push_job job;

@@ -28,10 +28,10 @@
 
 #include "app.h"
 #include "config.h"
-#include "dedup.h"
-#include "hring.h"
+#include "engine/dedup.h"
+#include "engine/hring.h"
 #include "log.h"
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
 #include "queen/store.h"
 

@@ -23,13 +23,13 @@
 #include <event2/event.h>
 
 #include "app.h"
-#include "resp_arena.h"
+#include "rpc/resp_arena.h"
 #include "config.h"
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
-#include "services.h"
-#include "svc_util.h"
+#include "rpc/svc.h"
+#include "rpc/svc_util.h"
 
 #define DLQ_DEFAULT_ERROR "Retries exhausted"
 #define ACK_ERROR_MAX 4096

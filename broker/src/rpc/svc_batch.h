@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "resp_arena.h"
+#include "rpc/resp_arena.h"
 #include "queen/store.h"
 #include "queen/v1/common.pb-c.h"
 

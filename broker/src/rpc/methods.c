@@ -15,11 +15,11 @@
 #include "app.h"
 #include "config.h"
 #include "log.h"
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
-#include "services.h"
-#include "svc_pop.h"
-#include "waiters.h"
+#include "rpc/svc.h"
+#include "rpc/svc_batch.h"
+#include "engine/waiters.h"
 
 #define NOTIFY_INTERVAL_MS 20
 #define NOTIFY_MAX_QUEUES 256

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "grpc_wire.h"
+#include "transport/grpc_wire.h"
 #include "queen/error.h"
 
 /* ---------------------------------------------------------------- grpc-timeout */

@@ -28,16 +28,16 @@
 #include <string.h>
 
 #include "app.h"
-#include "resp_arena.h"
+#include "rpc/resp_arena.h"
 #include "config.h"
 #include "log.h"
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
 #include "queen/segment.h"
-#include "services.h"
-#include "svc_pop.h"
-#include "svc_util.h"
-#include "waiters.h"
+#include "rpc/svc.h"
+#include "rpc/svc_batch.h"
+#include "rpc/svc_util.h"
+#include "engine/waiters.h"
 
 /* ---------------------------------------------------------------- batches */
 

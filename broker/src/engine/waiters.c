@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "map.h"
+#include "engine/map.h"
 #include "queen/error.h"
-#include "waiters.h"
+#include "engine/waiters.h"
 
 struct qn_wait_queue;
 

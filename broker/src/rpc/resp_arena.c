@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resp_arena.h"
+#include "rpc/resp_arena.h"
 
 struct qn_arena_chunk {
     struct qn_arena_chunk *next;

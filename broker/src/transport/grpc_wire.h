@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc.h"
+#include "transport/call.h"
 
 /* ---------------------------------------------------------------- grpc-timeout */
 

@@ -60,7 +60,7 @@
 #include "broker.h"
 #include "config.h"
 #include "log.h"
-#include "maint.h"
+#include "engine/maint_loop.h"
 #include "queen/error.h"
 #include "queen/store.h"
 

@@ -61,11 +61,11 @@
 #include <event2/event.h>
 
 #include "config.h"
-#include "grpc_wire.h"
+#include "transport/grpc_wire.h"
 #include "log.h"
-#include "net.h"
+#include "transport/net.h"
 #include "queen/error.h"
-#include "rpc.h"
+#include "transport/call.h"
 
 #define MAX_HEADERS 64
 #define MAX_STATUS_MSG 1024 /* raw bytes of a grpc-message we send */
