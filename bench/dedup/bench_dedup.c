@@ -11,7 +11,7 @@
  *
  * What runs: the broker's own push path in this process, on one event loop, no
  * gRPC: push fusion (broker/src/fusion.c) feeding the store (storage/, push_v1),
- * with the dedup cache (broker/src/dedup.c) wired exactly as app.c wires it, or
+ * with the dedup cache (broker/src/engine/dedup.c) wired exactly as modules.c wires it, or
  * not at all (QUEEN_DEDUP_CACHE=0). Every partition keeps one job of K messages
  * (default 100) in flight, each with its own client transaction id and a
  * 256-byte JSON payload (bench/e2e's generator), so every
@@ -683,19 +683,19 @@ int main(int argc, char **argv)
     sc.pool_size = (int)b->cfg.db_pool_size;
     sc.stmt_timeout_ms = 600000;
     if (qn_store_new(b->base, &sc, &b->app.store) != QN_OK ||
-        qn_fusion_new(&b->app, &b->app.fusion) != QN_OK)
+        qn_fusion_new(b->base, &b->cfg, b->app.store, b->app.zctx, &b->app.fusion) != QN_OK)
         return 1;
 
     /* off: no cache at all, as with QUEEN_DEDUP_CACHE=0 */
     struct result off = run_phase(b, "off");
     print_result("off", &off);
 
-    /* on: the cache wired as app.c wires it */
+    /* on: the cache wired as modules.c wires it */
     malloc_trim(0);
     double rss0 = rss_bytes(), heap0 = heap_bytes();
     struct qn_dedup_config dc;
     qn_dedup_config_defaults(&dc, (size_t)b->cfg.dedup_cache_mb << 20);
-    if (qn_dedup_new(&b->app, &dc, &b->app.dedup) != QN_OK)
+    if (qn_dedup_new(b->base, b->app.store, &dc, &b->app.dedup) != QN_OK)
         return 1;
     struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for, qn_dedup_committed,
                                           b->app.dedup};

@@ -1,6 +1,11 @@
 /*
- * app.h - private to broker/: the state one broker process shares between its
- * services, owned by the loop thread (no locks).
+ * app.h - private to broker/: the state the queue services of one event loop
+ * share (struct qn_app). The queue module (modules.c) builds it; every
+ * queen.v1 method is registered with data = the app (rpc/methods.c), so a
+ * handler reaches it through its call (qn_svc_app() in rpc/svc.h) and a second
+ * loop could own a second app. Owned by the loop thread: no locks.
+ *
+ * Header only: nothing here calls back into the module that builds it.
  */
 #ifndef QN_BROKER_APP_H
 #define QN_BROKER_APP_H
@@ -8,42 +13,48 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/maint_loop.h"
 #include "queen/ids.h"
 #include "queen/segment.h"
 #include "queen/store.h"
+#include "transport/call.h"
 
 struct event_base;
 struct qn_config;
-typedef struct qn_rpc_server qn_rpc_server;
-struct qn_fusion;
-struct qn_waiters;
 struct qn_dedup;
+struct qn_fusion;
+struct qn_method;
+struct qn_notifier;
+struct qn_pop_gates;
+struct qn_waiters;
 
 struct qn_app {
     struct event_base *base;
     const struct qn_config *cfg;
     qn_store *store;
     qn_rpc_server *rpc;
-    qn_zctx *zctx;               /* compression/decompression for the loop thread */
-    struct qn_uuid7_gen ids;     /* message ids and lease ids */
-    struct qn_fusion *fusion;    /* push batching */
-    struct qn_waiters *waiters;  /* parked pops and consume streams */
-    struct qn_dedup *dedup;      /* NULL when QUEEN_DEDUP_CACHE is off */
-    int64_t started_ms;          /* qn_store_now_ms() at start */
+    qn_zctx *zctx;                /* compression/decompression for the loop thread */
+    struct qn_uuid7_gen ids;      /* message ids and lease ids */
+    struct qn_fusion *fusion;     /* push batching */
+    struct qn_waiters *waiters;   /* parked pops and consume streams */
+    struct qn_notifier *notifier; /* wake-ups from commits, ours and other brokers' */
+    struct qn_pop_gates *gates;   /* queues' min_pop_wait_time */
+    struct qn_dedup *dedup;       /* NULL when QUEEN_DEDUP_CACHE is off */
+    qn_maint *maint;              /* the process's maintenance loop; NULL when none */
+    struct qn_method *methods;    /* the registered method table (rpc/methods.c) */
+    int64_t started_ms;           /* qn_store_now_ms() at start */
     bool shutting_down;
     /* counters for GetStats */
-    uint64_t pushed;             /* messages committed by this broker */
-    uint64_t delivered;          /* messages handed to consumers */
-    uint64_t rpcs;               /* RPCs started */
+    uint64_t pushed;    /* messages committed outside fusion (Transact, replays);
+                           fusion counts its own (qn_fusion_stats.committed) */
+    uint64_t delivered; /* messages handed to consumers */
+    uint64_t rpcs;      /* RPCs started */
 };
 
-/* The broker module (see broker.h) that owns a struct qn_app. */
-struct qn_broker_ctx;
-int qn_app_start(struct qn_broker_ctx *ctx, void **state);
-void qn_app_shutdown(void *state);
-void qn_app_stop(void *state);
-
 /* A fresh UUIDv7 (message ids, lease ids). */
-void qn_app_new_id(struct qn_app *app, uint8_t out[QN_UUID_LEN]);
+static inline void qn_app_new_id(struct qn_app *app, uint8_t out[QN_UUID_LEN])
+{
+    qn_uuid7_next(&app->ids, qn_now_ms(), out);
+}
 
 #endif

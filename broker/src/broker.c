@@ -1,13 +1,14 @@
 /*
  * broker.c - the serving process: one libevent loop with the gRPC server, the
- * health and reflection services, the modules (storage, queue and admin
- * services: see `product_modules` below) and the signals that end it.
+ * health and reflection services, the modules it is given (the product's are in
+ * modules.c) and the signals that end it.
  *
  * Does: start the modules in order, listen, report the bound ports (log line and
  * QUEEN_PORT_FILE), serve; on the first SIGTERM/SIGINT report NOT_SERVING, let
  * modules stop taking work, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS
  * and return; a second signal ends the loop at once.
- * Does not: run migrations (main.c does, before), block once the loop runs.
+ * Does not: run migrations (main.c does, before), block once the loop runs, know
+ * what a module does.
  *
  * Invariants:
  *   1. Teardown runs in reverse: server (cancels every call) -> modules -> health
@@ -24,26 +25,11 @@
 #include <event2/event.h>
 
 #include "broker.h"
-#include "transport/health.h"
 #include "log.h"
-#include "engine/maint_loop.h"
 #include "queen/error.h"
-#include "app.h"
-#include "transport/reflection.h"
 #include "transport/call.h"
-
-/* ======================================================================
- * SERVICES: the product's modules, started in this order. The lead adds
- * storage, the queue/admin services and maintenance here, e.g.
- *     {"storage", storage_start, storage_shutdown, storage_stop},
- *     {"queue", services_start, services_shutdown, services_stop},
- * (Health and reflection are built in: see qn_broker_serve().)
- * ====================================================================== */
-static const struct qn_broker_module product_modules[] = {
-    {"queue", qn_app_start, qn_app_shutdown, qn_app_stop},
-    {"maint", qn_maint_module_start, qn_maint_module_shutdown, qn_maint_module_stop},
-    {NULL, NULL, NULL, NULL},
-};
+#include "transport/health.h"
+#include "transport/reflection.h"
 
 #define MAX_MODULES 32
 
@@ -188,9 +174,4 @@ out:
     if (r.wrote_port_file)
         unlink(cfg->port_file);
     return rc;
-}
-
-int qn_broker_run(const struct qn_config *cfg)
-{
-    return qn_broker_serve(cfg, product_modules);
 }

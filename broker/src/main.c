@@ -14,6 +14,7 @@
 #include "broker.h"
 #include "config.h"
 #include "log.h"
+#include "modules.h"
 #include "queen/error.h"
 #include "queen/migrate.h"
 
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
     } else {
         status = migrate(&cfg);
         if (status == 0)
-            status = qn_broker_run(&cfg) == QN_OK ? 0 : 1;
+            status = qn_broker_serve(&cfg, qn_product_modules) == QN_OK ? 0 : 1;
     }
     qn_config_free(&cfg);
     return status;

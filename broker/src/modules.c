@@ -1,14 +1,25 @@
 /*
- * app.c - the product module that owns the queue broker's state (struct
- * qn_app): the storage pool, compression context, id generator, push fusion,
- * waiters, the dedup cache and the queen.v1 services.
+ * modules.c - the product's module ("queue"): it builds the state one loop's
+ * queue services share (struct qn_app, app.h): the storage pool, the
+ * compression context and id generator, push fusion, waiters, the wake-up
+ * notifier, the pop gate cache, the dedup cache, the maintenance loop, and the
+ * queen.v1 method table.
  *
  * Does: start them in dependency order, report NOT_SERVING while no database
- * connection is up, refuse new work and answer parked pops at shutdown, and tear
- * everything down in reverse once the server is gone.
+ * connection is up, log a rates line every RATES_INTERVAL_S, refuse new work and
+ * answer parked pops at shutdown, and tear everything down in reverse once the
+ * server is gone.
+ * Does not: serve anything itself (the handlers are in rpc/), run a second loop
+ * (one app per loop: a multi-loop process makes one per loop).
  *
- * Invariant: teardown frees the store first (its pending callbacks still find
- * fusion, waiters and the dedup cache alive), then those, then the contexts.
+ * Invariants:
+ *   1. Start order: ids, zctx, store, waiters, fusion, dedup cache, notifier,
+ *      gates, methods, maintenance loop. Stop frees the maintenance loop first,
+ *      then the notifier (LISTEN off) and the store (its pending callbacks still
+ *      find fusion, waiters and the dedup cache alive), then those, then the
+ *      contexts and the method table (the server that used it is gone).
+ *   2. Shutdown marks the app shutting down before waking parked pops, so a
+ *      woken pop answers at once instead of parking again.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,25 +27,29 @@
 #include <event2/event.h>
 
 #include "app.h"
-#include "broker.h"
+#include "config.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
-#include "transport/health.h"
+#include "engine/maint_loop.h"
+#include "engine/notifier.h"
+#include "engine/pop_gate.h"
+#include "engine/waiters.h"
 #include "log.h"
+#include "modules.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"
-#include "rpc/svc.h"
-#include "engine/waiters.h"
+#include "rpc/methods.h"
+#include "transport/health.h"
 
 /* Seconds between rate log lines (only written when something moved). */
 #define RATES_INTERVAL_S 10
 
-struct app_module {
+struct queue_module {
     struct qn_app app;
     qn_health *health;
-    struct event *rates;           /* periodic rate line */
-    struct qn_fusion_stats last;   /* fusion counters at the previous line */
+    struct event *rates;         /* periodic rate line */
+    struct qn_fusion_stats last; /* fusion counters at the previous line */
     uint64_t last_delivered;
 };
 
@@ -44,7 +59,7 @@ static void rates_cb(evutil_socket_t fd, short what, void *ud)
 {
     (void)fd;
     (void)what;
-    struct app_module *m = ud;
+    struct queue_module *m = ud;
     struct qn_fusion_stats now;
     qn_fusion_stats(m->app.fusion, &now);
     uint64_t frames = now.frames - m->last.frames;
@@ -66,7 +81,7 @@ static void rates_cb(evutil_socket_t fd, short what, void *ud)
 
 static void on_store_state(void *ud, bool up)
 {
-    struct app_module *m = ud;
+    struct queue_module *m = ud;
     qn_health_set_all(m->health, up);
     if (up)
         QN_INFO("database connected");
@@ -74,9 +89,28 @@ static void on_store_state(void *ud, bool up)
         QN_WARN("database unavailable");
 }
 
-int qn_app_start(struct qn_broker_ctx *ctx, void **state)
+/* The maintenance loop on its own session (one per process). */
+static int maint_start(struct qn_app *app)
 {
-    struct app_module *m = calloc(1, sizeof *m);
+    struct qn_maint_config mc;
+    qn_maint_config_from(&mc, app->cfg);
+    int rc = qn_maint_new(app->base, &mc, app->cfg->database_url, &app->maint);
+    if (rc != QN_OK) {
+        app->maint = NULL;
+        QN_ERROR("cannot set up the maintenance loop: %s", qn_strerror(rc));
+        return rc;
+    }
+    rc = qn_maint_start(app->maint);
+    if (rc != QN_OK)
+        return rc;
+    QN_INFO("maintenance loop every %lld ms batch=%d cleanup=%s", (long long)mc.interval_ms,
+            (int)mc.batch_size, mc.cleanup_enabled ? "on" : "off");
+    return QN_OK;
+}
+
+static int queue_start(struct qn_broker_ctx *ctx, void **state)
+{
+    struct queue_module *m = calloc(1, sizeof *m);
     if (m == NULL)
         return QN_ENOMEM;
     struct qn_app *app = &m->app;
@@ -111,18 +145,25 @@ int qn_app_start(struct qn_broker_ctx *ctx, void **state)
 
     if ((rc = qn_waiters_new((size_t)cfg->max_parked_pops, &app->waiters)) != QN_OK)
         return rc;
-    if ((rc = qn_fusion_new(app, &app->fusion)) != QN_OK)
+    if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)
         return rc;
     if (cfg->dedup_cache) {
         struct qn_dedup_config dc;
         qn_dedup_config_defaults(&dc, (size_t)cfg->dedup_cache_mb << 20);
-        if ((rc = qn_dedup_new(app, &dc, &app->dedup)) != QN_OK)
+        if ((rc = qn_dedup_new(app->base, app->store, &dc, &app->dedup)) != QN_OK)
             return rc;
         struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for,
                                               qn_dedup_committed, app->dedup};
         qn_fusion_set_dedup(app->fusion, &hooks);
     }
-    if ((rc = qn_services_register(app)) != QN_OK) {
+    if ((rc = qn_notifier_new(app->base, app->store, app->waiters, &app->notifier)) != QN_OK) {
+        QN_ERROR("cannot listen for other brokers' commits: %s", qn_strerror(rc));
+        return rc;
+    }
+    qn_fusion_on_commit(app->fusion, qn_notifier_committed, app->notifier);
+    if ((rc = qn_pop_gates_new(&app->gates)) != QN_OK)
+        return rc;
+    if ((rc = qn_rpc_methods_register(app)) != QN_OK) {
         QN_ERROR("cannot register the queue services: %s", qn_strerror(rc));
         return rc;
     }
@@ -131,35 +172,47 @@ int qn_app_start(struct qn_broker_ctx *ctx, void **state)
         return QN_ENOMEM;
     struct timeval tv = {RATES_INTERVAL_S, 0};
     event_add(m->rates, &tv);
-    return QN_OK;
+    return maint_start(app);
 }
 
-void qn_app_shutdown(void *state)
+static void queue_shutdown(void *state)
 {
-    struct app_module *m = state;
+    struct queue_module *m = state;
     m->app.shutting_down = true;
     /* parked pops answer now (empty) instead of holding the drain */
     if (m->app.waiters)
         qn_waiters_wake_all(m->app.waiters);
+    if (m->app.maint)
+        qn_maint_shutdown(m->app.maint);
 }
 
-void qn_app_stop(void *state)
+static void queue_stop(void *state)
 {
-    struct app_module *m = state;
+    struct queue_module *m = state;
     if (m == NULL)
         return;
     struct qn_app *app = &m->app;
+    qn_maint_free(app->maint);
+    app->maint = NULL;
     if (m->rates)
         event_free(m->rates);
+    qn_notifier_free(app->notifier);
+    app->notifier = NULL;
     if (app->store) {
-        qn_services_shutdown(app);
         qn_store_on_state(app->store, NULL, NULL);
         qn_store_free(app->store);
         app->store = NULL;
     }
+    qn_pop_gates_free(app->gates);
     qn_dedup_free(app->dedup);
     qn_fusion_free(app->fusion);
     qn_waiters_free(app->waiters);
     qn_zctx_free(app->zctx);
+    free(app->methods);
     free(m);
 }
+
+const struct qn_broker_module qn_product_modules[] = {
+    {"queue", queue_start, queue_shutdown, queue_stop},
+    {NULL, NULL, NULL, NULL},
+};

@@ -23,7 +23,6 @@
 
 #include <event2/event.h>
 
-#include "app.h"
 #include "engine/dedup.h"
 #include "dedup_test.h"
 #include "queen/error.h"
@@ -225,7 +224,6 @@ static void answer_rows(struct fake_req *r, const struct rowspec *spec, size_t n
 /* ---------------------------------------------------------------- fixture */
 
 static struct event_base *base;
-static struct qn_app app;
 static struct qn_dedup *dd;
 static struct qn_dedup_config dcfg;
 
@@ -242,11 +240,9 @@ static void start(size_t budget)
     wall_ms = 1700000000000LL;
     base = event_base_new();
     ck_assert_ptr_nonnull(base);
-    memset(&app, 0, sizeof app);
-    app.base = base;
     qn_dedup_config_defaults(&dcfg, budget);
     dcfg.sweep_ms = 3600 * 1000; /* only the sweep test runs it */
-    ck_assert_int_eq(qn_dedup_new(&app, &dcfg, &dd), QN_OK);
+    ck_assert_int_eq(qn_dedup_new(base, NULL, &dcfg, &dd), QN_OK);
 }
 
 static void stop(void)
@@ -952,11 +948,9 @@ START_TEST(sweep_frees_idle_entries)
 {
     nreqs = 0;
     base = event_base_new();
-    memset(&app, 0, sizeof app);
-    app.base = base;
     qn_dedup_config_defaults(&dcfg, 64u << 20);
     dcfg.sweep_ms = 1;
-    ck_assert_int_eq(qn_dedup_new(&app, &dcfg, &dd), QN_OK);
+    ck_assert_int_eq(qn_dedup_new(base, NULL, &dcfg, &dd), QN_OK);
     verified("p", 1, 0, 1);
     answer_meta(open_one(FK_META), PID_A, 60, 99);
     struct rowspec rows[] = {{0, 100, wall_ms, 1, 0}};
@@ -983,11 +977,9 @@ START_TEST(sweep_frees_a_suppressed_entry_after_its_cooldown)
     size_t s = footprint(BIG);
     nreqs = 0;
     base = event_base_new();
-    memset(&app, 0, sizeof app);
-    app.base = base;
     qn_dedup_config_defaults(&dcfg, s * 16 / 10);
     dcfg.sweep_ms = 1;
-    ck_assert_int_eq(qn_dedup_new(&app, &dcfg, &dd), QN_OK);
+    ck_assert_int_eq(qn_dedup_new(base, NULL, &dcfg, &dd), QN_OK);
     hydrate("a", PID_A, 1, BIG, 10);
     mono_ms += 10000;
     hydrate("b", PID_B, 2, BIG, 10);

@@ -26,13 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "config.h"
 #include "engine/dedup.h"
 #include "engine/hring.h"
 #include "log.h"
 #include "engine/map.h"
 #include "queen/error.h"
+#include "queen/ids.h"
 #include "queen/store.h"
 
 #define PENDING_MAX 256
@@ -82,7 +82,7 @@ struct dd_hint {
 };
 
 struct qn_dedup {
-    struct qn_app *app;
+    qn_store *store; /* borrowed */
     struct qn_dedup_config cfg;
     struct qn_map entries;
     struct qn_map hints;
@@ -161,6 +161,13 @@ static void lru_touch(struct qn_dedup *d, struct dd_entry *e)
         d->lru_tail = e;
 }
 
+static void free_hint_cb(struct qn_map_node *n, void *ud)
+{
+    struct qn_dedup *d = ud;
+    qn_map_remove(&d->hints, n);
+    free(qn_container_of(n, struct dd_hint, node));
+}
+
 static void hint_set(struct qn_dedup *d, const struct dd_entry *e, size_t bytes)
 {
     struct qn_map_node *n = qn_map_get(&d->hints, e->key, e->klen);
@@ -170,8 +177,7 @@ static void hint_set(struct qn_dedup *d, const struct dd_entry *e, size_t bytes)
     }
     if (d->hints.count >= d->cfg.side_cap) {
         /* soft cap: forget every hint; the cost is one re-measured estimate each */
-        qn_map_destroy(&d->hints);
-        qn_map_init(&d->hints, d->cfg.side_cap + 1);
+        qn_map_each(&d->hints, free_hint_cb, d);
     }
     struct dd_hint *h = calloc(1, sizeof *h + e->klen);
     if (h == NULL)
@@ -179,7 +185,7 @@ static void hint_set(struct qn_dedup *d, const struct dd_entry *e, size_t bytes)
     memcpy(h->key, e->key, e->klen);
     h->klen = e->klen;
     h->bytes = bytes;
-    if (qn_map_put(&d->hints, &h->node, h->key, h->klen) == QN_ELIMIT)
+    if (qn_map_put(&d->hints, &h->node, h->key, h->klen) != QN_OK)
         free(h);
 }
 
@@ -262,7 +268,7 @@ static struct dd_entry *entry_get(struct qn_dedup *d, const char *queue, const c
     e->d = d;
     e->verified_upto = -1;
     qn_hring_init(&e->ring);
-    if (qn_map_put(&d->entries, &e->node, e->key, klen) == QN_ELIMIT) {
+    if (qn_map_put(&d->entries, &e->node, e->key, klen) != QN_OK) {
         free(e);
         return NULL;
     }
@@ -444,7 +450,7 @@ static void meta_done(void *ud, const struct qn_store_status *st, const struct q
     e->load_l0 = m->last_offset;
     e->load_window = e->window;
     int32_t secs = e->window + (int32_t)(d->cfg.skew_ms / 1000);
-    int rc = qn_store_txns_window(d->app->store, e->pid, secs, NULL, rows_done, e, &e->req);
+    int rc = qn_store_txns_window(d->store, e->pid, secs, NULL, rows_done, e, &e->req);
     if (rc != QN_OK) {
         e->req = NULL;
         entry_forget(e, DD_COLD);
@@ -471,10 +477,10 @@ static void load_start(struct dd_entry *e, bool full)
     const char *queue = e->key, *partition = e->key + strlen(e->key) + 1;
     if (full) {
         d->stats.hydrations++;
-        rc = qn_store_partition_meta(d->app->store, queue, partition, NULL, meta_done, e, &e->req);
+        rc = qn_store_partition_meta(d->store, queue, partition, NULL, meta_done, e, &e->req);
     } else {
         d->stats.catchups++;
-        rc = qn_store_txns_since(d->app->store, e->pid, e->verified_upto, NULL, rows_done, e,
+        rc = qn_store_txns_since(d->store, e->pid, e->verified_upto, NULL, rows_done, e,
                                  &e->req);
     }
     if (rc != QN_OK) {
@@ -547,7 +553,7 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
          * carry the window, so a change is seen at the next commit anyway) */
         const char *q = e->key, *p = e->key + strlen(e->key) + 1;
         e->meta_at_ms = now;
-        if (qn_store_partition_meta(d->app->store, q, p, NULL, meta_refresh_done, e, &e->req) !=
+        if (qn_store_partition_meta(d->store, q, p, NULL, meta_refresh_done, e, &e->req) !=
             QN_OK)
             e->req = NULL;
     }
@@ -680,17 +686,18 @@ static void sweep_cb(evutil_socket_t fd, short what, void *ud)
 
 /* ---------------------------------------------------------------- lifecycle */
 
-int qn_dedup_new(struct qn_app *app, const struct qn_dedup_config *cfg, struct qn_dedup **out)
+int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup_config *cfg,
+                 struct qn_dedup **out)
 {
     struct qn_dedup *d = calloc(1, sizeof *d);
     if (d == NULL)
         return QN_ENOMEM;
-    d->app = app;
+    d->store = store;
     d->cfg = *cfg;
     qn_map_init(&d->entries, 10u * 1000u * 1000u);
     qn_map_init(&d->hints, cfg->side_cap + 1);
     d->last_warn_ms = -60000;
-    d->sweep = event_new(app->base, -1, EV_PERSIST, sweep_cb, d);
+    d->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, d);
     if (d->sweep == NULL) {
         free(d);
         return QN_ENOMEM;
@@ -711,13 +718,6 @@ static void free_entry_cb(struct qn_map_node *n, void *ud)
     qn_hring_clear(&e->ring);
     qn_map_remove(&d->entries, n);
     free(e);
-}
-
-static void free_hint_cb(struct qn_map_node *n, void *ud)
-{
-    struct qn_dedup *d = ud;
-    qn_map_remove(&d->hints, n);
-    free(qn_container_of(n, struct dd_hint, node));
 }
 
 void qn_dedup_free(struct qn_dedup *d)

@@ -27,7 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct qn_app;
+#include "queen/store.h"
+
+struct event_base;
 struct qn_dedup;
 
 struct qn_dedup_config {
@@ -43,7 +45,10 @@ struct qn_dedup_config {
 
 void qn_dedup_config_defaults(struct qn_dedup_config *c, size_t budget_bytes);
 
-int qn_dedup_new(struct qn_app *app, const struct qn_dedup_config *cfg, struct qn_dedup **out);
+/* Makes the cache on base; borrows store until qn_dedup_free(). Returns QN_OK or
+ * QN_ENOMEM. */
+int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup_config *cfg,
+                 struct qn_dedup **out);
 void qn_dedup_free(struct qn_dedup *d);
 
 /* The fusion hooks (see fusion.h). */

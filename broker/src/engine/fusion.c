@@ -33,7 +33,6 @@
 
 #include <event2/event.h>
 
-#include "app.h"
 #include "config.h"
 #include "engine/fusion.h"
 #include "log.h"
@@ -92,7 +91,10 @@ struct lookup {
 };
 
 struct qn_fusion {
-    struct qn_app *app;
+    struct event_base *base;
+    const struct qn_config *cfg; /* segment_raw_max, zstd_level, bundle_max */
+    qn_store *store;
+    qn_zctx *zctx;
     struct qn_map slots;
     struct slot *ready_head, *ready_tail;
     struct event *dispatch_ev;
@@ -275,7 +277,7 @@ int qn_fusion_submit(struct qn_fusion *f, struct qn_push_job *job, const uint32_
         s->queue = s->key;
         s->partition = s->key + ql + 1;
         int rc = qn_map_put(&f->slots, &s->node, s->key, klen);
-        if (rc == QN_ELIMIT) {
+        if (rc != QN_OK) {
             free(s);
             return rc;
         }
@@ -368,8 +370,8 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
 {
     /* A segment stays readable: never larger than what readers may decompress. */
     size_t raw_cap = SEG_MAX_RAW;
-    if ((size_t)f->app->cfg->segment_raw_max / 2 < raw_cap)
-        raw_cap = (size_t)f->app->cfg->segment_raw_max / 2;
+    if ((size_t)f->cfg->segment_raw_max / 2 < raw_cap)
+        raw_cap = (size_t)f->cfg->segment_raw_max / 2;
     size_t take = 0, raw = 0;
     while (take < s->npending && take < SEG_MAX_FRAMES) {
         size_t b = item_bytes(item_of(s->pending[take]));
@@ -409,7 +411,7 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
     s->npending -= take;
     f->stats.pending_bytes = f->pending_bytes;
 
-    rc = qn_segment_pack(f->app->zctx, frames, sg->nleaders, (int)f->app->cfg->zstd_level,
+    rc = qn_segment_pack(f->zctx, frames, sg->nleaders, (int)f->cfg->zstd_level,
                          &sg->blob, NULL);
 out:
     free(frames);
@@ -442,8 +444,8 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
                 const uint8_t *raw;
                 size_t rawlen;
                 struct qn_frame fr;
-                if (qn_segment_decompress(f->app->zctx, row->blob, row->blob_len,
-                                          (size_t)f->app->cfg->segment_raw_max, &raw,
+                if (qn_segment_decompress(f->zctx, row->blob, row->blob_len,
+                                          (size_t)f->cfg->segment_raw_max, &raw,
                                           &rawlen) == QN_OK &&
                     qn_segment_frame_at(raw, rawlen, row->base, lk->offsets[i], &fr, NULL) ==
                         QN_OK)
@@ -509,7 +511,7 @@ static void seg_duplicates(struct qn_fusion *f, struct seg *sg,
     f->stats.duplicates += lk->n;
     if (lk->n > 0) {
         f->lookups++;
-        if (qn_store_segment_at(f->app->store, r->pid, lk->offsets, lk->n, NULL, lookup_done, lk,
+        if (qn_store_segment_at(f->store, r->pid, lk->offsets, lk->n, NULL, lookup_done, lk,
                                 NULL) == QN_OK)
             lk = NULL;
         else
@@ -563,7 +565,7 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
                     qn_push_item_resolve(ref.job, ref.idx, QN_ITEM_QUEUED, r->base + (int64_t)j,
                                          r->pid, id, QN_OK);
                 }
-                f->app->pushed += sg->nleaders;
+                f->stats.committed += sg->nleaders;
                 if (f->dedup.committed)
                     f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition,
                                        r->pid, r->window, r->base, r->created_at_us, sg->hashes,
@@ -586,7 +588,7 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct qn_fusion *f = arg;
     f->dispatch_scheduled = false;
-    size_t bundle_max = (size_t)f->app->cfg->bundle_max;
+    size_t bundle_max = (size_t)f->cfg->bundle_max;
 
     while (f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
         struct bundle *b = calloc(1, sizeof *b);
@@ -663,7 +665,7 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->stats.segments += b->nsegs;
         f->inflight++;
         f->stats.inflight = f->inflight;
-        int rc = qn_store_push(f->app->store, ps, b->nsegs, false, NULL, push_done, b, NULL);
+        int rc = qn_store_push(f->store, ps, b->nsegs, false, NULL, push_done, b, NULL);
         free(ps);
         if (rc != QN_OK) {
             struct qn_store_status st = {rc, "", ""};
@@ -674,14 +676,18 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- lifecycle */
 
-int qn_fusion_new(struct qn_app *app, struct qn_fusion **out)
+int qn_fusion_new(struct event_base *base, const struct qn_config *cfg, qn_store *store,
+                  qn_zctx *zctx, struct qn_fusion **out)
 {
     struct qn_fusion *f = calloc(1, sizeof *f);
     if (f == NULL)
         return QN_ENOMEM;
-    f->app = app;
+    f->base = base;
+    f->cfg = cfg;
+    f->store = store;
+    f->zctx = zctx;
     qn_map_init(&f->slots, 10u * 1000u * 1000u);
-    f->dispatch_ev = event_new(app->base, -1, 0, dispatch, f);
+    f->dispatch_ev = event_new(base, -1, 0, dispatch, f);
     if (f->dispatch_ev == NULL) {
         free(f);
         return QN_ENOMEM;

@@ -23,8 +23,11 @@
 
 #include "queen/frame.h"
 #include "queen/ids.h"
+#include "queen/segment.h"
+#include "queen/store.h"
 
-struct qn_app;
+struct event_base;
+struct qn_config;
 struct qn_push_job;
 
 #define QN_ITEM_PENDING 0
@@ -87,7 +90,12 @@ struct qn_fusion_dedup_hooks {
     void *ud;
 };
 
-int qn_fusion_new(struct qn_app *app, struct qn_fusion **out);
+/*
+ * Makes fusion on base. Borrows cfg (segment_raw_max, zstd_level, bundle_max),
+ * store and zctx until qn_fusion_free(). Returns QN_OK or QN_ENOMEM.
+ */
+int qn_fusion_new(struct event_base *base, const struct qn_config *cfg, qn_store *store,
+                  qn_zctx *zctx, struct qn_fusion **out);
 /* Fails every pending item with QN_ESHUTDOWN (their jobs complete) and frees. */
 void qn_fusion_free(struct qn_fusion *f);
 
@@ -118,6 +126,7 @@ struct qn_fusion_stats {
     uint64_t segments;            /* segments sent */
     uint64_t frames;              /* frames sent (re-sends counted again) */
     uint64_t duplicates;          /* frames answered DUPLICATE by SQL */
+    uint64_t committed;           /* frames committed (QUEUED) */
     uint32_t inflight;            /* bundles in flight now */
     uint64_t pending_bytes;       /* payload bytes waiting in slots */
 };

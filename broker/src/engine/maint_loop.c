@@ -1,5 +1,5 @@
 /*
- * maint.c - the maintenance loop of the retention seed (003): every
+ * engine/maint_loop.c - the maintenance loop of the retention seed (003): every
  * RETENTION_INTERVAL ms one cycle on one dedicated database session.
  *
  * A cycle:
@@ -57,7 +57,6 @@
 
 #include <event2/event.h>
 
-#include "broker.h"
 #include "config.h"
 #include "log.h"
 #include "engine/maint_loop.h"
@@ -744,48 +743,4 @@ void qn_maint_free(qn_maint *m)
     free(m->items);
     free(m->touched);
     free(m);
-}
-
-/* ---------------------------------------------------------------- module */
-
-/* The broker's loop, for GetStats (one per process; NULL outside the module). */
-static qn_maint *module_loop;
-
-qn_maint *qn_maint_current(void)
-{
-    return module_loop;
-}
-
-int qn_maint_module_start(struct qn_broker_ctx *ctx, void **state)
-{
-    struct qn_maint_config mc;
-    qn_maint *m = NULL;
-    qn_maint_config_from(&mc, ctx->cfg);
-    int rc = qn_maint_new(ctx->base, &mc, ctx->cfg->database_url, &m);
-    if (rc != QN_OK) {
-        QN_ERROR("cannot set up the maintenance loop: %s", qn_strerror(rc));
-        return rc;
-    }
-    rc = qn_maint_start(m);
-    if (rc != QN_OK) {
-        qn_maint_free(m);
-        return rc;
-    }
-    *state = m;
-    module_loop = m;
-    QN_INFO("maintenance loop every %lld ms batch=%d cleanup=%s", (long long)mc.interval_ms,
-            (int)mc.batch_size, mc.cleanup_enabled ? "on" : "off");
-    return QN_OK;
-}
-
-void qn_maint_module_shutdown(void *state)
-{
-    qn_maint_shutdown(state);
-}
-
-void qn_maint_module_stop(void *state)
-{
-    if (module_loop == state)
-        module_loop = NULL;
-    qn_maint_free(state);
 }

@@ -1,15 +1,15 @@
 /*
- * maint.h - private to broker/: the maintenance loop (retention, hash-sidecar
- * purge, max-wait eviction, partition cleanup, metrics purge) on its own
- * database session, and the broker module ("maint") that runs it.
+ * engine/maint_loop.h - private to broker/: the maintenance loop (retention,
+ * hash-sidecar purge, max-wait eviction, partition cleanup, metrics purge) on
+ * its own database session. The queue module (modules.c) runs one per process.
  *
  * The loop is usable without the broker: qn_maint_new() on any event_base, then
  * either qn_maint_start() (a cycle every interval_ms) or qn_maint_run_once()
  * (one cycle now, with a completion callback). Everything runs on the loop
  * thread that owns the event_base; nothing here is thread-safe.
  */
-#ifndef QN_BROKER_MAINT_H
-#define QN_BROKER_MAINT_H
+#ifndef QN_BROKER_MAINT_LOOP_H
+#define QN_BROKER_MAINT_LOOP_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,7 +18,6 @@
 
 struct event_base;
 struct qn_config;
-struct qn_broker_ctx;
 
 /* The session advisory lock that makes one broker sweep per cycle. */
 #define QN_MAINT_LOCK_KEY 737001
@@ -127,12 +126,5 @@ void qn_maint_shutdown(qn_maint *m);
 /* Shuts down if needed, closes the session (which releases any lock still held)
  * and frees m. NULL is allowed. Not from inside m's completion callback. */
 void qn_maint_free(qn_maint *m);
-
-/* The broker module (broker.h): started after "queue". */
-int qn_maint_module_start(struct qn_broker_ctx *ctx, void **state);
-/* The loop the module runs in this process, NULL when none. */
-qn_maint *qn_maint_current(void);
-void qn_maint_module_shutdown(void *state);
-void qn_maint_module_stop(void *state);
 
 #endif

@@ -70,12 +70,10 @@ int qn_map_put(struct qn_map *m, struct qn_map_node *node, const void *key, size
 {
     if (m->count >= m->max_entries)
         return QN_ELIMIT;
-    int rc = QN_OK;
-    if (m->nbuckets == 0 || m->count >= m->nbuckets) {
-        rc = grow(m);
-        if (m->nbuckets == 0)
-            return rc;
-    }
+    /* A failed growth only lengthens the chains; without any bucket array the
+     * node cannot go in at all. */
+    if ((m->nbuckets == 0 || m->count >= m->nbuckets) && grow(m) != QN_OK && m->nbuckets == 0)
+        return QN_ENOMEM;
     node->hash = qn_hash_bytes(key, klen);
     node->key = key;
     node->klen = klen;
@@ -83,7 +81,7 @@ int qn_map_put(struct qn_map *m, struct qn_map_node *node, const void *key, size
     node->next = m->buckets[i];
     m->buckets[i] = node;
     m->count++;
-    return rc;
+    return QN_OK;
 }
 
 void qn_map_remove(struct qn_map *m, struct qn_map_node *node)

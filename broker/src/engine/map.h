@@ -35,8 +35,10 @@ void qn_map_destroy(struct qn_map *m);
 
 struct qn_map_node *qn_map_get(const struct qn_map *m, const void *key, size_t klen);
 
-/* Inserts node with key (borrowed). The key must not be present. QN_OK, QN_ENOMEM
- * (bucket growth failed; the node is still inserted) or QN_ELIMIT. */
+/* Inserts node with key (borrowed). The key must not be present. Returns QN_OK
+ * (inserted; a failed growth of the bucket array only lengthens chains), or
+ * QN_ENOMEM (no bucket array could be made) or QN_ELIMIT (max_entries reached),
+ * and then the node is not in the map. */
 int qn_map_put(struct qn_map *m, struct qn_map_node *node, const void *key, size_t klen);
 
 void qn_map_remove(struct qn_map *m, struct qn_map_node *node);

@@ -131,9 +131,9 @@ int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queu
             memcpy(q->name, queue, ql + 1);
             q->klen = ql;
             int rc = qn_map_put(&ws->queues, &q->node, q->name, ql);
-            if (rc == QN_ELIMIT) {
+            if (rc != QN_OK) {
                 free(q);
-                return QN_EBUSY;
+                return rc == QN_ELIMIT ? QN_EBUSY : rc;
             }
         }
         for (b = q->buckets; b && strcmp(b->group, group) != 0; b = b->next)

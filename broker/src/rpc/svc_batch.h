@@ -1,18 +1,22 @@
 /*
- * svc_pop.h - private to broker/: the batch builder shared by Pop, Consume and
- * Fetch.
+ * rpc/svc_batch.h - private to rpc/: the batch builder shared by Pop, Consume
+ * and Fetch, and the pop request Pop and Consume share.
  */
-#ifndef QN_BROKER_SVC_POP_H
-#define QN_BROKER_SVC_POP_H
+#ifndef QN_BROKER_SVC_BATCH_H
+#define QN_BROKER_SVC_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/resp_arena.h"
 #include "queen/store.h"
 #include "queen/v1/common.pb-c.h"
+#include "queen/v1/queue.pb-c.h"
+#include "rpc/resp_arena.h"
+#include "transport/call.h"
 
 struct qn_app;
+struct qn_config;
 
 /*
  * Decompresses segs and builds one queen.v1.Message per frame of each segment's
@@ -27,7 +31,33 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *arena,
                       const char *partition, const char *group, const char *lease,
                       Queen__V1__Message ***out, size_t *count);
 
-/* Frees the cache of queues' min_pop_wait_time (shutdown). */
-void qn_svc_pop_gate_forget(void);
+/* The pop parameters PopRequest and ConsumeSubscribe both carry (borrowed). */
+struct qn_pop_params {
+    const char *queue, *partition, *namespace_, *task, *group;
+    uint32_t batch, max_partitions, lease_seconds;
+    bool auto_ack;
+    Queen__V1__SubscriptionMode mode;
+    int64_t from_us;
+};
+
+/* Validates pp and fills the storage arguments a (which borrow pp's strings and
+ * worker); false with a message for the client in why. */
+bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
+                    struct qn_pop_args *a, const char *worker, char *why, size_t cap);
+
+/* Sends one PopResponse built from res on call (Pop) or inside a
+ * ConsumeResponse (wrap: Consume, request_id 0), and counts the messages as
+ * delivered. Returns the number of messages sent, or a negative error (a codec
+ * error, QN_ENOMEM, or qn_call_send's). */
+long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
+                       const struct qn_pop_result *res, bool wrap);
+
+/* Releases every lease held under worker, fire and forget (a failure is
+ * logged; the leases then expire). */
+void qn_pop_release_worker(struct qn_app *app, const char *worker);
+
+/* The status for a batch that could not be built or sent (qn_pop_send_batch's
+ * error). */
+enum qn_grpc_code qn_pop_batch_error_code(int rc);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * svc_fetch.c - QueueService.Fetch: read by offset, no lease, no cursor.
+ * rpc/svc_fetch.c - QueueService.Fetch: read by offset, no lease, no cursor.
  *
  * Does: validate; read every entry through fetch_v1 in one call; build records
  * with the shared batch builder; when every entry came back empty and the client
@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
-#include "rpc/resp_arena.h"
 #include "config.h"
+#include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
+#include "rpc/resp_arena.h"
+#include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
-#include "rpc/svc_util.h"
-#include "engine/waiters.h"
+#include "rpc/validate.h"
 
 #define FETCH_MAX_ENTRIES 1024
 #define FETCH_MAX_WAIT_MS 30000
@@ -201,7 +201,7 @@ static void fetch_issue(struct fetch_rpc *f)
 
 void qn_svc_fetch(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_app *app = qn_svc_app();
+    struct qn_app *app = qn_svc_app(call);
     Queen__V1__FetchRequest *req = (Queen__V1__FetchRequest *)msg;
     char why[300] = "";
     app->rpcs++;

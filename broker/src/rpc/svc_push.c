@@ -1,5 +1,5 @@
 /*
- * svc_push.c - QueueService.Push.
+ * rpc/svc_push.c - QueueService.Push.
  *
  * Does: validate the whole request before anything is written (names, payload
  * sizes, transaction-id lengths, trace ids, item count, the size of the answer);
@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "config.h"
 #include "engine/fusion.h"
 #include "log.h"
 #include "queen/error.h"
+#include "rpc/status.h"
 #include "rpc/svc.h"
-#include "rpc/svc_util.h"
+#include "rpc/validate.h"
 
 struct push_rpc {
     struct qn_push_job job;
@@ -128,45 +128,6 @@ out:
     push_free(p);
 }
 
-bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
-                     const char *prefix, char *msg, size_t cap)
-{
-    char what[64], why[200];
-    /* Checked without formatting first: this runs for every pushed message, and
-     * the messages are only needed when something is wrong. */
-    if (qn_name_problem(it->queue, "queue", false, why, sizeof why)) {
-        snprintf(what, sizeof what, "%s.queue", prefix);
-        qn_name_problem(it->queue, what, false, msg, cap);
-        return false;
-    }
-    if (qn_name_problem(it->partition, "partition", true, why, sizeof why)) {
-        snprintf(what, sizeof what, "%s.partition", prefix);
-        qn_name_problem(it->partition, what, true, msg, cap);
-        return false;
-    }
-    if (it->payload.len == 0) {
-        snprintf(msg, cap, "%s.payload is empty", prefix);
-        return false;
-    }
-    if (it->payload.len > (size_t)cfg->max_payload_bytes) {
-        snprintf(msg, cap, "%s.payload is %zu bytes (the limit is %lld)", prefix, it->payload.len,
-                 (long long)cfg->max_payload_bytes);
-        return false;
-    }
-    size_t tl = it->transaction_id ? strlen(it->transaction_id) : 0;
-    if (tl > QN_FRAME_TXN_MAX) {
-        snprintf(msg, cap, "%s.transaction_id is %zu bytes (the limit is %u)", prefix, tl,
-                 QN_FRAME_TXN_MAX);
-        return false;
-    }
-    uint8_t tid[16];
-    if (it->trace_id && *it->trace_id && !qn_parse_uuid_str(it->trace_id, tid)) {
-        snprintf(msg, cap, "%s.trace_id is not a UUID", prefix);
-        return false;
-    }
-    return true;
-}
-
 /* Checks every item; writes a message naming the first bad one. */
 static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequest *req,
                           char *msg, size_t cap)
@@ -202,13 +163,13 @@ static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequ
     return true;
 }
 
-/* Sort helper: group items by (queue, partition), keeping request order. */
-static const struct qn_push_item *sort_items;
-
-static int cmp_idx(const void *a, const void *b)
+/* Sort order of item indices: by (queue, partition), keeping request order. ud
+ * is the job's item array. */
+static int cmp_idx(const void *a, const void *b, void *ud)
 {
+    const struct qn_push_item *items = ud;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const struct qn_push_item *ix = &sort_items[x], *iy = &sort_items[y];
+    const struct qn_push_item *ix = &items[x], *iy = &items[y];
     int c = strcmp(ix->queue, iy->queue);
     if (c == 0)
         c = strcmp(ix->partition, iy->partition);
@@ -256,7 +217,7 @@ static size_t layer1(struct push_rpc *p, uint32_t *g, size_t n)
 
 void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_app *app = qn_svc_app();
+    struct qn_app *app = qn_svc_app(call);
     Queen__V1__PushRequest *req = (Queen__V1__PushRequest *)msg;
     char why[300];
     app->rpcs++;
@@ -321,9 +282,7 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
         order[i] = (uint32_t)i;
     }
 
-    sort_items = p->job.items;
-    qsort(order, n, sizeof *order, cmp_idx);
-    sort_items = NULL;
+    qsort_r(order, n, sizeof *order, cmp_idx, p->job.items);
     for (size_t s = 0; s < n;) {
         size_t e = s + 1;
         const struct qn_push_item *a = &p->job.items[order[s]];

@@ -1,5 +1,5 @@
 /*
- * svc_txn.c - QueueService.Transact: pushes and acks in one database transaction.
+ * rpc/svc_txn.c - QueueService.Transact: pushes and acks in one database transaction.
  *
  * Does: validate every operation before anything is sent; pack the pushes into
  * one segment per (queue, partition) (first occurrence wins inside the request:
@@ -18,13 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "config.h"
+#include "engine/notifier.h"
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
+#include "rpc/ack_apply.h"
+#include "rpc/status.h"
 #include "rpc/svc.h"
-#include "rpc/svc_util.h"
+#include "rpc/validate.h"
 
 struct top {                      /* one operation */
     int seg;                      /* push: segment index */
@@ -169,7 +171,6 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
                 p->partition_id = t->pids[op];
             }
         }
-        t->app->pushed += 0; /* counted below per queued op */
     }
     for (size_t i = 0; i < t->req->n_ops; i++) {
         struct top *o = &t->ops[i];
@@ -217,7 +218,7 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
     }
     /* committed: parked pops and fetches of the pushed partitions wake */
     for (size_t sg = 0; sg < t->nsegs; sg++)
-        qn_services_committed(t->app, t->segs[sg].queue, t->segs[sg].partition);
+        qn_notifier_committed(t->app->notifier, t->segs[sg].queue, t->segs[sg].partition);
     /* dead letters are filed after the commit */
     t->pending_dlq = 1;
     for (size_t a = 0; a < t->nacks; a++) {
@@ -459,7 +460,7 @@ static int txn_results(struct txn_rpc *t)
 
 void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_app *app = qn_svc_app();
+    struct qn_app *app = qn_svc_app(call);
     Queen__V1__TransactRequest *req = (Queen__V1__TransactRequest *)msg;
     char why[400];
     app->rpcs++;

@@ -1,0 +1,124 @@
+/*
+ * engine/notifier.c - wake-ups from commits, local and remote (see notifier.h).
+ *
+ * Does: wake QN_NOTIFY_WAKE_PER_GROUP waiters per group of a queue when this
+ * broker commits to it; collect the queues committed to and send one NOTIFY
+ * naming them at most every QN_NOTIFY_INTERVAL_MS; wake waiters of the queue
+ * another broker's NOTIFY names (payload "tenant/queue").
+ * Does not: send NOTIFY inside the push transaction (it follows the commit),
+ * retry a NOTIFY that failed (re-check timers cover it).
+ *
+ * Invariants:
+ *   1. armed is true iff the timer is pending; it is armed by the first commit
+ *      after a NOTIFY went out, so NOTIFY follows a commit by at most
+ *      QN_NOTIFY_INTERVAL_MS and is sent at most once per interval.
+ *   2. At most QN_NOTIFY_MAX_QUEUES names are held, each a distinct copy; a
+ *      queue past the cap is not named (its remote waiters re-check).
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "engine/notifier.h"
+#include "engine/waiters.h"
+#include "log.h"
+#include "queen/error.h"
+
+struct qn_notifier {
+    qn_store *store;           /* borrowed */
+    struct qn_waiters *waiters; /* borrowed */
+    struct event *timer;
+    bool armed;
+    char *queues[QN_NOTIFY_MAX_QUEUES];
+    size_t n;
+};
+
+static void notify_sent(void *ud, const struct qn_store_status *st, int64_t value)
+{
+    (void)ud;
+    (void)value;
+    if (st->code != QN_OK)
+        QN_DEBUG("push notify failed: %s", st->message);
+}
+
+static void drop_queues(struct qn_notifier *nt)
+{
+    for (size_t i = 0; i < nt->n; i++)
+        free(nt->queues[i]);
+    nt->n = 0;
+}
+
+static void notify_flush(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct qn_notifier *nt = ud;
+    nt->armed = false;
+    if (nt->n > 0)
+        qn_store_notify_push(nt->store, (const char *const *)nt->queues, nt->n, NULL,
+                             notify_sent, NULL, NULL);
+    drop_queues(nt);
+}
+
+void qn_notifier_committed(void *ud, const char *queue, const char *partition)
+{
+    struct qn_notifier *nt = ud;
+    qn_waiters_notify(nt->waiters, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
+    bool known = false;
+    for (size_t i = 0; i < nt->n && !known; i++)
+        known = strcmp(nt->queues[i], queue) == 0;
+    if (!known && nt->n < QN_NOTIFY_MAX_QUEUES) {
+        char *q = strdup(queue);
+        if (q != NULL)
+            nt->queues[nt->n++] = q;
+    }
+    if (!nt->armed) {
+        struct timeval tv = {0, QN_NOTIFY_INTERVAL_MS * 1000};
+        evtimer_add(nt->timer, &tv);
+        nt->armed = true;
+    }
+}
+
+/* A NOTIFY from any broker (ours included: waking twice is harmless). */
+static void on_listen(void *ud, const char *payload)
+{
+    struct qn_notifier *nt = ud;
+    const char *slash = strchr(payload, '/');
+    const char *queue = slash ? slash + 1 : payload;
+    qn_waiters_notify(nt->waiters, queue, NULL, QN_NOTIFY_WAKE_PER_GROUP);
+}
+
+int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters *ws,
+                    struct qn_notifier **out)
+{
+    struct qn_notifier *nt = calloc(1, sizeof *nt);
+    if (nt == NULL)
+        return QN_ENOMEM;
+    nt->store = store;
+    nt->waiters = ws;
+    nt->timer = evtimer_new(base, notify_flush, nt);
+    if (nt->timer == NULL) {
+        free(nt);
+        return QN_ENOMEM;
+    }
+    int rc = qn_store_listen_push(store, on_listen, nt);
+    if (rc != QN_OK) {
+        event_free(nt->timer);
+        free(nt);
+        return rc;
+    }
+    *out = nt;
+    return QN_OK;
+}
+
+void qn_notifier_free(struct qn_notifier *nt)
+{
+    if (nt == NULL)
+        return;
+    event_free(nt->timer);
+    drop_queues(nt);
+    qn_store_listen_push(nt->store, NULL, NULL);
+    free(nt);
+}

@@ -1,0 +1,49 @@
+/*
+ * engine/notifier.h - private to broker/: wake-ups of parked pops when data
+ * arrives, from this broker's commits and from other brokers'.
+ *
+ * A commit on this broker (fusion, Transact, a replayed dead letter) wakes the
+ * local waiters of its queue at once and is announced to other brokers by a
+ * throttled NOTIFY queen_push; another broker's NOTIFY (heard on the store's
+ * LISTEN connection) wakes ours. Cross-broker wake-ups are cheap hints: a lost
+ * one only delays a parked pop until its re-check timer (QUEEN_WAKE_RECHECK_MS).
+ *
+ * One notifier per loop, owned by its struct qn_app; loop thread only.
+ */
+#ifndef QN_BROKER_NOTIFIER_H
+#define QN_BROKER_NOTIFIER_H
+
+#include "queen/store.h"
+
+struct event_base;
+struct qn_waiters;
+struct qn_notifier;
+
+/* Waiters woken per consumer group and commit: enough to drain a burst in
+ * parallel without waking every parked pop for one segment. */
+#define QN_NOTIFY_WAKE_PER_GROUP 4
+/* NOTIFY is sent at most once per this many milliseconds... */
+#define QN_NOTIFY_INTERVAL_MS 20
+/* ...naming at most this many queues (more: the ones past it are not named). */
+#define QN_NOTIFY_MAX_QUEUES 256
+
+/*
+ * Makes the notifier and starts listening for other brokers' NOTIFY on store.
+ * Borrows store and ws until qn_notifier_free(). Returns QN_OK, QN_ENOMEM, or
+ * the store's error for the LISTEN registration.
+ */
+int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters *ws,
+                    struct qn_notifier **out);
+
+/*
+ * Messages were committed to (queue, partition) on this broker: wakes local
+ * waiters now and queues queue for the next NOTIFY. The signature fits fusion's
+ * commit hook (ud is the notifier). Copies queue.
+ */
+void qn_notifier_committed(void *ud, const char *queue, const char *partition);
+
+/* Stops listening, drops what was queued for NOTIFY and frees. Before the store
+ * and the waiters are freed. NULL allowed. */
+void qn_notifier_free(struct qn_notifier *n);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * module.h - private to broker/: the contract between the serving process
+ * (broker.c) and the parts of the broker with a lifetime (modules.c for the
+ * product; test binaries bring their own).
+ */
+#ifndef QN_BROKER_MODULE_H
+#define QN_BROKER_MODULE_H
+
+#include "config.h"
+#include "transport/call.h"
+#include "transport/health.h"
+
+struct event_base;
+
+/* What a module gets at start: borrowed for the whole run. */
+struct qn_broker_ctx {
+    struct event_base *base;
+    const struct qn_config *cfg;
+    qn_rpc_server *server;
+    qn_health *health; /* "" starts SERVING; a module may set it (e.g. storage down) */
+};
+
+/*
+ * A part of the broker with a lifetime. Modules start in order after the server
+ * is made (before it listens) and stop in reverse order after the server was
+ * freed.
+ */
+struct qn_broker_module {
+    const char *name; /* NULL ends a module array */
+    /* Registers methods, opens resources; *state is the module's. Returns QN_OK or
+     * an error (logged by the module), which aborts the start. */
+    int (*start)(struct qn_broker_ctx *ctx, void **state);
+    /* SIGTERM/SIGINT, before the server drains: stop taking new work, wake parked
+     * requests. May be NULL. */
+    void (*shutdown)(void *state);
+    /* After the loop ended and the server was freed (every call is gone). May be
+     * NULL. */
+    void (*stop)(void *state);
+};
+
+#endif

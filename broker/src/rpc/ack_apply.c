@@ -1,0 +1,387 @@
+/*
+ * rpc/ack_apply.c - the ack engine (see ack_apply.h): applies an AckRequest for
+ * Ack and Consume's in-band acks, and files the dead letters an ack hands off
+ * (Transact files its own through qn_dlq_file too).
+ *
+ * Does: group ack items by (partition, lease) and apply each group with one
+ * ack_v1 call (all groups in flight at once, pipelined by storage); file the
+ * dead letter a group hands off (decode the poison frame from the segment the
+ * database returned, then dlq_head_v1); answer per item in request order.
+ * Does not: validate the request (qn_ack_request_ok, validate.h, before),
+ * resolve transaction ids itself (SQL does, bounded to the leased span).
+ *
+ * Invariants:
+ *   1. An ack op calls done() exactly once, after every group (and every DLQ
+ *      follow-up) finished, unless it was cancelled first; never inside
+ *      qn_ack_run().
+ *   2. A DLQ hand-off is filed under the same lease (worker) the ack used; if
+ *      that lease was lost in between, nothing is filed and the message is
+ *      redelivered (the retry budget stays exhausted, so the next failure files it).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "app.h"
+#include "config.h"
+#include "log.h"
+#include "queen/error.h"
+#include "queen/segment.h"
+#include "rpc/ack_apply.h"
+#include "rpc/status.h"
+#include "rpc/validate.h"
+
+#define DLQ_DEFAULT_ERROR "Retries exhausted"
+
+static int store_status_of(Queen__V1__AckStatus s)
+{
+    switch (s) {
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_FAILED: return QN_ACK_FAILED;
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_RETRY: return QN_ACK_RETRY;
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_DLQ: return QN_ACK_DLQ;
+    default: return QN_ACK_COMPLETED;
+    }
+}
+
+/* ---------------------------------------------------------------- DLQ hand-off */
+
+static void dlq_head_done(void *ud, const struct qn_store_status *st, bool ok,
+                          const uint8_t *dlq_id)
+{
+    (void)dlq_id;
+    struct qn_dlq_job *j = ud;
+    if (st->code != QN_OK)
+        QN_WARN("dead-letter filing failed: %s", st->message);
+    j->sreq = NULL;
+    j->done(j->ud, st->code == QN_OK && ok);
+}
+
+/* Files the poison frame the ack result handed off. Returns QN_OK (done will
+ * run) or an error (done will not run). */
+int qn_dlq_file(struct qn_app *app, const uint8_t pid[16], const char *group,
+                const char *worker, const struct qn_ack_result *r, const char *error,
+                int64_t deadline, struct qn_dlq_job *j)
+{
+    struct qn_dlq_head_args a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.pid, pid, 16);
+    a.group = group;
+    a.worker = worker;
+    a.offset = r->dlq_offset;
+    a.error = error && *error ? error : DLQ_DEFAULT_ERROR;
+    a.txn = "";
+    if (r->dlq_blob != NULL) {
+        const uint8_t *raw;
+        size_t rawlen;
+        struct qn_frame f;
+        if (qn_segment_decompress(app->zctx, r->dlq_blob, r->dlq_blob_len,
+                                  (size_t)app->cfg->segment_raw_max, &raw, &rawlen) == QN_OK &&
+            qn_segment_frame_at(raw, rawlen, r->dlq_base, r->dlq_offset, &f, NULL) == QN_OK) {
+            memcpy(a.message_id, f.message_id, 16);
+            a.txn = (const char *)f.txn;
+            a.txn_len = f.txn_len;
+            a.payload = f.payload;
+            a.payload_len = f.payload_len;
+        } else {
+            QN_WARN("dead letter at offset %lld: its segment cannot be read; filed without payload",
+                    (long long)r->dlq_offset);
+        }
+    }
+    struct qn_call_opts opts = {deadline, NULL};
+    return qn_store_dlq_head(app->store, &a, &opts, dlq_head_done, j, &j->sreq);
+}
+
+/* ---------------------------------------------------------------- ack engine */
+
+struct ack_group {
+    struct qn_ack_op *op;
+    uint8_t pid[16];
+    const char *lease;           /* borrowed from the request */
+    uint32_t *idx;               /* request item indices */
+    size_t n;
+    qn_store_req *sreq;
+    struct qn_dlq_job dlq;
+    long dlq_item;               /* request index of the dead-lettered item, -1 none */
+};
+
+struct qn_ack_op {
+    struct qn_app *app;
+    const Queen__V1__AckRequest *req;
+    const char *group;
+    struct ack_group *groups;
+    size_t ngroups;
+    uint32_t *idx_store;
+    size_t outstanding;
+    int64_t deadline;
+    Queen__V1__AckResult *results;
+    Queen__V1__AckResult **ptrs;
+    void (*done)(void *ud, enum qn_grpc_code code, const char *message,
+                 const Queen__V1__AckResponse *resp);
+    void *ud;
+    enum qn_grpc_code fail_code;
+    char fail_msg[256];
+    struct event *defer;         /* completes an op whose every group failed to send */
+};
+
+static void ack_op_free(struct qn_ack_op *op)
+{
+    if (op == NULL)
+        return;
+    if (op->defer)
+        event_free(op->defer);
+    free(op->groups);
+    free(op->idx_store);
+    free(op->results);
+    free(op->ptrs);
+    free(op);
+}
+
+void qn_ack_cancel(struct qn_ack_op *op)
+{
+    if (op == NULL)
+        return;
+    for (size_t g = 0; g < op->ngroups; g++) {
+        qn_store_cancel(op->groups[g].sreq);
+        qn_store_cancel(op->groups[g].dlq.sreq);
+    }
+    ack_op_free(op);
+}
+
+static void ack_op_step(struct qn_ack_op *op)
+{
+    if (--op->outstanding > 0)
+        return;
+    if (op->fail_code != QN_GRPC_OK) {
+        op->done(op->ud, op->fail_code, op->fail_msg, NULL);
+    } else {
+        Queen__V1__AckResponse resp = QUEEN__V1__ACK_RESPONSE__INIT;
+        resp.n_results = op->req->n_items;
+        resp.results = op->ptrs;
+        op->done(op->ud, QN_GRPC_OK, NULL, &resp);
+    }
+    ack_op_free(op);
+}
+
+static void group_dlq_done(void *ud, bool filed)
+{
+    struct ack_group *g = ud;
+    struct qn_ack_op *op = g->op;
+    if (g->dlq_item >= 0) {
+        Queen__V1__AckResult *r = &op->results[g->dlq_item];
+        r->dlq = filed;
+        if (filed) {
+            for (size_t k = 0; k < g->n; k++)
+                op->results[g->idx[k]].lease_released = true;
+        } else {
+            r->error = "the lease was lost before the dead letter was filed; it will be redelivered";
+        }
+    }
+    ack_op_step(op);
+}
+
+static void group_done(void *ud, const struct qn_store_status *st, const struct qn_ack_result *r)
+{
+    struct ack_group *g = ud;
+    struct qn_ack_op *op = g->op;
+    g->sreq = NULL;
+    if (st->code != QN_OK) {
+        if (op->fail_code == QN_GRPC_OK) {
+            op->fail_code = qn_grpc_from_store(st->code);
+            snprintf(op->fail_msg, sizeof op->fail_msg, "%s",
+                     st->message && *st->message ? st->message : qn_strerror(st->code));
+        }
+        ack_op_step(op);
+        return;
+    }
+    long head = -1;
+    int64_t head_off = INT64_MAX;
+    for (size_t k = 0; k < g->n && k < r->n; k++) {
+        uint32_t i = g->idx[k];
+        Queen__V1__AckResult *res = &op->results[i];
+        const struct qn_ack_item_result *ir = &r->items[k];
+        const Queen__V1__AckItem *in = op->req->items[i];
+        res->outcome = (Queen__V1__AckOutcome)ir->outcome;
+        res->success = ir->outcome == QN_ACK_APPLIED || ir->outcome == QN_ACK_NOOP;
+        res->offset = ir->offset;
+        res->lease_released = (r->flags & QN_ACKF_RELEASED) != 0;
+        int s = store_status_of(in->status);
+        if (ir->outcome == QN_ACK_APPLIED && (s == QN_ACK_FAILED || s == QN_ACK_DLQ) &&
+            ir->offset >= 0 && ir->offset < head_off) {
+            head = (long)i;
+            head_off = ir->offset;
+        }
+        switch (ir->outcome) {
+        case QN_ACK_UNRESOLVED:
+            res->error = "transaction id not found in the ackable span of this partition";
+            break;
+        case QN_ACK_LEASE_INVALID:
+            res->error = "invalid or expired lease";
+            break;
+        case QN_ACK_REJECTED:
+            res->error = "no consumer state for this partition and group, or offset beyond the leased batch";
+            break;
+        case QN_ACK_STALE:
+            res->error = "already committed";
+            break;
+        case QN_ACK_DEFERRED:
+            res->error = "deferred: an earlier message of this call failed; it will be redelivered";
+            break;
+        default:
+            break;
+        }
+    }
+    if (r->n != g->n) {
+        op->fail_code = QN_GRPC_INTERNAL;
+        snprintf(op->fail_msg, sizeof op->fail_msg, "the database answered %zu results for %zu acks",
+                 r->n, g->n);
+        ack_op_step(op);
+        return;
+    }
+    if ((r->flags & QN_ACKF_DROPPED) && head >= 0)
+        op->results[head].dropped = true;
+    if (r->flags & QN_ACKF_DLQ_HANDOFF) {
+        /* find the item that named the poison offset (the head failure) */
+        g->dlq_item = -1;
+        for (size_t k = 0; k < g->n; k++)
+            if (r->items[k].offset == r->dlq_offset)
+                g->dlq_item = (long)g->idx[k];
+        const char *err = g->dlq_item >= 0 ? op->req->items[g->dlq_item]->error : NULL;
+        g->dlq.done = group_dlq_done;
+        g->dlq.ud = g;
+        const char *worker = g->lease && *g->lease ? g->lease : "";
+        if (qn_dlq_file(op->app, g->pid, op->group, worker, r, err, op->deadline, &g->dlq) == QN_OK)
+            return; /* group_dlq_done steps */
+    }
+    ack_op_step(op);
+}
+
+static void ack_op_defer_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    ack_op_step(ud);
+}
+
+/* Sort order of item indices: (partition_id, lease_id, index). ud is the
+ * request's item array. */
+static int cmp_ack(const void *a, const void *b, void *ud)
+{
+    const Queen__V1__AckItem *const *items = ud;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const Queen__V1__AckItem *ix = items[x], *iy = items[y];
+    int c = strcmp(ix->partition_id, iy->partition_id);
+    if (c == 0)
+        c = strcmp(ix->lease_id ? ix->lease_id : "", iy->lease_id ? iy->lease_id : "");
+    if (c == 0)
+        c = x < y ? -1 : x > y;
+    return c;
+}
+
+int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
+               void (*done)(void *ud, enum qn_grpc_code code, const char *message,
+                            const Queen__V1__AckResponse *resp),
+               void *ud, int64_t deadline_ms, struct qn_ack_op **out)
+{
+    size_t n = req->n_items;
+    if (n == 0)
+        return QN_EBADREQUEST;
+    struct qn_ack_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return QN_ENOMEM;
+    op->app = app;
+    op->req = req;
+    op->group = qn_or_default(req->consumer_group, QN_QUEUE_MODE);
+    op->done = done;
+    op->ud = ud;
+    op->deadline = deadline_ms;
+    op->results = calloc(n, sizeof *op->results);
+    op->ptrs = calloc(n, sizeof *op->ptrs);
+    op->idx_store = calloc(n, sizeof *op->idx_store);
+    op->groups = calloc(n, sizeof *op->groups);
+    struct qn_ack_item *items = calloc(n, sizeof *items);
+    uint8_t(*hashes)[16] = calloc(n, 16);
+    if (!op->results || !op->ptrs || !op->idx_store || !op->groups || !items || !hashes) {
+        free(items);
+        free(hashes);
+        ack_op_free(op);
+        return QN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        queen__v1__ack_result__init(&op->results[i]);
+        op->results[i].index = (uint32_t)i;
+        op->results[i].offset = -1;
+        op->ptrs[i] = &op->results[i];
+        op->idx_store[i] = (uint32_t)i;
+    }
+    qsort_r(op->idx_store, n, sizeof *op->idx_store, cmp_ack, req->items);
+
+    /* groups */
+    for (size_t s = 0; s < n;) {
+        const Queen__V1__AckItem *a = req->items[op->idx_store[s]];
+        size_t e = s + 1;
+        while (e < n && strcmp(req->items[op->idx_store[e]]->partition_id, a->partition_id) == 0 &&
+               strcmp(req->items[op->idx_store[e]]->lease_id ? req->items[op->idx_store[e]]->lease_id : "",
+                      a->lease_id ? a->lease_id : "") == 0)
+            e++;
+        struct ack_group *g = &op->groups[op->ngroups++];
+        g->op = op;
+        qn_parse_uuid_str(a->partition_id, g->pid);
+        g->lease = a->lease_id;
+        g->idx = op->idx_store + s;
+        g->n = e - s;
+        g->dlq_item = -1;
+        s = e;
+    }
+    op->outstanding = op->ngroups + 1; /* +1 while sending, see below */
+    for (size_t gi = 0; gi < op->ngroups; gi++) {
+        struct ack_group *g = &op->groups[gi];
+        for (size_t k = 0; k < g->n; k++) {
+            const Queen__V1__AckItem *in = req->items[g->idx[k]];
+            struct qn_ack_item *it = &items[k];
+            memset(it, 0, sizeof *it);
+            it->status = store_status_of(in->status);
+            if (in->target_case == QUEEN__V1__ACK_ITEM__TARGET_TRANSACTION_ID) {
+                qn_txn_hash(in->transaction_id, strlen(in->transaction_id), hashes[k]);
+                it->hash = hashes[k];
+            } else {
+                it->offset = in->offset;
+            }
+        }
+        struct qn_ack_args args;
+        memcpy(args.pid, g->pid, 16);
+        args.group = op->group;
+        args.worker = g->lease ? g->lease : "";
+        args.items = items;
+        args.n = g->n;
+        struct qn_call_opts opts = {deadline_ms, NULL};
+        int rc = qn_store_ack(app->store, &args, &opts, group_done, g, &g->sreq);
+        if (rc != QN_OK) {
+            struct qn_store_status st = {rc, "", qn_strerror(rc)};
+            g->sreq = NULL;
+            /* steps through the normal path; outstanding still holds the sending
+             * reference, so done() cannot run on this stack */
+            group_done(g, &st, NULL);
+        }
+    }
+    free(items);
+    free(hashes);
+    if (out)
+        *out = op;
+    if (op->outstanding > 1) {
+        op->outstanding--; /* the sending reference */
+        return QN_OK;
+    }
+    /* Every group failed to send: complete from a later loop turn, never inside
+     * the caller's call. */
+    op->defer = evtimer_new(app->base, ack_op_defer_cb, op);
+    if (op->defer == NULL) {
+        ack_op_free(op);
+        if (out)
+            *out = NULL;
+        return QN_ENOMEM;
+    }
+    struct timeval zero = {0, 0};
+    evtimer_add(op->defer, &zero);
+    return QN_OK;
+}

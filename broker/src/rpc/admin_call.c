@@ -1,0 +1,118 @@
+/*
+ * rpc/admin_call.c - the shared state and endings of AdminService RPCs (see
+ * admin_call.h).
+ *
+ * Invariant: a qn_admin_call is owned by its call from qn_admin_new() until
+ * exactly one ending (or qn_admin_cancel) frees it; every ending clears the
+ * call's data first, so on_cancel never finds freed state.
+ */
+#include <stdlib.h>
+
+#include "app.h"
+#include "queen/error.h"
+#include "rpc/admin_call.h"
+#include "rpc/status.h"
+#include "rpc/svc.h"
+#include "rpc/validate.h"
+
+struct qn_admin_call *qn_admin_new(qn_call *call, ProtobufCMessage *msg, size_t size)
+{
+    struct qn_admin_call *a = calloc(1, size);
+    if (a == NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    a->app = qn_svc_app(call);
+    a->app->rpcs++;
+    a->call = call;
+    a->req = msg;
+    qn_arena_init(&a->arena);
+    qn_call_set_data(call, a);
+    return a;
+}
+
+static void admin_free(struct qn_admin_call *a)
+{
+    for (int i = 0; i < 2; i++)
+        qn_store_cancel(a->sreq[i]);
+    if (a->cleanup)
+        a->cleanup(a);
+    qn_arena_free(&a->arena);
+    if (a->req)
+        protobuf_c_message_free_unpacked(a->req, NULL);
+    free(a);
+}
+
+/* Takes the call from a: nothing is cancelled any more (the callers end the
+ * call because their storage calls answered). */
+static qn_call *admin_take_call(struct qn_admin_call *a)
+{
+    qn_call *call = a->call;
+    qn_call_set_data(call, NULL);
+    a->sreq[0] = a->sreq[1] = NULL;
+    return call;
+}
+
+void qn_admin_finish(struct qn_admin_call *a, enum qn_grpc_code code, const char *msg)
+{
+    qn_call_finish(admin_take_call(a), code, msg);
+    admin_free(a);
+}
+
+void qn_admin_reply(struct qn_admin_call *a, const ProtobufCMessage *resp)
+{
+    qn_call *call = admin_take_call(a);
+    if (qn_call_send(call, resp) == QN_OK)
+        qn_call_finish(call, QN_GRPC_OK, NULL);
+    else
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       "response larger than the send limit: ask for fewer rows");
+    admin_free(a);
+}
+
+void qn_admin_store_error(struct qn_admin_call *a, const struct qn_store_status *st)
+{
+    qn_finish_store_error(admin_take_call(a), st);
+    admin_free(a);
+}
+
+bool qn_admin_ok(struct qn_admin_call *a, const struct qn_store_status *st)
+{
+    a->sreq[0] = NULL;
+    if (st->code == QN_OK)
+        return true;
+    qn_admin_store_error(a, st);
+    return false;
+}
+
+bool qn_admin_sent(struct qn_admin_call *a, int rc)
+{
+    if (rc == QN_OK)
+        return true;
+    qn_admin_finish(a, qn_grpc_from_store(rc), qn_strerror(rc));
+    return false;
+}
+
+bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *what,
+                         bool allow_empty)
+{
+    char why[200];
+    if (!qn_name_problem(s, what, allow_empty, why, sizeof why))
+        return true;
+    qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
+    return false;
+}
+
+uint32_t qn_admin_list_limit(uint32_t limit)
+{
+    return limit == 0 ? QN_ADMIN_LIST_DEFAULT : limit > QN_ADMIN_LIST_MAX ? QN_ADMIN_LIST_MAX : limit;
+}
+
+void qn_admin_cancel(qn_call *call, int reason)
+{
+    (void)reason;
+    struct qn_admin_call *a = qn_call_data(call);
+    if (a != NULL)
+        admin_free(a);
+}

@@ -1,0 +1,269 @@
+/*
+ * rpc/svc_batch.c - what Pop, Consume and Fetch share (see svc_batch.h): the
+ * batch builder (leased segments -> queen.v1.Message), the pop request both Pop
+ * and Consume carry, sending one batch and releasing a worker's leases.
+ *
+ * Does: decompress each segment once and slice exactly its span; copy payloads
+ * and names into the response's arena; budget a pop's bytes so its response
+ * fits QUEEN_MAX_SEND_BYTES.
+ * Does not: touch a call's lifecycle (the RPC files do) or park anything.
+ *
+ * Invariant: a built message never points into the decompression buffer (the
+ * next decompression reuses it); everything it points to lives in the arena or
+ * in the caller's request.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "config.h"
+#include "log.h"
+#include "queen/error.h"
+#include "queen/segment.h"
+#include "rpc/svc_batch.h"
+#include "rpc/validate.h"
+
+/* ---------------------------------------------------------------- messages */
+
+int qn_build_messages(struct qn_app *app, struct qn_arena *a, const struct qn_pop_segment *segs,
+                      size_t nsegs, const char *queue, const char *partition, const char *group,
+                      const char *lease, Queen__V1__Message ***out, size_t *count)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < nsegs; i++)
+        if (segs[i].take > 0)
+            total += (size_t)segs[i].take;
+    Queen__V1__Message **msgs = qn_arena_alloc(a, (total ? total : 1) * sizeof *msgs);
+    Queen__V1__Message *m = qn_arena_alloc(a, (total ? total : 1) * sizeof *m);
+    if (msgs == NULL || m == NULL)
+        return QN_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < nsegs; i++) {
+        const struct qn_pop_segment *s = &segs[i];
+        if (s->take <= 0 || s->start_idx < 0)
+            continue;
+        const uint8_t *raw;
+        size_t rawlen;
+        int rc = qn_segment_decompress(app->zctx, s->blob, s->blob_len,
+                                       (size_t)app->cfg->segment_raw_max, &raw, &rawlen);
+        if (rc != QN_OK)
+            return rc;
+        struct qn_frame_iter it;
+        struct qn_frame_error fe;
+        rc = qn_frame_iter_span(&it, raw, rawlen, (size_t)s->start_idx, (size_t)s->take, &fe);
+        if (rc != QN_OK)
+            return rc;
+        char *pid = qn_arena_alloc(a, QN_UUID_STR_LEN);
+        const char *q = s->queue ? s->queue : queue;
+        const char *p = s->partition ? s->partition : partition;
+        char *qc = q ? qn_arena_strndup(a, q, strlen(q)) : (char *)"";
+        char *pc = p ? qn_arena_strndup(a, p, strlen(p)) : (char *)"";
+        if (pid == NULL || qc == NULL || pc == NULL)
+            return QN_ENOMEM;
+        qn_uuid_format(s->pid, pid);
+        struct qn_frame f;
+        for (int32_t j = 0; j < s->take; j++) {
+            rc = qn_frame_iter_next(&it, &f, &fe);
+            if (rc != 1)
+                return rc < 0 ? rc : QN_ESEGMENT_COUNT;
+            Queen__V1__Message *mm = &m[k];
+            queen__v1__message__init(mm);
+            char *id = qn_arena_alloc(a, QN_UUID_STR_LEN);
+            char *txn = qn_arena_strndup(a, f.txn, f.txn_len);
+            uint8_t *payload = f.payload_len ? qn_arena_alloc(a, f.payload_len) : NULL;
+            if (id == NULL || txn == NULL || (f.payload_len && payload == NULL))
+                return QN_ENOMEM;
+            qn_uuid_format(f.message_id, id);
+            if (f.payload_len)
+                memcpy(payload, f.payload, f.payload_len);
+            mm->message_id = id;
+            mm->transaction_id = txn;
+            if (f.flags & QN_FRAME_FLAG_TRACE) {
+                char *tid = qn_arena_alloc(a, QN_UUID_STR_LEN);
+                if (tid == NULL)
+                    return QN_ENOMEM;
+                qn_uuid_format(f.trace_id, tid);
+                mm->trace_id = tid;
+            }
+            if (f.flags & QN_FRAME_FLAG_PSUB) {
+                mm->producer_sub = qn_arena_strndup(a, f.psub, f.psub_len);
+                if (mm->producer_sub == NULL)
+                    return QN_ENOMEM;
+            }
+            mm->payload.data = payload;
+            mm->payload.len = f.payload_len;
+            mm->created_at_us = s->created_at_us;
+            mm->queue = qc;
+            mm->partition = pc;
+            mm->partition_id = pid;
+            mm->offset = s->base + s->start_idx + j;
+            mm->lease_id = (char *)(lease ? lease : "");
+            mm->consumer_group = (char *)(group ? group : "");
+            mm->encrypted = (f.flags & QN_FRAME_FLAG_ENCRYPTED) != 0;
+            msgs[k++] = mm;
+        }
+    }
+    *out = msgs;
+    *count = k;
+    return QN_OK;
+}
+
+/* ---------------------------------------------------------------- pop requests */
+
+bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
+                    struct qn_pop_args *a, const char *worker, char *why, size_t cap)
+{
+    char tmp[200];
+    bool discover = pp->queue == NULL || *pp->queue == '\0';
+    if (discover) {
+        if ((pp->namespace_ == NULL || !*pp->namespace_) && (pp->task == NULL || !*pp->task)) {
+            snprintf(why, cap, "queue is required (or namespace / task to discover queues)");
+            return false;
+        }
+        if (qn_name_problem(pp->namespace_, "namespace", true, tmp, sizeof tmp) ||
+            qn_name_problem(pp->task, "task", true, tmp, sizeof tmp)) {
+            snprintf(why, cap, "%s", tmp);
+            return false;
+        }
+        if (pp->partition && *pp->partition) {
+            snprintf(why, cap, "partition cannot be named when discovering queues");
+            return false;
+        }
+    } else if (qn_name_problem(pp->queue, "queue", false, tmp, sizeof tmp)) {
+        snprintf(why, cap, "%s", tmp);
+        return false;
+    }
+    if (qn_name_problem(pp->partition, "partition", true, tmp, sizeof tmp) ||
+        qn_name_problem(pp->group, "consumer_group", true, tmp, sizeof tmp)) {
+        snprintf(why, cap, "%s", tmp);
+        return false;
+    }
+    if (pp->batch > (uint32_t)cfg->max_pop_batch) {
+        snprintf(why, cap, "batch %u is over the limit of %lld", pp->batch,
+                 (long long)cfg->max_pop_batch);
+        return false;
+    }
+    if (pp->lease_seconds > 86400) {
+        snprintf(why, cap, "lease_seconds %u is over the limit of 86400", pp->lease_seconds);
+        return false;
+    }
+    if (pp->max_partitions > 10000) {
+        snprintf(why, cap, "max_partitions %u is over the limit of 10000", pp->max_partitions);
+        return false;
+    }
+    memset(a, 0, sizeof *a);
+    switch (pp->mode) {
+    case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_UNSPECIFIED:
+    case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_ALL:
+        a->sub_mode = QN_SUB_ALL;
+        break;
+    case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_NEW:
+        a->sub_mode = QN_SUB_NEW;
+        break;
+    case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_FROM_TIMESTAMP:
+        if (pp->from_us <= 0) {
+            snprintf(why, cap, "subscription_from_us is required with SUBSCRIPTION_MODE_FROM_TIMESTAMP");
+            return false;
+        }
+        a->sub_mode = QN_SUB_TIMESTAMP;
+        a->sub_from_us = pp->from_us;
+        break;
+    default:
+        snprintf(why, cap, "subscription_mode %d is unknown", (int)pp->mode);
+        return false;
+    }
+    a->queue = discover ? NULL : pp->queue;
+    a->partition = pp->partition;
+    a->namespace_ = pp->namespace_;
+    a->task = pp->task;
+    a->group = qn_or_default(pp->group, QN_QUEUE_MODE);
+    /* 0 means 100, and never more than the limit a client could ask for */
+    a->budget = pp->batch                  ? (int32_t)pp->batch
+                : cfg->max_pop_batch < 100 ? (int32_t)cfg->max_pop_batch
+                                           : 100;
+    a->max_partitions = pp->max_partitions ? (int32_t)pp->max_partitions : 1;
+    a->lease_seconds = (int32_t)pp->lease_seconds;
+    a->auto_ack = pp->auto_ack;
+    a->worker = worker;
+    /* Byte budget: the response must fit the send limit. Per message the
+     * protobuf envelope carries four UUID strings, the names and field tags. */
+    size_t names = (discover || !pp->queue ? 255 : strlen(pp->queue)) +
+                   (pp->partition && *pp->partition ? strlen(pp->partition) : 255) +
+                   strlen(a->group);
+    a->msg_overhead = (int32_t)(4 * 38 + names + 48);
+    a->max_bytes = cfg->max_send_bytes - 1024;
+    a->max_msg_bytes = (int32_t)(cfg->max_payload_bytes + 2 * 65535 + 64);
+    return true;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
+                       const struct qn_pop_result *res, bool wrap)
+{
+    struct qn_arena arena;
+    qn_arena_init(&arena);
+    Queen__V1__Message **msgs = NULL;
+    size_t n = 0;
+    const char *lease = a->auto_ack ? "" : a->worker;
+    int rc = qn_build_messages(app, &arena, res->segs, res->n, a->queue, a->partition, a->group,
+                               lease, &msgs, &n);
+    if (rc == QN_OK) {
+        Queen__V1__PopResponse pr = QUEEN__V1__POP_RESPONSE__INIT;
+        pr.n_messages = n;
+        pr.messages = msgs;
+        pr.lease_id = (char *)lease;
+        int64_t exp = 0;
+        size_t nseen = 0;
+        /* pop_v1 returns the rows of one claimed partition together (claim
+         * order, then base), so each change of partition id is a new one */
+        for (size_t i = 0; i < res->n; i++) {
+            /* the earliest: partitions of different queues may have different
+             * lease times, and the client must renew before the first runs out */
+            int64_t e = res->segs[i].lease_expires_at_us;
+            if (e > 0 && (exp == 0 || e < exp))
+                exp = e;
+            if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0)
+                nseen++;
+        }
+        pr.lease_expires_at_us = a->auto_ack ? 0 : exp;
+        pr.partitions_claimed = (uint32_t)nseen;
+        if (wrap) {
+            Queen__V1__ConsumeResponse cr = QUEEN__V1__CONSUME_RESPONSE__INIT;
+            cr.kind_case = QUEEN__V1__CONSUME_RESPONSE__KIND_BATCH;
+            cr.batch = &pr;
+            rc = qn_call_send(call, &cr.base);
+        } else {
+            rc = qn_call_send(call, &pr.base);
+        }
+    }
+    qn_arena_free(&arena);
+    if (rc != QN_OK)
+        return rc;
+    app->delivered += n;
+    return (long)n;
+}
+
+static void release_done(void *ud, const struct qn_store_status *st, int64_t value)
+{
+    (void)ud;
+    (void)value;
+    if (st->code != QN_OK)
+        QN_WARN("releasing leases failed: %s", st->message);
+}
+
+void qn_pop_release_worker(struct qn_app *app, const char *worker)
+{
+    if (qn_store_release_lease(app->store, worker, NULL, release_done, NULL, NULL) != QN_OK)
+        QN_WARN("releasing leases of %s could not be sent", worker);
+}
+
+enum qn_grpc_code qn_pop_batch_error_code(int rc)
+{
+    if (rc == QN_ELIMIT)
+        return QN_GRPC_RESOURCE_EXHAUSTED;
+    if (rc == QN_ENOMEM)
+        return QN_GRPC_RESOURCE_EXHAUSTED;
+    return QN_GRPC_DATA_LOSS;
+}

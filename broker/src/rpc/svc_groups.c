@@ -1,0 +1,177 @@
+/*
+ * rpc/svc_groups.c - AdminService: ListConsumerGroups, SeekConsumerGroup and
+ * DeleteConsumerGroup.
+ *
+ * Does: validate names; map cursor rows (one per group, queue and partition) to
+ * ConsumerGroupInfo entries, one per (group, queue), with lag totals and a
+ * LAGGING state past 300 s of time lag; move or delete cursors with one call.
+ * Does not: touch leases or messages.
+ *
+ * Invariant: every call either finishes with a response or is cancelled; its
+ * qn_admin_call owns the request and the storage request it started.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "queen/error.h"
+#include "queen/ids.h"
+#include "queen/v1/admin.pb-c.h"
+#include "rpc/admin_call.h"
+#include "rpc/svc.h"
+#include "rpc/validate.h"
+
+/* ---------------------------------------------------------------- consumer groups */
+
+static Queen__V1__SubscriptionMode mode_out(const char *m)
+{
+    if (m && strcmp(m, "new") == 0)
+        return QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_NEW;
+    if (m && strcmp(m, "timestamp") == 0)
+        return QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_FROM_TIMESTAMP;
+    return QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_ALL;
+}
+
+static void groups_done(void *ud, const struct qn_store_status *st,
+                        const struct qn_groups_result *r)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    struct qn_arena *ar = &a->arena;
+    Queen__V1__ListConsumerGroupsResponse resp = QUEEN__V1__LIST_CONSUMER_GROUPS_RESPONSE__INIT;
+    Queen__V1__ConsumerGroupInfo **groups = qn_arena_alloc(ar, (r->n ? r->n : 1) * sizeof *groups);
+    Queen__V1__ConsumerGroupPartition **parts =
+        qn_arena_alloc(ar, (r->n ? r->n : 1) * sizeof *parts);
+    if (groups == NULL || parts == NULL)
+        goto oom;
+    /* rows arrive grouped by (group, queue); each run becomes one group entry */
+    Queen__V1__ConsumerGroupInfo *cur = NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct qn_group_row *row = &r->rows[i];
+        if (cur == NULL || strcmp(cur->consumer_group, row->group) != 0 ||
+            strcmp(cur->queue, row->queue) != 0) {
+            cur = qn_arena_alloc(ar, sizeof *cur);
+            if (cur == NULL)
+                goto oom;
+            queen__v1__consumer_group_info__init(cur);
+            cur->consumer_group = qn_arena_strndup(ar, row->group, strlen(row->group));
+            cur->queue = qn_arena_strndup(ar, row->queue, strlen(row->queue));
+            if (cur->consumer_group == NULL || cur->queue == NULL)
+                goto oom;
+            cur->subscription_mode = mode_out(row->sub_mode);
+            cur->subscription_from_us = row->sub_from_us;
+            cur->partitions = parts + i;
+            cur->state = QUEEN__V1__GROUP_STATE__GROUP_STATE_STABLE;
+            groups[resp.n_groups++] = cur;
+        }
+        if (row->partition == NULL || row->partition[0] == '\0')
+            continue; /* a group registered on a queue without partitions yet */
+        Queen__V1__ConsumerGroupPartition *p = qn_arena_alloc(ar, sizeof *p);
+        char *pid = qn_arena_alloc(ar, QN_UUID_STR_LEN);
+        if (p == NULL || pid == NULL)
+            goto oom;
+        queen__v1__consumer_group_partition__init(p);
+        qn_uuid_format(row->pid, pid);
+        p->partition = qn_arena_strndup(ar, row->partition, strlen(row->partition));
+        p->partition_id = pid;
+        p->committed = row->committed;
+        p->last_offset = row->last_offset;
+        p->lag = row->lag;
+        p->time_lag_seconds = row->time_lag_seconds;
+        p->leased = row->leased;
+        p->lease_id = qn_arena_strndup(ar, row->worker ? row->worker : "",
+                                       row->worker ? strlen(row->worker) : 0);
+        p->total_consumed = row->total_consumed;
+        p->retry_count = row->retry_count < 0 ? 0 : (uint32_t)row->retry_count;
+        p->attempt_count = row->attempt_count < 0 ? 0 : (uint32_t)row->attempt_count;
+        if (p->partition == NULL || p->lease_id == NULL)
+            goto oom;
+        cur->partitions[cur->n_partitions++] = p;
+        cur->total_lag += row->lag;
+        if (row->time_lag_seconds > cur->max_time_lag_seconds)
+            cur->max_time_lag_seconds = row->time_lag_seconds;
+        if (cur->max_time_lag_seconds > 300)
+            cur->state = QUEEN__V1__GROUP_STATE__GROUP_STATE_LAGGING;
+    }
+    resp.groups = groups;
+    qn_admin_reply(a, &resp.base);
+    return;
+oom:
+    qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+void qn_svc_list_groups(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__ListConsumerGroupsRequest *req = (Queen__V1__ListConsumerGroupsRequest *)msg;
+    if (!qn_admin_check_name(a, req->queue, "queue", true) ||
+        !qn_admin_check_name(a, req->consumer_group, "consumer_group", true))
+        return;
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_list_consumer_groups(a->app->store, req->queue, req->consumer_group, &opts,
+                                          groups_done, a, &a->sreq[0]));
+}
+
+static void seek_done(void *ud, const struct qn_store_status *st, int64_t value)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    Queen__V1__SeekConsumerGroupResponse resp = QUEEN__V1__SEEK_CONSUMER_GROUP_RESPONSE__INIT;
+    resp.partitions_updated = value < 0 ? 0 : (uint32_t)value;
+    qn_admin_reply(a, &resp.base);
+}
+
+void qn_svc_seek_group(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__SeekConsumerGroupRequest *req = (Queen__V1__SeekConsumerGroupRequest *)msg;
+    if (!qn_admin_check_name(a, req->consumer_group, "consumer_group", true) ||
+        !qn_admin_check_name(a, req->queue, "queue", false) ||
+        !qn_admin_check_name(a, req->partition, "partition", true))
+        return;
+    bool to_end = false;
+    int64_t ts = 0;
+    if (req->target_case == QUEEN__V1__SEEK_CONSUMER_GROUP_REQUEST__TARGET_TO_END && req->to_end) {
+        to_end = true;
+    } else if (req->target_case == QUEEN__V1__SEEK_CONSUMER_GROUP_REQUEST__TARGET_TO_TIMESTAMP_US) {
+        ts = req->to_timestamp_us;
+    } else {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "set to_end or to_timestamp_us");
+        return;
+    }
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_seek_consumer_group(a->app->store,
+                                         qn_or_default(req->consumer_group, QN_QUEUE_MODE),
+                                         req->queue, req->partition, to_end, ts, &opts, seek_done,
+                                         a, &a->sreq[0]));
+}
+
+static void delgroup_done(void *ud, const struct qn_store_status *st, int64_t value)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    Queen__V1__DeleteConsumerGroupResponse resp = QUEEN__V1__DELETE_CONSUMER_GROUP_RESPONSE__INIT;
+    resp.partitions_deleted = value < 0 ? 0 : (uint32_t)value;
+    qn_admin_reply(a, &resp.base);
+}
+
+void qn_svc_delete_group(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__DeleteConsumerGroupRequest *req = (Queen__V1__DeleteConsumerGroupRequest *)msg;
+    if (!qn_admin_check_name(a, req->consumer_group, "consumer_group", false) ||
+        !qn_admin_check_name(a, req->queue, "queue", true))
+        return;
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_delete_consumer_group(a->app->store, req->consumer_group, req->queue,
+                                           req->delete_metadata, &opts, delgroup_done, a,
+                                           &a->sreq[0]));
+}

@@ -1,0 +1,461 @@
+/*
+ * rpc/svc_queues.c - AdminService: ConfigureQueue, GetQueue, ListQueues and
+ * DeleteQueue.
+ *
+ * Does: validate names and options (each option against its documented range);
+ * map queue and partition rows to QueueInfo / PartitionInfo; empty a large queue
+ * partition by partition before the final delete (see DeleteQueue below).
+ * Does not: decide anything about a queue's data (the procedures do).
+ *
+ * Invariant: every call either finishes with a response or is cancelled; its
+ * qn_admin_call owns the request and every storage request it started.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "engine/maint_loop.h"
+#include "log.h"
+#include "queen/error.h"
+#include "queen/ids.h"
+#include "queen/v1/admin.pb-c.h"
+#include "rpc/admin_call.h"
+#include "rpc/status.h"
+#include "rpc/svc.h"
+#include "rpc/validate.h"
+
+/* ---------------------------------------------------------------- options */
+
+static bool in_range(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v >= lo && v <= hi;
+}
+
+/* Proto options -> storage options; false with a message when out of range. */
+static bool options_in(const Queen__V1__QueueOptions *o, struct qn_queue_options *out, char *why,
+                       size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    if (o == NULL)
+        return true;
+#define U32OPT(field, bit, lo, hi)                                                                 \
+    if (o->_##field##_case) {                                                                      \
+        if (!in_range(o->field, (uint32_t)(lo), (uint32_t)(hi))) {                                \
+            snprintf(why, cap, "options." #field " %u is outside %u..%u", o->field,              \
+                     (unsigned)(lo), (unsigned)(hi));                                              \
+            return false;                                                                          \
+        }                                                                                          \
+        out->field = (int32_t)o->field;                                                            \
+        out->set |= 1u << (bit);                                                                   \
+    }
+#define BOOLOPT(field, bit)                                                                        \
+    if (o->_##field##_case) {                                                                      \
+        out->field = o->field != 0;                                                                \
+        out->set |= 1u << (bit);                                                                   \
+    }
+    U32OPT(lease_time, QN_OPT_LEASE_TIME, 1, 86400);
+    U32OPT(retry_limit, QN_OPT_RETRY_LIMIT, 0, 1000000);
+    U32OPT(retry_delay, QN_OPT_RETRY_DELAY, 0, 86400000);
+    U32OPT(max_size, QN_OPT_MAX_SIZE, 0, INT32_MAX);
+    U32OPT(ttl, QN_OPT_TTL, 0, INT32_MAX);
+    BOOLOPT(dead_letter_queue, QN_OPT_DEAD_LETTER_QUEUE);
+    BOOLOPT(dlq_after_max_retries, QN_OPT_DLQ_AFTER_MAX_RETRIES);
+    U32OPT(delayed_processing, QN_OPT_DELAYED_PROCESSING, 0, 31536000);
+    U32OPT(window_buffer, QN_OPT_WINDOW_BUFFER, 0, 86400);
+    U32OPT(retention_seconds, QN_OPT_RETENTION_SECONDS, 0, INT32_MAX);
+    U32OPT(completed_retention_seconds, QN_OPT_COMPLETED_RETENTION_SECONDS, 0, INT32_MAX);
+    BOOLOPT(retention_enabled, QN_OPT_RETENTION_ENABLED);
+    BOOLOPT(encryption_enabled, QN_OPT_ENCRYPTION_ENABLED);
+    U32OPT(max_wait_time_seconds, QN_OPT_MAX_WAIT_TIME_SECONDS, 0, INT32_MAX);
+    U32OPT(min_pop_wait_time, QN_OPT_MIN_POP_WAIT_TIME, 0, 60000);
+    U32OPT(dedup_window_seconds, QN_OPT_DEDUP_WINDOW_SECONDS, 0, 31536000);
+#undef U32OPT
+#undef BOOLOPT
+    if (o->_priority_case) {
+        out->priority = o->priority;
+        out->set |= 1u << QN_OPT_PRIORITY;
+    }
+    if (o->_namespace_case) {
+        if (qn_name_problem(o->namespace_, "options.namespace", true, why, cap))
+            return false;
+        out->namespace_ = o->namespace_;
+        out->set |= 1u << QN_OPT_NAMESPACE;
+    }
+    if (o->_task_case) {
+        if (qn_name_problem(o->task, "options.task", true, why, cap))
+            return false;
+        out->task = o->task;
+        out->set |= 1u << QN_OPT_TASK;
+    }
+    return true;
+}
+
+/* Storage queue row -> QueueInfo in the arena (every option set). */
+static Queen__V1__QueueInfo *queue_out(struct qn_arena *ar, const struct qn_queue_info *q)
+{
+    Queen__V1__QueueInfo *qi = qn_arena_alloc(ar, sizeof *qi);
+    Queen__V1__QueueOptions *o = qn_arena_alloc(ar, sizeof *o);
+    char *id = qn_arena_alloc(ar, QN_UUID_STR_LEN);
+    if (qi == NULL || o == NULL || id == NULL)
+        return NULL;
+    queen__v1__queue_info__init(qi);
+    queen__v1__queue_options__init(o);
+    const struct qn_queue_options *s = &q->options;
+#define SETU(field, Case)                                                                          \
+    o->_##field##_case = QUEEN__V1__QUEUE_OPTIONS___##Case##_##Case;                               \
+    o->field = (uint32_t)(s->field < 0 ? 0 : s->field);
+#define SETB(field, Case)                                                                          \
+    o->_##field##_case = QUEEN__V1__QUEUE_OPTIONS___##Case##_##Case;                               \
+    o->field = s->field;
+    SETU(lease_time, LEASE_TIME);
+    SETU(retry_limit, RETRY_LIMIT);
+    SETU(retry_delay, RETRY_DELAY);
+    SETU(max_size, MAX_SIZE);
+    SETU(ttl, TTL);
+    SETB(dead_letter_queue, DEAD_LETTER_QUEUE);
+    SETB(dlq_after_max_retries, DLQ_AFTER_MAX_RETRIES);
+    SETU(delayed_processing, DELAYED_PROCESSING);
+    SETU(window_buffer, WINDOW_BUFFER);
+    SETU(retention_seconds, RETENTION_SECONDS);
+    SETU(completed_retention_seconds, COMPLETED_RETENTION_SECONDS);
+    SETB(retention_enabled, RETENTION_ENABLED);
+    SETB(encryption_enabled, ENCRYPTION_ENABLED);
+    SETU(max_wait_time_seconds, MAX_WAIT_TIME_SECONDS);
+    SETU(min_pop_wait_time, MIN_POP_WAIT_TIME);
+    SETU(dedup_window_seconds, DEDUP_WINDOW_SECONDS);
+#undef SETU
+#undef SETB
+    o->_priority_case = QUEEN__V1__QUEUE_OPTIONS___PRIORITY_PRIORITY;
+    o->priority = s->priority;
+    o->_namespace_case = QUEEN__V1__QUEUE_OPTIONS___NAMESPACE_NAMESPACE;
+    o->namespace_ = qn_arena_strndup(ar, s->namespace_ ? s->namespace_ : "",
+                                     s->namespace_ ? strlen(s->namespace_) : 0);
+    o->_task_case = QUEEN__V1__QUEUE_OPTIONS___TASK_TASK;
+    o->task = qn_arena_strndup(ar, s->task ? s->task : "", s->task ? strlen(s->task) : 0);
+    qi->queue = qn_arena_strndup(ar, q->name ? q->name : "", q->name ? strlen(q->name) : 0);
+    if (o->namespace_ == NULL || o->task == NULL || qi->queue == NULL)
+        return NULL;
+    qn_uuid_format(q->id, id);
+    qi->queue_id = id;
+    qi->options = o;
+    qi->created_at_us = q->created_at_us;
+    qi->partitions = q->partitions < 0 ? 0 : (uint32_t)q->partitions;
+    qi->segments = q->segments;
+    qi->messages = q->messages;
+    qi->storage = "segments";
+    return qi;
+}
+
+/* ---------------------------------------------------------------- ConfigureQueue */
+
+static void configure_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_queues_result *r)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    if (r->n != 1) {
+        qn_admin_finish(a, QN_GRPC_INTERNAL, "the database returned no queue row");
+        return;
+    }
+    Queen__V1__ConfigureQueueResponse resp = QUEEN__V1__CONFIGURE_QUEUE_RESPONSE__INIT;
+    resp.queue = queue_out(&a->arena, &r->queues[0]);
+    resp.created = r->created;
+    if (resp.queue == NULL) {
+        qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    qn_admin_reply(a, &resp.base);
+}
+
+void qn_svc_configure_queue(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__ConfigureQueueRequest *req = (Queen__V1__ConfigureQueueRequest *)msg;
+    if (!qn_admin_check_name(a, req->queue, "queue", false))
+        return;
+    struct qn_queue_options o;
+    char why[200];
+    if (!options_in(req->options, &o, why, sizeof why)) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_configure_queue(a->app->store, req->queue, &o, req->replace, &opts,
+                                     configure_done, a, &a->sreq[0]));
+}
+
+/* ---------------------------------------------------------------- GetQueue */
+
+/* The queue row and its partitions are read at once; the answer waits for both. */
+struct getq {
+    struct qn_admin_call a; /* first: the admin helpers take &g->a */
+    int pending;            /* halves not answered yet */
+    Queen__V1__QueueInfo *qinfo;
+    bool qfound;
+    Queen__V1__PartitionInfo **parts;
+    size_t nparts;
+    int64_t depth;
+    enum qn_grpc_code fail; /* the first half's failure, if any */
+    char failmsg[256];
+};
+
+static void getq_step(struct getq *a)
+{
+    if (--a->pending > 0)
+        return;
+    if (a->fail != QN_GRPC_OK) {
+        qn_admin_finish(&a->a, a->fail, a->failmsg);
+        return;
+    }
+    if (!a->qfound) {
+        qn_admin_finish(&a->a, QN_GRPC_NOT_FOUND, "queue not found");
+        return;
+    }
+    Queen__V1__GetQueueResponse resp = QUEEN__V1__GET_QUEUE_RESPONSE__INIT;
+    resp.queue = a->qinfo;
+    resp.partitions = a->parts;
+    resp.n_partitions = a->nparts;
+    resp.depth = a->depth;
+    qn_admin_reply(&a->a, &resp.base);
+}
+
+static void getq_fail(struct getq *a, const struct qn_store_status *st)
+{
+    if (a->fail == QN_GRPC_OK) {
+        a->fail = qn_grpc_from_store(st->code);
+        snprintf(a->failmsg, sizeof a->failmsg, "%s",
+                 st->message && *st->message ? st->message : qn_strerror(st->code));
+    }
+}
+
+static void getq_info_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_queues_result *r)
+{
+    struct getq *a = ud;
+    a->a.sreq[0] = NULL;
+    if (st->code != QN_OK) {
+        getq_fail(a, st);
+    } else if (r->n > 0) {
+        a->qfound = true;
+        a->qinfo = queue_out(&a->a.arena, &r->queues[0]);
+        if (a->qinfo == NULL) {
+            a->fail = QN_GRPC_RESOURCE_EXHAUSTED;
+            snprintf(a->failmsg, sizeof a->failmsg, "out of memory");
+        }
+    }
+    getq_step(a);
+}
+
+static void getq_parts_done(void *ud, const struct qn_store_status *st,
+                            const struct qn_partitions_result *r)
+{
+    struct getq *a = ud;
+    a->a.sreq[1] = NULL;
+    if (st->code != QN_OK) {
+        getq_fail(a, st);
+        getq_step(a);
+        return;
+    }
+    a->parts = qn_arena_alloc(&a->a.arena, (r->n ? r->n : 1) * sizeof *a->parts);
+    for (size_t i = 0; a->parts && i < r->n; i++) {
+        const struct qn_partition_info *p = &r->parts[i];
+        Queen__V1__PartitionInfo *pi = qn_arena_alloc(&a->a.arena, sizeof *pi);
+        char *pid = qn_arena_alloc(&a->a.arena, QN_UUID_STR_LEN);
+        char *name = qn_arena_strndup(&a->a.arena, p->partition, strlen(p->partition));
+        if (pi == NULL || pid == NULL || name == NULL) {
+            a->parts = NULL;
+            break;
+        }
+        queen__v1__partition_info__init(pi);
+        qn_uuid_format(p->pid, pid);
+        pi->partition = name;
+        pi->partition_id = pid;
+        pi->last_offset = p->last_offset;
+        pi->log_start = p->log_start;
+        pi->committed = p->committed;
+        pi->depth = p->depth;
+        pi->leased = p->leased;
+        pi->last_write_at_us = p->last_write_at_us;
+        a->depth += p->depth;
+        a->parts[a->nparts++] = pi;
+    }
+    if (a->parts == NULL) {
+        a->fail = QN_GRPC_RESOURCE_EXHAUSTED;
+        snprintf(a->failmsg, sizeof a->failmsg, "out of memory");
+    }
+    getq_step(a);
+}
+
+void qn_svc_get_queue(qn_call *call, ProtobufCMessage *msg)
+{
+    struct getq *a = (struct getq *)qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__GetQueueRequest *req = (Queen__V1__GetQueueRequest *)msg;
+    if (!qn_admin_check_name(&a->a, req->queue, "queue", false) ||
+        !qn_admin_check_name(&a->a, req->consumer_group, "consumer_group", true))
+        return;
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    int rc = qn_store_get_queue(a->a.app->store, req->queue, &opts, getq_info_done, a, &a->a.sreq[0]);
+    if (!qn_admin_sent(&a->a, rc))
+        return;
+    a->pending = 2;
+    rc = qn_store_queue_partitions(a->a.app->store, req->queue,
+                                   qn_or_default(req->consumer_group, QN_QUEUE_MODE), &opts,
+                                   getq_parts_done, a, &a->a.sreq[1]);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        a->a.sreq[1] = NULL;
+        getq_fail(a, &st);
+        a->pending--; /* getq_info_done will finish */
+    }
+}
+
+/* ---------------------------------------------------------------- ListQueues */
+
+static void listq_done(void *ud, const struct qn_store_status *st,
+                       const struct qn_queues_result *r)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    Queen__V1__ListQueuesResponse resp = QUEEN__V1__LIST_QUEUES_RESPONSE__INIT;
+    resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
+    for (size_t i = 0; resp.queues && i < r->n; i++) {
+        resp.queues[i] = queue_out(&a->arena, &r->queues[i]);
+        if (resp.queues[i] == NULL) {
+            resp.queues = NULL;
+            break;
+        }
+        resp.n_queues++;
+    }
+    if (resp.queues == NULL) {
+        qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    qn_admin_reply(a, &resp.base);
+}
+
+void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__ListQueuesRequest *req = (Queen__V1__ListQueuesRequest *)msg;
+    if (!qn_admin_check_name(a, req->namespace_, "namespace", true) ||
+        !qn_admin_check_name(a, req->task, "task", true))
+        return;
+    if (req->offset > INT32_MAX) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset is too large");
+        return;
+    }
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_list_queues(a->app->store, req->namespace_, req->task,
+                                 (int32_t)qn_admin_list_limit(req->limit), (int32_t)req->offset, &opts,
+                                 listq_done, a, &a->sreq[0]));
+}
+
+/* ---------------------------------------------------------------- DeleteQueue */
+
+/*
+ * A large queue is emptied first, partition by partition, with the retention
+ * and sidecar-purge steps (each its own short transaction of at most
+ * DELQ_BATCH rows, under the statement timeout, holding one partition lock), so
+ * no single statement has to delete millions of segments. delete_queue_v1 then
+ * removes what is left (cursors, dead letters, the rows) in one transaction.
+ * Interrupted (deadline, broker gone), the queue stays with its oldest segments
+ * gone, exactly as retention would have left it; DeleteQueue again finishes it.
+ */
+#define DELQ_BATCH 2000
+
+struct delq {
+    struct qn_admin_call a; /* first: the admin helpers take &q->a */
+    uint8_t *pids;          /* partitions to empty step by step (16 bytes each, arena) */
+    size_t n, next, steps;
+    int phase;              /* 0 segments, 1 sidecar; 2 = the partition is done */
+};
+
+static void delq_next(struct delq *q);
+
+static void delq_done(void *ud, const struct qn_store_status *st, bool existed)
+{
+    struct delq *q = ud;
+    if (!qn_admin_ok(&q->a, st))
+        return;
+    if (existed)
+        QN_INFO("queue deleted queue=%s partitions_emptied=%zu steps=%zu",
+                ((Queen__V1__DeleteQueueRequest *)q->a.req)->queue, q->n, q->steps);
+    Queen__V1__DeleteQueueResponse resp = QUEEN__V1__DELETE_QUEUE_RESPONSE__INIT;
+    resp.existed = existed;
+    qn_admin_reply(&q->a, &resp.base);
+}
+
+static void delq_step_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_maint_step *r)
+{
+    struct delq *q = ud;
+    if (!qn_admin_ok(&q->a, st))
+        return;
+    q->steps++;
+    if (r->done)
+        q->phase++; /* segments done -> sidecar; sidecar done -> next partition */
+    delq_next(q);
+}
+
+/* The next bounded step, or the final delete once every partition is empty. */
+static void delq_next(struct delq *q)
+{
+    Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)q->a.req;
+    struct qn_call_opts opts = {qn_call_deadline_ms(q->a.call), NULL};
+    if (q->phase >= 2) {
+        q->phase = 0;
+        q->next++;
+    }
+    if (q->next >= q->n) {
+        qn_admin_sent(&q->a, qn_store_delete_queue(q->a.app->store, req->queue, &opts, delq_done, q,
+                                      &q->a.sreq[0]));
+        return;
+    }
+    const uint8_t *pid = q->pids + 16 * q->next;
+    if (q->phase == 0)
+        qn_admin_sent(&q->a, qn_store_retention_step(q->a.app->store, pid, INT64_MAX, QN_STORE_NO_TS,
+                                        DELQ_BATCH, &opts, delq_step_done, q, &q->a.sreq[0]));
+    else
+        qn_admin_sent(&q->a, qn_store_txns_purge_step(q->a.app->store, pid, INT64_MAX, DELQ_BATCH, &opts,
+                                         delq_step_done, q, &q->a.sreq[0]));
+}
+
+static void delq_parts_done(void *ud, const struct qn_store_status *st,
+                            const struct qn_partitions_result *r)
+{
+    struct delq *q = ud;
+    if (!qn_admin_ok(&q->a, st))
+        return;
+    /* only partitions holding enough to matter are emptied step by step */
+    q->pids = qn_arena_alloc(&q->a.arena, (r->n ? r->n : 1) * 16);
+    if (q->pids == NULL) {
+        qn_admin_finish(&q->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        if (r->parts[i].last_offset - r->parts[i].log_start + 1 > DELQ_BATCH)
+            memcpy(q->pids + 16 * q->n++, r->parts[i].pid, 16);
+    delq_next(q);
+}
+
+void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
+{
+    struct delq *q = (struct delq *)qn_admin_new(call, msg, sizeof *q);
+    if (q == NULL)
+        return;
+    Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)msg;
+    if (!qn_admin_check_name(&q->a, req->queue, "queue", false))
+        return;
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(&q->a, qn_store_queue_partitions(q->a.app->store, req->queue, QN_QUEUE_MODE, &opts,
+                                      delq_parts_done, q, &q->a.sreq[0]));
+}

@@ -1,0 +1,97 @@
+/*
+ * rpc/svc_stats.c - AdminService.GetStats: per-queue figures from the database
+ * and this broker's own counters (RPCs, messages pushed and delivered, fusion,
+ * the dedup cache, the maintenance loop).
+ *
+ * Does not: aggregate other brokers' counters (each broker reports its own).
+ */
+#include <string.h>
+
+#include "app.h"
+#include "engine/dedup.h"
+#include "engine/fusion.h"
+#include "engine/maint_loop.h"
+#include "queen/error.h"
+#include "queen/v1/admin.pb-c.h"
+#include "rpc/admin_call.h"
+#include "rpc/svc.h"
+#include "rpc/validate.h"
+
+/* ---------------------------------------------------------------- GetStats */
+
+static void stats_done(void *ud, const struct qn_store_status *st, const struct qn_stats_result *r)
+{
+    struct qn_admin_call *a = ud;
+    if (!qn_admin_ok(a, st))
+        return;
+    Queen__V1__GetStatsResponse resp = QUEEN__V1__GET_STATS_RESPONSE__INIT;
+    resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
+    for (size_t i = 0; resp.queues && i < r->n; i++) {
+        const struct qn_stats_row *row = &r->rows[i];
+        Queen__V1__QueueStats *q = qn_arena_alloc(&a->arena, sizeof *q);
+        if (q == NULL) {
+            resp.queues = NULL;
+            break;
+        }
+        queen__v1__queue_stats__init(q);
+        q->queue = qn_arena_strndup(&a->arena, row->queue, strlen(row->queue));
+        q->partitions = row->partitions < 0 ? 0 : (uint32_t)row->partitions;
+        q->messages = row->messages;
+        q->segments = row->segments;
+        q->pending = row->pending;
+        q->dead_letters = row->dead_letters;
+        q->consumer_groups = row->groups < 0 ? 0 : (uint32_t)row->groups;
+        q->bytes = row->bytes;
+        resp.total_messages += row->messages;
+        resp.total_pending += row->pending;
+        resp.total_dead_letters += row->dead_letters;
+        resp.queues[resp.n_queues++] = q;
+    }
+    if (resp.queues == NULL) {
+        qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    resp.uptime_seconds = (qn_store_now_ms() - a->app->started_ms) / 1000;
+    resp.rpcs = (int64_t)a->app->rpcs;
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(a->app->fusion, &fs);
+    resp.pushed = (int64_t)(a->app->pushed + fs.committed);
+    resp.delivered = (int64_t)a->app->delivered;
+    resp.push_commits = (int64_t)fs.flushes;
+    resp.push_segments = (int64_t)fs.segments;
+    if (a->app->dedup != NULL) {
+        struct qn_dedup_stats ds;
+        qn_dedup_stats(a->app->dedup, &ds);
+        resp.dedup_partitions = (int64_t)ds.entries;
+        resp.dedup_vouching = (int64_t)ds.vouching;
+        resp.dedup_hashes = (int64_t)ds.hashes;
+        resp.dedup_bytes = (int64_t)ds.bytes;
+        resp.dedup_vouched = (int64_t)ds.vouched;
+        resp.dedup_declined = (int64_t)ds.declined;
+        resp.dedup_suppressed = (int64_t)ds.suppressed;
+    }
+    qn_maint *m = a->app->maint;
+    if (m != NULL) {
+        struct qn_maint_stats ms;
+        qn_maint_get_stats(m, &ms);
+        resp.maint_cycles = (int64_t)ms.cycles_run;
+        resp.maint_skipped = (int64_t)ms.cycles_skipped;
+        resp.maint_segments_deleted =
+            (int64_t)(ms.deleted[QN_MAINT_RETENTION] + ms.deleted[QN_MAINT_MAX_WAIT]);
+        resp.maint_txns_purged = (int64_t)ms.deleted[QN_MAINT_TXNS_PURGE];
+        resp.maint_partitions_deleted = (int64_t)ms.deleted[QN_MAINT_CLEANUP];
+    }
+    qn_admin_reply(a, &resp.base);
+}
+
+void qn_svc_get_stats(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
+    if (a == NULL)
+        return;
+    Queen__V1__GetStatsRequest *req = (Queen__V1__GetStatsRequest *)msg;
+    if (!qn_admin_check_name(a, req->queue, "queue", true))
+        return;
+    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_sent(a, qn_store_stats(a->app->store, req->queue, &opts, stats_done, a, &a->sreq[0]));
+}
