@@ -30,6 +30,7 @@
 #include "transport/call.h"
 #include "transport/health.h"
 #include "transport/reflection.h"
+#include "transport/server.h"
 
 #define MAX_MODULES 32
 

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "queen/error.h"
 #include "transport/call.h"
+#include "transport/server.h"
 #include "testsvc.pb-c.h"
 
 #define STREAM_HIGH (64 * 1024)

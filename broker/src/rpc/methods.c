@@ -17,6 +17,7 @@
 #include "rpc/admin_call.h"
 #include "rpc/methods.h"
 #include "rpc/svc.h"
+#include "transport/server.h"
 
 #define Q(p, Type, cs, ss, on_msg, on_half, on_cxl)                                                \
     {.path = "/queen.v1.QueueService/" p, .request = &queen__v1__##Type##__descriptor,            \

@@ -46,6 +46,7 @@
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
+#include "transport/server.h"
 
 enum consume_state {
     CS_OPEN,      /* made by the first message; not subscribed yet */

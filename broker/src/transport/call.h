@@ -1,14 +1,14 @@
 /*
- * rpc.h - private to broker/: the gRPC server as the services see it.
+ * transport/call.h - private to broker/: a gRPC call as the services see it.
  *
- * The transport (net.c: libevent listeners, TLS, one nghttp2 session per
- * connection; grpc.c: gRPC framing, deadlines, trailers) turns each HTTP/2 stream
- * into a qn_call and hands decoded request messages to the method registered for
- * its :path. Services answer through qn_call_send() / qn_call_finish().
+ * The transport turns each request stream into a qn_call and hands decoded
+ * request messages to the method registered for its :path (server.h registers
+ * methods). Services answer through qn_call_send() / qn_call_finish(). How the
+ * call travels (an HTTP/2 stream: h2.c) is not visible here.
  *
  * Threading: everything runs on the loop thread that owns the server. No locks.
  *
- * Call lifecycle (asserted in grpc.c):
+ * Call lifecycle (asserted in call.c):
  *
  *     OPEN --on_message*--> OPEN --qn_call_finish()--> FINISHED
  *       |                     |
@@ -23,17 +23,14 @@
  *     then calls on_cancel(call, QN_EDEADLINE) so the handler can cancel its
  *     database calls.
  */
-#ifndef QN_BROKER_RPC_H
-#define QN_BROKER_RPC_H
+#ifndef QN_BROKER_CALL_H
+#define QN_BROKER_CALL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
-
-struct event_base;
-struct qn_config;
 
 typedef struct qn_rpc_server qn_rpc_server;
 typedef struct qn_call qn_call;
@@ -84,70 +81,6 @@ struct qn_method {
     void *data;
 };
 
-/* ---------------------------------------------------------------- server */
-
-/*
- * Makes a server on `base` with the network settings and limits of cfg (copied).
- * Listeners open in qn_rpc_server_listen(). Returns QN_OK, QN_ENOMEM, or QN_EINVAL
- * with a logged reason (e.g. unreadable TLS files).
- */
-int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg,
-                      qn_rpc_server **out);
-
-/* Registers methods (the array must outlive the server). Paths must be unique.
- * Returns QN_OK, QN_EINVAL (duplicate or malformed path; nothing registered) or
- * QN_ENOMEM. */
-int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n);
-
-/* True when a method of `service` (full name, "queen.v1.QueueService") is
- * registered. */
-bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
-
-/* Binds the h2c listener (QUEEN_PORT, unless QUEEN_H2C is false; port 0 binds a
- * free port) and the TLS listener (when a certificate is configured). Returns
- * QN_OK or QN_EIO with a logged reason. */
-int qn_rpc_server_listen(qn_rpc_server *s);
-
-/* The ports actually bound (useful when the configured port was 0). -1 if none. */
-int qn_rpc_server_port(const qn_rpc_server *s);
-int qn_rpc_server_tls_port(const qn_rpc_server *s);
-
-/*
- * Graceful shutdown: stop accepting, GOAWAY on every connection, end every
- * streaming call with UNAVAILABLE (handlers get on_cancel(QN_ESHUTDOWN)), let
- * unary calls finish for up to timeout_ms, then close everything and call
- * done(ud) once, on the loop.
- */
-void qn_rpc_server_shutdown(qn_rpc_server *s, int timeout_ms, void (*done)(void *ud), void *ud);
-
-/* True once qn_rpc_server_shutdown() was called. */
-bool qn_rpc_server_is_shutting_down(const qn_rpc_server *s);
-
-/* Closes every connection at once (open calls get on_cancel(QN_ECLOSED)) and frees
- * the server. NULL is allowed. */
-void qn_rpc_server_free(qn_rpc_server *s);
-
-/*
- * Long-lived streams (Consume, health Watch) share one budget, QUEEN_MAX_STREAMS.
- * acquire returns QN_OK (the caller releases exactly once when its stream ends)
- * or QN_EBUSY when the budget is spent (answer RESOURCE_EXHAUSTED).
- */
-int qn_rpc_stream_acquire(qn_rpc_server *s);
-void qn_rpc_stream_release(qn_rpc_server *s);
-
-struct qn_rpc_stats {
-    uint64_t connections_accepted;
-    uint32_t connections_open;
-    uint64_t calls_started;
-    uint32_t calls_open;
-    uint64_t status_count[17]; /* calls finished, by gRPC status code */
-    uint64_t bytes_in;
-    uint64_t bytes_out;
-};
-void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out);
-
-/* ---------------------------------------------------------------- calls */
-
 /*
  * Serializes msg and queues it as one gRPC message. Unary methods send at most one
  * message before finishing with OK. Returns QN_OK, QN_ELIMIT when the encoded
@@ -196,8 +129,5 @@ qn_rpc_server *qn_call_server(const qn_call *call);
 
 /* The method the call runs (its `data` carries the service's state). */
 const struct qn_method *qn_call_method(const qn_call *call);
-
-/* Limits the transport enforces, for services that size their own work. */
-size_t qn_rpc_max_send_bytes(const qn_rpc_server *s);
 
 #endif

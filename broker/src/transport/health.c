@@ -21,6 +21,7 @@
 #include "transport/health.h"
 #include "log.h"
 #include "queen/error.h"
+#include "transport/server.h"
 
 /* A watcher with more than this queued waits for the drain before the next update. */
 #define WATCH_PENDING_MAX 4096

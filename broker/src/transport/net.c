@@ -1,21 +1,24 @@
 /*
- * net.c - listeners, connections, TLS and one nghttp2 server session per
- * connection (see net.h for the connection lifecycle).
+ * transport/net.c - listeners, connections and TLS (see net.h for the
+ * connection lifecycle and the handler a protocol gives).
  *
  * Does: accept on the h2c and TLS listeners (evconnlistener), cap the number of
  * connections, run TLS through bufferevent_openssl (TLS 1.2+, ALPN "h2" only,
- * optional client certificates), feed received bytes to nghttp2_session_mem_recv
- * and write what nghttp2_session_mem_send produces, close idle connections, send
- * keepalive PINGs on connections with open calls (two unanswered -> close), GOAWAY
- * and drain on shutdown.
- * Does not: know about gRPC or calls (grpc.c does); block; allocate per byte.
+ * optional client certificates), hand received bytes to the protocol's session
+ * and write what it produces, close idle connections, ask for keepalive pings on
+ * connections with work in progress (two unanswered -> close), say goodbye and
+ * drain on shutdown, tear a connection down when its session reports a
+ * connection-fatal error (qn_err_is_fatal) once the goodbye is written.
+ * Does not: know HTTP/2, gRPC or calls (h2.c and call.c do); block; allocate
+ * per byte.
  *
- * Buffering: bufferevents. Input is handed to nghttp2 as soon as it arrives and
- * nghttp2 keeps none of it; request bodies are bounded by the flow-control windows
- * grpc.c grants (no automatic WINDOW_UPDATE). Output is pulled from nghttp2 only
- * while the bufferevent's output holds less than OUT_HIGH bytes; above it, reading
- * stops too (a peer that does not read cannot make us queue replies without
- * bound), and both resume when the output drains to OUT_LOW (write watermark).
+ * Buffering: bufferevents. Input is handed to the session as soon as it arrives
+ * and the session keeps none of it (HTTP/2 bounds request bodies by the
+ * flow-control windows the call layer grants). Output is pulled from the session
+ * only while the bufferevent's output holds less than OUT_HIGH bytes; above it,
+ * reading stops too (a peer that does not read cannot make us queue replies
+ * without bound), and both resume when the output drains to OUT_LOW (write
+ * watermark).
  *
  * Invariants:
  *   1. A connection is freed only in the reap pass, never inside a callback that
@@ -47,9 +50,9 @@
 
 #include "config.h"
 #include "log.h"
-#include "transport/net.h"
 #include "queen/error.h"
 #include "queen/store.h"
+#include "transport/net.h"
 
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
@@ -71,6 +74,7 @@ enum conn_state {
 
 struct listener {
     qn_net *net;
+    const struct qn_net_handler *h; /* the protocol it serves (the net's, today) */
     struct evconnlistener *lev; /* NULL when not listening */
     struct event *retry_ev;     /* re-enables accepting after an accept error */
     bool tls;
@@ -79,12 +83,12 @@ struct listener {
 
 struct qn_conn {
     qn_net *net;
+    const struct qn_net_handler *h; /* its listener's protocol */
     enum conn_state state;
     bool tls;
     struct bufferevent *bev;  /* owns the socket (and the SSL) */
-    nghttp2_session *session; /* NULL in HANDSHAKE */
-    void *data;               /* grpc.c's per-connection state; NULL until opened */
-    struct event *flush_ev;   /* deferred flush, activated by qn__net_schedule_flush */
+    void *session;            /* the protocol's; NULL until opened (HANDSHAKE) */
+    struct event *flush_ev;   /* deferred flush, activated by qn__net_conn_schedule_flush */
     struct event *timer_ev;   /* handshake / idle / flush timeout, by state */
     struct event *ping_ev;    /* keepalive period (persistent) */
     bool ping_outstanding;    /* a keepalive PING is waiting for its ACK */
@@ -97,15 +101,12 @@ struct qn_conn {
 
 struct qn_net {
     struct event_base *base;
-    struct qn_rpc_server *owner;
+    struct qn_net_handler h;
     SSL_CTX *ssl_ctx; /* NULL without TLS */
-    nghttp2_session_callbacks *cbs;
-    nghttp2_option *opt;
     char *bind_addr;
     bool h2c;
     int cfg_port, cfg_tls_port;
     size_t max_connections;
-    uint32_t max_streams;
     int64_t idle_ms;
     int64_t keepalive_ms;
     struct listener plain, secure;
@@ -115,11 +116,12 @@ struct qn_net {
     size_t ndead;
     struct event *reap_ev;
     uint64_t refused; /* connections refused over the cap (for rate-limited logs) */
+    struct qn_net_stats stats;
 };
 
-int64_t qn__net_now_ms(void)
+static int64_t now_ms(void)
 {
-    return qn_store_now_ms(); /* one clock for deadlines across transport and storage */
+    return qn_store_now_ms(); /* one clock for timers across transport and storage */
 }
 
 static struct timeval tv_ms(int64_t ms)
@@ -197,12 +199,9 @@ static void conn_begin_flush(qn_conn *c)
 
 static void conn_free(qn_conn *c)
 {
-    qn_net *n = c->net;
-    if (c->data != NULL)
-        qn__grpc_conn_closed(n->owner, c);
-    c->data = NULL;
     if (c->session != NULL)
-        nghttp2_session_del(c->session);
+        c->h->close(c->session);
+    c->session = NULL;
     if (c->bev != NULL)
         bufferevent_free(c->bev);
     if (c->flush_ev)
@@ -226,13 +225,14 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
         freed++;
     }
     for (size_t i = 0; i < freed; i++)
-        qn__grpc_conn_freed(n->owner);
+        if (n->h.conn_freed)
+            n->h.conn_freed(n->h.owner);
 }
 
 /* ---------------------------------------------------------------- I/O */
 
-/* Writes what nghttp2 has for the peer, within OUT_HIGH, and decides whether the
- * connection is finished. */
+/* Writes what the session has for the peer, within OUT_HIGH, and decides whether
+ * the connection is finished. */
 static void conn_flush(qn_conn *c)
 {
     if (c->state == CONN_DEAD || c->session == NULL || c->state == CONN_FLUSHING)
@@ -241,10 +241,9 @@ static void conn_flush(qn_conn *c)
     size_t sent = 0;
     while (evbuffer_get_length(out) < OUT_HIGH) {
         const uint8_t *data = NULL;
-        ssize_t n = nghttp2_session_mem_send(c->session, &data);
+        ssize_t n = c->h->send(c->session, &data);
         if (n < 0) {
-            QN_DEBUG("http2 send failed peer=%s detail=\"%s\"", c->peer, nghttp2_strerror((int)n));
-            conn_kill(c, "http2 send error");
+            conn_kill(c, "send error");
             return;
         }
         if (n == 0)
@@ -255,10 +254,9 @@ static void conn_flush(qn_conn *c)
         }
         sent += (size_t)n;
         if (c->state == CONN_DEAD)
-            return; /* a callback inside mem_send may not kill, but stay safe */
+            return; /* a callback inside send may not kill, but stay safe */
     }
-    if (sent > 0)
-        qn__grpc_count_bytes(c->net->owner, 0, sent);
+    c->net->stats.bytes_out += sent;
     if (evbuffer_get_length(out) >= OUT_HIGH) {
         if (!c->read_paused) {
             bufferevent_disable(c->bev, EV_READ);
@@ -268,7 +266,7 @@ static void conn_flush(qn_conn *c)
         bufferevent_enable(c->bev, EV_READ);
         c->read_paused = false;
     }
-    if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+    if (c->h->done(c->session))
         conn_begin_flush(c);
 }
 
@@ -277,12 +275,7 @@ static void on_flush_ev(evutil_socket_t fd, short what, void *arg)
     conn_flush(arg);
 }
 
-void qn__net_flush(qn_conn *c)
-{
-    conn_flush(c);
-}
-
-void qn__net_schedule_flush(qn_conn *c)
+void qn__net_conn_schedule_flush(qn_conn *c)
 {
     if (c == NULL || c->state == CONN_DEAD || c->state == CONN_FLUSHING)
         return;
@@ -297,33 +290,30 @@ static void on_read(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     }
-    c->last_active_ms = qn__net_now_ms();
-    size_t total = 0;
+    c->last_active_ms = now_ms();
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_contiguous_space(in);
         const uint8_t *p = evbuffer_pullup(in, (ssize_t)len);
-        ssize_t rv = nghttp2_session_mem_recv(c->session, p, len);
-        if (rv < 0) {
-            QN_DEBUG("http2 receive failed peer=%s detail=\"%s\"", c->peer,
-                     nghttp2_strerror((int)rv));
+        int rc = c->h->recv(c->session, p, len);
+        if (rc != QN_OK) {
             evbuffer_drain(in, evbuffer_get_length(in));
-            qn__grpc_count_bytes(c->net->owner, total, 0);
-            /* nghttp2 may have queued a GOAWAY saying why: try to send it. */
-            if (rv != NGHTTP2_ERR_NOMEM && c->state != CONN_DEAD) {
-                nghttp2_session_terminate_session(c->session, NGHTTP2_PROTOCOL_ERROR);
+            if (qn_err_is_fatal(rc) && c->state != CONN_DEAD) {
+                /* the session queued its goodbye saying why: send it, then close */
+                QN_DEBUG("closing connection after a fatal error peer=%s reason=\"%s\"",
+                         c->peer, qn_strerror(rc));
+                c->state = CONN_DRAINING;
                 conn_flush(c);
                 conn_begin_flush(c);
             } else {
-                conn_kill(c, "http2 protocol error");
+                conn_kill(c, qn_strerror(rc));
             }
             return;
         }
-        evbuffer_drain(in, (size_t)rv);
-        total += (size_t)rv;
+        evbuffer_drain(in, len);
+        c->net->stats.bytes_in += len;
         if (c->state == CONN_DEAD)
             return;
     }
-    qn__grpc_count_bytes(c->net->owner, total, 0);
     conn_flush(c);
 }
 
@@ -340,38 +330,23 @@ static void on_write(struct bufferevent *bev, void *arg)
 
 /* ---------------------------------------------------------------- sessions */
 
-static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+void qn__net_ping_acked(qn_conn *c)
 {
-    qn_conn *c = ud;
-    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-        c->ping_outstanding = false;
-        c->pings_unanswered = 0;
-    }
-    return qn__grpc_on_frame_recv(session, frame, ud);
+    c->ping_outstanding = false;
+    c->pings_unanswered = 0;
 }
 
 static int conn_start_session(qn_conn *c)
 {
     qn_net *n = c->net;
-    int rv = nghttp2_session_server_new2(&c->session, n->cbs, c, n->opt);
-    if (rv != 0) {
-        c->session = NULL;
-        return QN_ENOMEM;
-    }
-    if (qn__grpc_conn_open(n->owner, c) != QN_OK)
-        return QN_ENOMEM;
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, n->max_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, QN_NET_STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, QN_NET_MAX_HEADER_LIST},
-    };
-    if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0)
-        return QN_ENOMEM;
-    if (nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0,
-                                              QN_NET_CONN_WINDOW) != 0)
-        return QN_ENOMEM;
+    assert(c->state == CONN_HANDSHAKE && c->session == NULL);
+    void *session = NULL;
+    int rc = c->h->open(c->h->proto, c, &session);
+    if (rc != QN_OK)
+        return rc;
+    c->session = session;
     c->state = CONN_OPEN;
-    c->last_active_ms = qn__net_now_ms();
+    c->last_active_ms = now_ms();
     arm(c->timer_ev, n->idle_ms);
     struct timeval ka = tv_ms(n->keepalive_ms);
     event_add(c->ping_ev, &ka);
@@ -413,8 +388,9 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         event_del(c->timer_ev);
-        if (conn_start_session(c) != QN_OK) {
-            conn_kill(c, "out of memory");
+        int rc = conn_start_session(c);
+        if (rc != QN_OK) {
+            conn_kill(c, qn_strerror(rc));
             return;
         }
         conn_flush(c);
@@ -444,17 +420,17 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     case CONN_OPEN:
     case CONN_DRAINING: {
         int64_t idle = c->net->idle_ms;
-        if (qn__grpc_conn_calls(c) > 0) {
+        if (c->h->active(c->session) > 0) {
             arm(c->timer_ev, idle);
             return;
         }
-        int64_t quiet = qn__net_now_ms() - c->last_active_ms;
+        int64_t quiet = now_ms() - c->last_active_ms;
         if (quiet < idle) {
             arm(c->timer_ev, idle - quiet);
             return;
         }
         QN_DEBUG("closing idle connection peer=%s", c->peer);
-        nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+        c->h->goaway(c->session, false);
         c->state = CONN_DRAINING;
         conn_flush(c);
         return;
@@ -466,11 +442,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static void on_ping(evutil_socket_t fd, short what, void *arg)
 {
-    static const uint8_t opaque[8] = {'q', 'n', 'k', 'a', 'l', 'i', 'v', 'e'};
     qn_conn *c = arg;
     if (c->state != CONN_OPEN && c->state != CONN_DRAINING)
         return;
-    if (qn__grpc_conn_calls(c) == 0) {
+    if (c->h->active(c->session) == 0) {
         c->ping_outstanding = false;
         c->pings_unanswered = 0;
         return;
@@ -480,7 +455,7 @@ static void on_ping(evutil_socket_t fd, short what, void *arg)
         conn_kill(c, "keepalive timeout");
         return;
     }
-    if (nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, opaque) == 0) {
+    if (c->h->ping(c->session) == QN_OK) {
         c->ping_outstanding = true;
         conn_flush(c);
     }
@@ -519,6 +494,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
         return;
     }
     c->net = n;
+    c->h = li->h;
     c->tls = li->tls;
     peer_name(sa, (socklen_t)salen, c->peer, sizeof c->peer);
     if (li->tls) {
@@ -550,14 +526,15 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
     list_push(&n->live, c);
     n->nlive++;
-    qn__grpc_count_accept(n->owner);
+    n->stats.connections_accepted++;
     if (li->tls) {
         c->state = CONN_HANDSHAKE;
         arm(c->timer_ev, HANDSHAKE_TIMEOUT_MS < n->idle_ms ? HANDSHAKE_TIMEOUT_MS : n->idle_ms);
     } else {
         c->state = CONN_HANDSHAKE; /* no handshake; becomes OPEN just below */
-        if (conn_start_session(c) != QN_OK) {
-            conn_kill(c, "out of memory");
+        int rc = conn_start_session(c);
+        if (rc != QN_OK) {
+            conn_kill(c, qn_strerror(rc));
             return;
         }
     }
@@ -656,24 +633,23 @@ fail:
 
 /* ---------------------------------------------------------------- the layer */
 
-int qn__net_new(struct event_base *base, const struct qn_config *cfg, struct qn_rpc_server *owner,
-                qn_net **out)
+int qn__net_new(struct event_base *base, const struct qn_config *cfg,
+                const struct qn_net_handler *h, qn_net **out)
 {
     int rc = QN_ENOMEM;
     qn_net *n = calloc(1, sizeof *n);
     if (n == NULL)
         return QN_ENOMEM;
     n->base = base;
-    n->owner = owner;
+    n->h = *h;
     n->h2c = cfg->h2c;
     n->cfg_port = (int)cfg->port;
     n->cfg_tls_port = (int)cfg->tls_port;
     n->max_connections = (size_t)cfg->max_connections;
-    n->max_streams = (uint32_t)cfg->max_concurrent_streams;
     n->idle_ms = cfg->idle_timeout_ms;
     n->keepalive_ms = cfg->keepalive_ms;
-    n->plain = (struct listener){n, NULL, NULL, false, -1};
-    n->secure = (struct listener){n, NULL, NULL, true, -1};
+    n->plain = (struct listener){n, &n->h, NULL, NULL, false, -1};
+    n->secure = (struct listener){n, &n->h, NULL, NULL, true, -1};
     n->bind_addr = strdup(cfg->bind_addr);
     n->reap_ev = event_new(base, -1, 0, on_reap, n);
     n->plain.retry_ev = evtimer_new(base, on_accept_retry, &n->plain);
@@ -681,12 +657,6 @@ int qn__net_new(struct event_base *base, const struct qn_config *cfg, struct qn_
     if (n->bind_addr == NULL || n->reap_ev == NULL || n->plain.retry_ev == NULL ||
         n->secure.retry_ev == NULL)
         goto fail;
-    if (nghttp2_session_callbacks_new(&n->cbs) != 0 || nghttp2_option_new(&n->opt) != 0)
-        goto fail;
-    qn__grpc_set_callbacks(n->cbs);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(n->cbs, on_frame_recv);
-    /* Window updates are ours: grpc.c grants bytes back once it has handled them. */
-    nghttp2_option_set_no_auto_window_update(n->opt, 1);
     if (cfg->tls_cert[0] != '\0') {
         rc = make_ssl_ctx(cfg, &n->ssl_ctx);
         if (rc != QN_OK)
@@ -778,10 +748,9 @@ void qn__net_goaway_all(qn_net *n)
         if (c->state == CONN_HANDSHAKE) {
             conn_kill(c, "shutdown");
         } else if (c->state == CONN_OPEN) {
-            int32_t last = nghttp2_session_get_last_proc_stream_id(c->session);
-            nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+            c->h->goaway(c->session, true);
             c->state = CONN_DRAINING;
-            qn__net_schedule_flush(c);
+            qn__net_conn_schedule_flush(c);
         }
     }
 }
@@ -797,14 +766,19 @@ size_t qn__net_conn_count(const qn_net *n)
     return n->nlive + n->ndead;
 }
 
-void qn__net_each_conn(qn_net *n, void (*fn)(qn_conn *c, void *ud), void *ud)
+void qn__net_flush_all(qn_net *n)
 {
     qn_conn *next;
     for (qn_conn *c = n->live; c != NULL; c = next) {
         next = c->next;
         if (c->state != CONN_DEAD && c->session != NULL)
-            fn(c, ud);
+            conn_flush(c);
     }
+}
+
+void qn__net_stats(const qn_net *n, struct qn_net_stats *out)
+{
+    *out = n->stats;
 }
 
 void qn__net_free(qn_net *n)
@@ -825,10 +799,6 @@ void qn__net_free(qn_net *n)
         event_free(n->secure.retry_ev);
     if (n->reap_ev)
         event_free(n->reap_ev);
-    if (n->cbs)
-        nghttp2_session_callbacks_del(n->cbs);
-    if (n->opt)
-        nghttp2_option_del(n->opt);
     SSL_CTX_free(n->ssl_ctx);
     free(n->bind_addr);
     free(n);
@@ -836,19 +806,9 @@ void qn__net_free(qn_net *n)
 
 /* ---------------------------------------------------------------- accessors */
 
-nghttp2_session *qn__net_session(qn_conn *c)
+const char *qn__net_conn_peer(const qn_conn *c)
 {
-    return c->session;
-}
-
-void *qn__net_conn_data(const qn_conn *c)
-{
-    return c->data;
-}
-
-void qn__net_conn_set_data(qn_conn *c, void *data)
-{
-    c->data = data;
+    return c->peer;
 }
 
 bool qn__net_conn_is_dead(const qn_conn *c)

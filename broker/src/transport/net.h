@@ -1,22 +1,23 @@
 /*
- * net.h - private to broker/ (net.c and grpc.c only): listeners, connections, TLS
- * and the nghttp2 session of each connection.
+ * transport/net.h - private to transport/: listeners, connections and TLS, for
+ * any protocol.
  *
- * net.c owns sockets, bufferevents, the SSL_CTX, nghttp2 sessions, connection
- * timers (idle, keepalive PING, flush) and connection lifetimes. grpc.c owns
- * everything per stream: it supplies the stream-level nghttp2 callbacks and gets
- * told when a connection opens and when it goes away (qn__grpc_* below). The
- * session's user_data is the qn_conn.
+ * net.c owns sockets, bufferevents, the SSL_CTX, connection timers (handshake,
+ * idle, keepalive, flush) and connection lifetimes. What the bytes mean is the
+ * protocol's: net calls it only through the struct qn_net_handler given at
+ * creation (function pointers and user data, as nghttp2 takes its callbacks and
+ * user_data), and the protocol (h2.c for HTTP/2) calls back down through the
+ * qn__net_conn_* functions below.
  *
  * Connection lifecycle (asserted in net.c):
  *
  *   HANDSHAKE --TLS done, ALPN h2--> OPEN            (h2c connections start OPEN)
- *   OPEN --GOAWAY submitted (shutdown / idle / keepalive / protocol error)--> DRAINING
- *   OPEN|DRAINING --nghttp2 wants neither read nor write--> FLUSHING
+ *   OPEN --goodbye queued (shutdown / idle / a fatal protocol error)--> DRAINING
+ *   OPEN|DRAINING --the session is done (wants neither read nor write)--> FLUSHING
  *   FLUSHING --output written, or flush timeout--> DEAD
  *   any --EOF / socket or TLS error / hard close--> DEAD
  *   DEAD: queued; freed in the reap pass after the current dispatch pass, where
- *   qn__grpc_conn_closed() runs first. Nothing reads or writes a DEAD connection.
+ *   the handler's close() runs first. Nothing reads or writes a DEAD connection.
  */
 #ifndef QN_BROKER_NET_H
 #define QN_BROKER_NET_H
@@ -24,81 +25,96 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <nghttp2/nghttp2.h>
+#include <sys/types.h>
 
 struct event_base;
 struct qn_config;
-struct qn_rpc_server;
 
 typedef struct qn_net qn_net;
 typedef struct qn_conn qn_conn;
 
-/* Per-stream initial window we advertise, and the connection window. Request
- * bytes are granted back (nghttp2_session_consume) only after grpc.c handled
- * them; see grpc.c's invariants. */
-#define QN_NET_STREAM_WINDOW (1 << 20)
-#define QN_NET_CONN_WINDOW (8 << 20)
-/* Request header list we accept per stream (SETTINGS_MAX_HEADER_LIST_SIZE). */
-#define QN_NET_MAX_HEADER_LIST 16384
+/*
+ * The protocol a listener serves, and the owner of the net. No callback may free
+ * a connection (closing is a request: the connection becomes DEAD and is freed
+ * in the reap pass).
+ */
+struct qn_net_handler {
+    /* ---- the protocol; proto is passed to open() */
+    void *proto;
+    /* The connection is ready for traffic (accepted h2c, or TLS done with ALPN
+     * h2): make its session. Returns QN_OK with *session, or an error (the
+     * connection is closed at once). */
+    int (*open)(void *proto, qn_conn *c, void **session);
+    /* Bytes arrived; the session takes all of them. Returns QN_OK, or an error:
+     * in the connection-fatal range (qn_err_is_fatal: QN_EPROTO, QN_EFLOOD) the
+     * session has queued its goodbye and the connection is torn down once it is
+     * written; any other error (QN_ENOMEM) closes the connection at once. */
+    int (*recv)(void *session, const uint8_t *data, size_t len);
+    /* The next bytes to write: their length with *data (valid until the next
+     * call), 0 when nothing is due, or a negative error (the connection closes). */
+    ssize_t (*send)(void *session, const uint8_t **data);
+    /* The session wants neither to read nor to write: the connection is done. */
+    bool (*done)(void *session);
+    /* Work in progress (open calls): an idle connection has none; keepalive
+     * pings only while there is some. */
+    size_t (*active)(void *session);
+    /* Queue a keepalive ping; QN_OK when one was queued. The session reports
+     * its acknowledgement with qn__net_ping_acked(). */
+    int (*ping)(void *session);
+    /* Queue a goodbye: graceful (shutdown: work in progress finishes) or not
+     * (idle: the session ends once it is written). */
+    void (*goaway)(void *session, bool graceful);
+    /* The connection is going away (reap pass, or qn__net_free): end everything
+     * on it and free the session. No qn__net_conn_* call for c after this. */
+    void (*close)(void *session);
+    /* ---- the owner; owner is passed to conn_freed() */
+    void *owner;
+    /* A connection was freed (the owner's shutdown watches the count). May be
+     * NULL. */
+    void (*conn_freed)(void *owner);
+};
 
-/* Monotonic milliseconds: qn_store_now_ms(), the deadline clock of rpc.h. */
-int64_t qn__net_now_ms(void);
-
-/* Makes the network layer (listeners not yet bound). Reads the TLS files when a
- * certificate is configured. Returns QN_OK, QN_ENOMEM, or QN_EINVAL (logged). */
-int qn__net_new(struct event_base *base, const struct qn_config *cfg, struct qn_rpc_server *owner,
-                qn_net **out);
+/* Makes the network layer (listeners not yet bound); copies *h. Reads the TLS
+ * files when a certificate is configured. Returns QN_OK, QN_ENOMEM, or QN_EINVAL
+ * (logged). */
+int qn__net_new(struct event_base *base, const struct qn_config *cfg,
+                const struct qn_net_handler *h, qn_net **out);
 /* Binds the listeners. QN_OK or QN_EIO (logged). */
 int qn__net_listen(qn_net *n);
 /* Bound port of the plain / TLS listener, -1 when none. */
 int qn__net_port(const qn_net *n, bool tls);
 /* Closes the listeners (no new connections). */
 void qn__net_stop_accepting(qn_net *n);
-/* Graceful: GOAWAY(NO_ERROR, last processed stream) on every connection; each
- * closes once its streams are done and its output is written. */
+/* Writes what every live connection's session has queued, now. */
+void qn__net_flush_all(qn_net *n);
+/* Graceful: a goodbye on every connection (handler goaway(graceful)); each
+ * closes once its session is done and its output is written. Connections still
+ * in the TLS handshake are closed. */
 void qn__net_goaway_all(qn_net *n);
 /* Hard: every connection becomes DEAD now (freed in the reap pass). */
 void qn__net_close_all(qn_net *n);
 /* Connections not yet freed. */
 size_t qn__net_conn_count(const qn_net *n);
-/* Calls fn(conn, ud) for every live (not DEAD) connection. fn must not free. */
-void qn__net_each_conn(qn_net *n, void (*fn)(qn_conn *c, void *ud), void *ud);
-/* Frees every connection at once (qn__grpc_conn_closed() runs for each), then n. */
+
+struct qn_net_stats {
+    uint64_t connections_accepted;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+};
+void qn__net_stats(const qn_net *n, struct qn_net_stats *out);
+
+/* Frees every connection at once (the handler's close() runs for each), then n. */
 void qn__net_free(qn_net *n);
 
-/* ------------------------------------------------ per connection, for grpc.c */
+/* ------------------------------------------------ per connection, for the protocol */
 
-nghttp2_session *qn__net_session(qn_conn *c);
-void *qn__net_conn_data(const qn_conn *c);
-void qn__net_conn_set_data(qn_conn *c, void *data);
-/* Sends what nghttp2 has queued, after the current dispatch pass (one event). */
-void qn__net_schedule_flush(qn_conn *c);
-/* Same, now. Never from inside an nghttp2 callback. */
-void qn__net_flush(qn_conn *c);
-/* The connection is being torn down (DEAD): submitting to it is pointless. */
+/* Sends what the session has queued, after the current dispatch pass (one event). */
+void qn__net_conn_schedule_flush(qn_conn *c);
+/* The connection is being torn down (DEAD): producing output for it is pointless. */
 bool qn__net_conn_is_dead(const qn_conn *c);
-
-/* ------------------------------------------------ implemented by grpc.c */
-
-/* Fills the stream-level callbacks (begin_headers, header, frame_recv,
- * data_chunk_recv, stream_close, frame_send). net.c adds its own around them. */
-void qn__grpc_set_callbacks(nghttp2_session_callbacks *cbs);
-/* Frame received: net.c calls it from its own on_frame_recv (after PING handling). */
-int qn__grpc_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *conn);
-/* A connection opened (session made): grpc.c attaches its state with
- * qn__net_conn_set_data(). QN_OK or QN_ENOMEM (the connection is then closed). */
-int qn__grpc_conn_open(struct qn_rpc_server *s, qn_conn *c);
-/* The connection is going away (reap pass, or qn__net_free): every call on it ends
- * (handlers get on_cancel(QN_ECLOSED)) and grpc.c frees its state. No nghttp2 call
- * may be made on the session from here. */
-void qn__grpc_conn_closed(struct qn_rpc_server *s, qn_conn *c);
-/* Open calls on the connection (idle timeout and keepalive look at it). */
-size_t qn__grpc_conn_calls(const qn_conn *c);
-/* A connection was freed (the shutdown watches the count reach zero). */
-void qn__grpc_conn_freed(struct qn_rpc_server *s);
-/* Traffic counters. */
-void qn__grpc_count_bytes(struct qn_rpc_server *s, size_t in, size_t out);
-void qn__grpc_count_accept(struct qn_rpc_server *s);
+/* The keepalive ping was acknowledged. */
+void qn__net_ping_acked(qn_conn *c);
+/* "addr:port" of the peer, for logs. */
+const char *qn__net_conn_peer(const qn_conn *c);
 
 #endif

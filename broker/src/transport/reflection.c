@@ -25,6 +25,7 @@
 #include "log.h"
 #include "queen/error.h"
 #include "transport/reflection.h"
+#include "transport/server.h"
 
 /* The embedded set, made by cmake/embed_run.cmake. */
 struct qn_embedded_file {

@@ -1,0 +1,158 @@
+/*
+ * transport/call_binding.h - private to transport/: the call layer's side that
+ * the server (server.c) and the bindings (h2.c) use.
+ *
+ * The call layer (call.c) is what a gRPC call is, whatever carries it: routing
+ * by :path to the method table, request framing and size limits, the deadline,
+ * the lifecycle (call.h), send/finish/trailers semantics, queued bytes and
+ * drain callbacks, counters. A binding is how calls travel: h2.c binds them to
+ * HTTP/2 streams through nghttp2; an HTTP/1.1 gRPC-Web binding would be a
+ * second one, using the same functions below and its own struct qn_call_ops.
+ *
+ * A binding:
+ *   - makes a call per request stream (qn__call_new) inside the qn_call_conn of
+ *     its connection, with its ops and its link (its per-connection state) and
+ *     stream id;
+ *   - feeds it headers (qn__call_add_header), then either rejects it
+ *     (qn__call_reject: headers too large, or its protocol's header checks
+ *     failed) or starts it (qn__call_start: routing and deadline);
+ *   - feeds it body bytes (qn__call_data) and the end of the request
+ *     (qn__call_remote_close), and grants flow-control window for the bytes
+ *     once qn__call_data returned;
+ *   - pulls response bytes (qn__call_take_output) when its ops were told output
+ *     is due, and sends the trailers once qn__call_trailers_due();
+ *   - reports the stream gone (qn__call_closed) and the connection gone
+ *     (qn__call_conn_close).
+ * The call layer calls the binding only through the ops: nothing in call.c
+ * names a binding.
+ */
+#ifndef QN_BROKER_CALL_BINDING_H
+#define QN_BROKER_CALL_BINDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/call.h"
+#include "transport/server.h"
+
+struct event_base;
+struct qn_config;
+
+/* Request header bytes a call stores (names and values), and fields. */
+#define QN_CALL_MAX_HEADER_BYTES 16384
+#define QN_CALL_MAX_HEADERS 64
+
+/* ---------------------------------------------------------------- the call set */
+
+/* Every call of one server: the method table, the limits, the counters, the
+ * calls not yet freed. */
+struct qn_calls;
+
+/* Limits from cfg (max_recv_bytes, max_conn_recv_bytes, max_send_bytes,
+ * max_streams); owner is what qn_call_server() answers. QN_OK or QN_ENOMEM. */
+int qn__calls_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_server *owner,
+                  struct qn_calls **out);
+/* Frees the calls already closed; every connection must have been closed first
+ * (qn__call_conn_close). NULL allowed. */
+void qn__calls_free(struct qn_calls *set);
+
+int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, size_t n);
+bool qn__calls_has_service(const struct qn_calls *set, const char *service);
+
+/* New streaming calls are refused with UNAVAILABLE from now on. */
+void qn__calls_shutdown(struct qn_calls *set);
+bool qn__calls_shutting_down(const struct qn_calls *set);
+/* Ends every open call (all), or every open streaming call, with UNAVAILABLE
+ * (handlers get on_cancel(QN_ESHUTDOWN)). */
+void qn__calls_end(struct qn_calls *set, bool all);
+
+int qn__calls_stream_acquire(struct qn_calls *set);
+void qn__calls_stream_release(struct qn_calls *set);
+size_t qn__calls_max_send(const struct qn_calls *set);
+/* The call counters of struct qn_rpc_stats (calls_started, calls_open,
+ * status_count); the connection and byte counters are left as they are. */
+void qn__calls_stats(const struct qn_calls *set, struct qn_rpc_stats *out);
+
+/* ---------------------------------------------------------------- bindings */
+
+/* What the call layer asks of the binding that carries a call. Every op runs on
+ * the loop, never after the call is closed; none may close or free the call. */
+struct qn_call_ops {
+    /* The first response message is queued: send the response head; the body
+     * follows as the binding pulls it. QN_OK, or QN_ECLOSED (nothing can be
+     * sent on this stream any more). */
+    int (*respond)(qn_call *c);
+    /* More output is queued, or the trailers became due: pull again. */
+    void (*resume)(qn_call *c);
+    /* The call ended with nothing sent: answer with the status alone
+     * (qn__call_status), under http_status (200, or 405 / 415 for a request the
+     * binding's checks refused), adding grpc-accept-encoding: identity when
+     * accept_encoding. */
+    void (*respond_status)(qn_call *c, int http_status, bool accept_encoding);
+    /* The call's stream can still carry output (its connection is not going
+     * away). When false the call layer skips the ops above. */
+    bool (*alive)(const qn_call *c);
+};
+
+/* The calls of one connection, kept by the call layer. The binding embeds one
+ * per connection, zeroed, and closes it with qn__call_conn_close(). */
+struct qn_call_conn {
+    qn_call *calls; /* not closed */
+    size_t ncalls;
+    size_t inbound; /* bytes held by its calls' partly received messages */
+};
+
+/* A request stream began: a call in HEADERS. link and stream_id are the
+ * binding's (qn__call_link, qn__call_stream_id). NULL when out of memory. */
+qn_call *qn__call_new(struct qn_calls *set, struct qn_call_conn *cc, const struct qn_call_ops *ops,
+                      void *link, int32_t stream_id);
+
+void *qn__call_link(const qn_call *c);
+int32_t qn__call_stream_id(const qn_call *c);
+
+/* One request header (not NUL-terminated; no NUL inside). Past
+ * QN_CALL_MAX_HEADER_BYTES or QN_CALL_MAX_HEADERS the call is marked
+ * overflowed; ignored once the headers are done. */
+void qn__call_add_header(qn_call *c, const uint8_t *name, size_t namelen, const uint8_t *value,
+                         size_t valuelen);
+/* The headers were over the limits: reject with RESOURCE_EXHAUSTED. */
+bool qn__call_headers_overflowed(const qn_call *c);
+/* The call is in HEADERS (not yet started or rejected). */
+bool qn__call_in_headers(const qn_call *c);
+
+/* The binding refused the request (its header checks): ends the call with code
+ * and message under http_status. Only in HEADERS. */
+void qn__call_reject(qn_call *c, int http_status, enum qn_grpc_code code, const char *msg,
+                     bool accept_encoding);
+/* Headers accepted: route :path (unknown -> UNIMPLEMENTED), refuse a streaming
+ * call during shutdown, arm the deadline (timeout_ms < 0: none). Only in
+ * HEADERS. */
+void qn__call_start(qn_call *c, int64_t timeout_ms);
+
+/* Request body bytes: framed messages are decoded and handed to the method as
+ * they complete (limits: QUEEN_MAX_RECV_BYTES per message,
+ * QUEEN_MAX_CONN_RECV_BYTES per connection). Ignored unless the call is
+ * receiving. The binding grants the bytes' window after this returns. */
+void qn__call_data(qn_call *c, const uint8_t *data, size_t len);
+/* The client ended its side of the stream. */
+void qn__call_remote_close(qn_call *c);
+/* The stream is gone (reset, closed, or its connection): the call is closed and
+ * freed later; a handler that owned it hears on_cancel(QN_ECLOSED). */
+void qn__call_closed(qn_call *c);
+bool qn__call_is_closed(const qn_call *c);
+
+/* Moves up to cap queued response bytes into buf; returns how many. When that
+ * empties the queue, a drain callback (qn_call_on_drain) is scheduled. */
+size_t qn__call_take_output(qn_call *c, uint8_t *buf, size_t cap);
+/* The call finished and everything queued was taken: the trailers go now. */
+bool qn__call_trailers_due(const qn_call *c);
+/* The final status: the code as decimal text, and the percent-encoded
+ * grpc-message or NULL. Borrowed until the call is freed. */
+void qn__call_status(const qn_call *c, const char **code, const char **message);
+
+/* The connection is gone: every call on it is closed (handlers get
+ * on_cancel(QN_ECLOSED)). */
+void qn__call_conn_close(struct qn_call_conn *cc);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * transport/server.h - private to broker/: the gRPC server: listeners, the
+ * method table, the shutdown, the budgets shared by all calls.
+ *
+ * Made of transport/net.c (connections), h2.c (HTTP/2 and the gRPC binding on
+ * its streams) and call.c (the calls); server.c wires them. Threading: the loop
+ * thread that owns the server, no locks.
+ */
+#ifndef QN_BROKER_SERVER_H
+#define QN_BROKER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/call.h"
+
+struct event_base;
+struct qn_config;
+
+/*
+ * Makes a server on `base` with the network settings and limits of cfg (copied).
+ * Listeners open in qn_rpc_server_listen(). Returns QN_OK, QN_ENOMEM, or QN_EINVAL
+ * with a logged reason (e.g. unreadable TLS files).
+ */
+int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg,
+                      qn_rpc_server **out);
+
+/* Registers methods (the array must outlive the server). Paths must be unique.
+ * Returns QN_OK, QN_EINVAL (duplicate or malformed path; nothing registered) or
+ * QN_ENOMEM. */
+int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n);
+
+/* True when a method of `service` (full name, "queen.v1.QueueService") is
+ * registered. */
+bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
+
+/* Binds the h2c listener (QUEEN_PORT, unless QUEEN_H2C is false; port 0 binds a
+ * free port) and the TLS listener (when a certificate is configured). Returns
+ * QN_OK or QN_EIO with a logged reason. */
+int qn_rpc_server_listen(qn_rpc_server *s);
+
+/* The ports actually bound (useful when the configured port was 0). -1 if none. */
+int qn_rpc_server_port(const qn_rpc_server *s);
+int qn_rpc_server_tls_port(const qn_rpc_server *s);
+
+/*
+ * Graceful shutdown: stop accepting, GOAWAY on every connection, end every
+ * streaming call with UNAVAILABLE (handlers get on_cancel(QN_ESHUTDOWN)), let
+ * unary calls finish for up to timeout_ms, then close everything and call
+ * done(ud) once, on the loop.
+ */
+void qn_rpc_server_shutdown(qn_rpc_server *s, int timeout_ms, void (*done)(void *ud), void *ud);
+
+/* True once qn_rpc_server_shutdown() was called. */
+bool qn_rpc_server_is_shutting_down(const qn_rpc_server *s);
+
+/* Closes every connection at once (open calls get on_cancel(QN_ECLOSED)) and frees
+ * the server. NULL is allowed. */
+void qn_rpc_server_free(qn_rpc_server *s);
+
+/*
+ * Long-lived streams (Consume, health Watch) share one budget, QUEEN_MAX_STREAMS.
+ * acquire returns QN_OK (the caller releases exactly once when its stream ends)
+ * or QN_EBUSY when the budget is spent (answer RESOURCE_EXHAUSTED).
+ */
+int qn_rpc_stream_acquire(qn_rpc_server *s);
+void qn_rpc_stream_release(qn_rpc_server *s);
+
+struct qn_rpc_stats {
+    uint64_t connections_accepted;
+    uint32_t connections_open;
+    uint64_t calls_started;
+    uint32_t calls_open;
+    uint64_t status_count[17]; /* calls finished, by gRPC status code */
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+};
+void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out);
+
+/* Limits the transport enforces, for services that size their own work. */
+size_t qn_rpc_max_send_bytes(const qn_rpc_server *s);
+
+#endif
