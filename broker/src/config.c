@@ -55,7 +55,8 @@ const struct qn_config_var qn_config_vars[] = {
      "largest gRPC request message accepted (RESOURCE_EXHAUSTED past it)"},
     {"QUEEN_MAX_CONN_RECV_BYTES", QN_CFG_INT, "67108864", 1024, 4096 * MIB,
      OFF(max_conn_recv_bytes),
-     "bytes of unfinished request messages one connection may hold (at least QUEEN_MAX_RECV_BYTES)"},
+     "bytes of unfinished request messages one connection may hold (at least "
+     "QUEEN_MAX_RECV_BYTES)"},
     {"QUEEN_MAX_SEND_BYTES", QN_CFG_INT, "4128768", 64 * KIB, 256 * MIB, OFF(max_send_bytes),
      "largest response message produced (pop/consume/fetch batches are cut to fit)"},
     {"QUEEN_MAX_PAYLOAD_BYTES", QN_CFG_INT, "1048576", 1, 64 * MIB, OFF(max_payload_bytes),
@@ -86,14 +87,13 @@ const struct qn_config_var qn_config_vars[] = {
      "milliseconds between maintenance cycles"},
     {"RETENTION_BATCH_SIZE", QN_CFG_INT, "1000", 1, 1000000, OFF(retention_batch_size),
      "rows one maintenance step deletes at most"},
-    {"QUEEN_PARTITION_CLEANUP_ENABLED", QN_CFG_BOOL, "true", 0, 0,
-     OFF(partition_cleanup_enabled), "delete partitions empty and idle for PARTITION_CLEANUP_DAYS"},
+    {"QUEEN_PARTITION_CLEANUP_ENABLED", QN_CFG_BOOL, "true", 0, 0, OFF(partition_cleanup_enabled),
+     "delete partitions empty and idle for PARTITION_CLEANUP_DAYS"},
     {"PARTITION_CLEANUP_DAYS", QN_CFG_INT, "30", 1, 36500, OFF(partition_cleanup_days),
      "idle days before an empty partition is deleted"},
     {"METRICS_RETENTION_DAYS", QN_CFG_INT, "90", 1, 36500, OFF(metrics_retention_days),
      "days of retention history kept"},
-    {"QUEEN_LOG_LEVEL", QN_CFG_STRING, "info", 0, 0, OFF(log_level),
-     "debug, info, warn or error"},
+    {"QUEEN_LOG_LEVEL", QN_CFG_STRING, "info", 0, 0, OFF(log_level), "debug, info, warn or error"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 
@@ -202,7 +202,8 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         return QN_EINVAL;
     }
     if (cfg->max_conn_recv_bytes < cfg->max_recv_bytes) {
-        snprintf(err, errcap, "QUEEN_MAX_CONN_RECV_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
+        snprintf(err, errcap,
+                 "QUEEN_MAX_CONN_RECV_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
                  (long long)cfg->max_conn_recv_bytes, (long long)cfg->max_recv_bytes);
         return QN_EINVAL;
     }
@@ -291,7 +292,9 @@ void qn_config_print_markdown(FILE *out)
     fputs("| Variable | Type | Default | Bounds | Meaning |\n", out);
     fputs("|---|---|---|---|---|\n", out);
     for (const struct qn_config_var *v = qn_config_vars; v->name; v++) {
-        const char *type = v->type == QN_CFG_INT ? "int" : v->type == QN_CFG_BOOL ? "bool" : "string";
+        const char *type = v->type == QN_CFG_INT    ? "int"
+                           : v->type == QN_CFG_BOOL ? "bool"
+                                                    : "string";
         char bounds[64] = "";
         if (v->type == QN_CFG_INT)
             snprintf(bounds, sizeof bounds, "%lld..%lld", (long long)v->min, (long long)v->max);

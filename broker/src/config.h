@@ -16,40 +16,40 @@
 
 struct qn_config {
     /* database */
-    char *database_url;        /* QUEEN_DATABASE_URL, libpq conninfo */
-    int64_t db_pool_size;      /* QUEEN_DB_POOL_SIZE */
-    int64_t stmt_timeout_ms;   /* QUEEN_STMT_TIMEOUT_MS */
+    char *database_url;      /* QUEEN_DATABASE_URL, libpq conninfo */
+    int64_t db_pool_size;    /* QUEEN_DB_POOL_SIZE */
+    int64_t stmt_timeout_ms; /* QUEEN_STMT_TIMEOUT_MS */
     /* network */
-    char *bind_addr;           /* QUEEN_BIND_ADDR */
-    int64_t port;              /* QUEEN_PORT (h2c; 0 = any free port) */
-    bool h2c;                  /* QUEEN_H2C (serve the plain listener at all) */
-    int64_t tls_port;          /* QUEEN_TLS_PORT (0 = any free port) */
-    char *port_file;           /* QUEEN_PORT_FILE (write the bound ports here) */
-    char *tls_cert;            /* QUEEN_TLS_CERT (PEM file) */
-    char *tls_key;             /* QUEEN_TLS_KEY (PEM file) */
-    char *tls_client_ca;       /* QUEEN_TLS_CLIENT_CA (PEM file; verify clients when set) */
-    int64_t max_connections;   /* QUEEN_MAX_CONNECTIONS */
+    char *bind_addr;                /* QUEEN_BIND_ADDR */
+    int64_t port;                   /* QUEEN_PORT (h2c; 0 = any free port) */
+    bool h2c;                       /* QUEEN_H2C (serve the plain listener at all) */
+    int64_t tls_port;               /* QUEEN_TLS_PORT (0 = any free port) */
+    char *port_file;                /* QUEEN_PORT_FILE (write the bound ports here) */
+    char *tls_cert;                 /* QUEEN_TLS_CERT (PEM file) */
+    char *tls_key;                  /* QUEEN_TLS_KEY (PEM file) */
+    char *tls_client_ca;            /* QUEEN_TLS_CLIENT_CA (PEM file; verify clients when set) */
+    int64_t max_connections;        /* QUEEN_MAX_CONNECTIONS */
     int64_t max_concurrent_streams; /* QUEEN_MAX_CONCURRENT_STREAMS (per connection) */
-    int64_t idle_timeout_ms;   /* QUEEN_IDLE_TIMEOUT_MS */
-    int64_t keepalive_ms;      /* QUEEN_KEEPALIVE_MS */
-    int64_t shutdown_timeout_ms; /* QUEEN_SHUTDOWN_TIMEOUT_MS */
+    int64_t idle_timeout_ms;        /* QUEEN_IDLE_TIMEOUT_MS */
+    int64_t keepalive_ms;           /* QUEEN_KEEPALIVE_MS */
+    int64_t shutdown_timeout_ms;    /* QUEEN_SHUTDOWN_TIMEOUT_MS */
     /* limits */
-    int64_t max_recv_bytes;    /* QUEEN_MAX_RECV_BYTES (one gRPC message in) */
+    int64_t max_recv_bytes;      /* QUEEN_MAX_RECV_BYTES (one gRPC message in) */
     int64_t max_conn_recv_bytes; /* QUEEN_MAX_CONN_RECV_BYTES (partial messages per connection) */
-    int64_t max_send_bytes;    /* QUEEN_MAX_SEND_BYTES (one gRPC message out) */
-    int64_t max_payload_bytes; /* QUEEN_MAX_PAYLOAD_BYTES */
-    int64_t max_push_items;    /* QUEEN_MAX_PUSH_ITEMS */
-    int64_t max_pop_batch;     /* QUEEN_MAX_POP_BATCH */
-    int64_t max_pop_wait_ms;   /* QUEEN_MAX_POP_WAIT_MS */
-    int64_t max_parked_pops;   /* QUEEN_MAX_PARKED_POPS */
-    int64_t max_streams;       /* QUEEN_MAX_STREAMS (open Consume/Watch streams) */
-    int64_t segment_raw_max;   /* QUEEN_SEGMENT_RAW_MAX (decompression cap) */
+    int64_t max_send_bytes;      /* QUEEN_MAX_SEND_BYTES (one gRPC message out) */
+    int64_t max_payload_bytes;   /* QUEEN_MAX_PAYLOAD_BYTES */
+    int64_t max_push_items;      /* QUEEN_MAX_PUSH_ITEMS */
+    int64_t max_pop_batch;       /* QUEEN_MAX_POP_BATCH */
+    int64_t max_pop_wait_ms;     /* QUEEN_MAX_POP_WAIT_MS */
+    int64_t max_parked_pops;     /* QUEEN_MAX_PARKED_POPS */
+    int64_t max_streams;         /* QUEEN_MAX_STREAMS (open Consume/Watch streams) */
+    int64_t segment_raw_max;     /* QUEEN_SEGMENT_RAW_MAX (decompression cap) */
     /* push path */
-    int64_t zstd_level;        /* QUEEN_V2_ZSTD_LEVEL */
-    int64_t bundle_max;        /* QUEEN_V2_BUNDLE_MAX */
-    bool dedup_cache;          /* QUEEN_DEDUP_CACHE */
-    int64_t dedup_cache_mb;    /* QUEEN_DEDUP_CACHE_MB */
-    int64_t wake_recheck_ms;   /* QUEEN_WAKE_RECHECK_MS */
+    int64_t zstd_level;      /* QUEEN_V2_ZSTD_LEVEL */
+    int64_t bundle_max;      /* QUEEN_V2_BUNDLE_MAX */
+    bool dedup_cache;        /* QUEEN_DEDUP_CACHE */
+    int64_t dedup_cache_mb;  /* QUEEN_DEDUP_CACHE_MB */
+    int64_t wake_recheck_ms; /* QUEEN_WAKE_RECHECK_MS */
     /* maintenance */
     int64_t retention_interval_ms;  /* RETENTION_INTERVAL */
     int64_t retention_batch_size;   /* RETENTION_BATCH_SIZE */
@@ -57,7 +57,7 @@ struct qn_config {
     int64_t partition_cleanup_days; /* PARTITION_CLEANUP_DAYS */
     int64_t metrics_retention_days; /* METRICS_RETENTION_DAYS */
     /* logging */
-    char *log_level;           /* QUEEN_LOG_LEVEL */
+    char *log_level; /* QUEEN_LOG_LEVEL */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };
@@ -65,10 +65,10 @@ enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };
 struct qn_config_var {
     const char *name;
     enum qn_config_type type;
-    const char *def;     /* default, as text */
-    int64_t min, max;    /* bounds for QN_CFG_INT */
-    size_t offset;       /* into struct qn_config */
-    const char *help;    /* one line */
+    const char *def;  /* default, as text */
+    int64_t min, max; /* bounds for QN_CFG_INT */
+    size_t offset;    /* into struct qn_config */
+    const char *help; /* one line */
 };
 
 /* The table, terminated by an entry with name == NULL. */

@@ -45,9 +45,9 @@ int main(int argc, char **argv)
     char err[512] = "";
     int status = 0;
 
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "migrate") != 0 &&
-                     strcmp(argv[1], "--print-config") != 0 && strcmp(argv[1], "--help") != 0 &&
-                     strcmp(argv[1], "--config-table") != 0))
+    if (argc > 2 ||
+        (argc == 2 && strcmp(argv[1], "migrate") != 0 && strcmp(argv[1], "--print-config") != 0 &&
+         strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "--config-table") != 0))
         return usage(stderr);
     if (argc == 2 && strcmp(argv[1], "--help") == 0)
         return usage(stdout);

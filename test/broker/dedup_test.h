@@ -21,10 +21,10 @@ Suite *qn_test_hring_suite(void);
 Suite *qn_test_dedup_suite(void);
 
 struct qn_dd_alloc_stats {
-    size_t calls;      /* malloc + calloc + realloc calls */
-    size_t largest;    /* largest single request in bytes */
-    size_t live;       /* bytes allocated while tracking and not yet freed */
-    size_t peak_live;  /* highest value of live */
+    size_t calls;     /* malloc + calloc + realloc calls */
+    size_t largest;   /* largest single request in bytes */
+    size_t live;      /* bytes allocated while tracking and not yet freed */
+    size_t peak_live; /* highest value of live */
 };
 void qn_dd_alloc_start(void);
 struct qn_dd_alloc_stats qn_dd_alloc_now(void);

@@ -392,7 +392,7 @@ START_TEST(steady_small_window_stays_small)
             qn_dd_hash(12, i + j, v + j * H);
         int64_t t = (int64_t)(i / 100); /* 100 hashes per time unit */
         ck_assert_int_eq(qn_hring_append(&r, v, seg, (int64_t)i, t), QN_OK);
-        qn_hring_expire(&r, t - 200);  /* window: 200 units = 20k hashes */
+        qn_hring_expire(&r, t - 200); /* window: 200 units = 20k hashes */
         if (i >= 100000) {
             double per = (double)qn_dd_alloc_now().live / (double)r.hashes;
             if (per > worst)

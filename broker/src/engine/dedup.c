@@ -50,27 +50,27 @@ struct dd_pending {
 struct dd_entry {
     struct qn_map_node node;
     struct qn_dedup *d;
-    struct dd_entry *lru_prev, *lru_next;  /* most recently used at the head */
+    struct dd_entry *lru_prev, *lru_next; /* most recently used at the head */
     enum dd_state state;
     bool have_meta;
-    bool full_load;                        /* the load in flight is a full hydration */
+    bool full_load; /* the load in flight is a full hydration */
     uint8_t pid[16];
-    int32_t window;                        /* seconds, from meta or push results */
-    int32_t load_window;                   /* window the ring was hydrated for */
+    int32_t window;      /* seconds, from meta or push results */
+    int32_t load_window; /* window the ring was hydrated for */
     int64_t meta_at_ms;
-    int64_t load_l0;                       /* allocator watermark read before the rows */
+    int64_t load_l0; /* allocator watermark read before the rows */
     int64_t verified_upto;
     int64_t last_used_ms;
     int64_t cooldown_until_ms;
     qn_store_req *req;
-    bool req_stale;                        /* req's answer is to be dropped (forgotten) */
+    bool req_stale; /* req's answer is to be dropped (forgotten) */
     struct dd_pending pending[PENDING_MAX];
     size_t npending;
     bool pending_overflow;
     struct qn_hring ring;
-    size_t accounted;                      /* bytes counted in total_bytes */
+    size_t accounted; /* bytes counted in total_bytes */
     size_t klen;
-    char key[];                            /* queue \0 partition \0 */
+    char key[]; /* queue \0 partition \0 */
 };
 
 /* footprint hints and nothing else: survives eviction, soft-capped */
@@ -92,7 +92,7 @@ struct qn_dedup {
     int64_t last_warn_ms;
     struct event *sweep;
     struct qn_dedup_stats stats;
-    struct qn_dedup_stats logged;          /* counters at the last stats line */
+    struct qn_dedup_stats logged; /* counters at the last stats line */
 };
 
 void qn_dedup_config_defaults(struct qn_dedup_config *c, size_t budget_bytes)
@@ -381,8 +381,8 @@ static void rows_done(void *ud, const struct qn_store_status *st,
                 ok = false;
                 break;
             }
-            ok = qn_hring_append(&e->ring, row->blob, n, row->base,
-                                 row->created_at_us / 1000) == QN_OK;
+            ok = qn_hring_append(&e->ring, row->blob, n, row->base, row->created_at_us / 1000) ==
+                 QN_OK;
             if (row->end > e->verified_upto)
                 e->verified_upto = row->end;
         }
@@ -407,8 +407,8 @@ static void rows_done(void *ud, const struct qn_store_status *st,
     bool gap = e->pending_overflow;
     qsort(e->pending, e->npending, sizeof e->pending[0], cmp_pending);
     for (size_t i = 0; !gap && i < e->npending; i++)
-        gap = !apply_commit(e, e->pending[i].base, e->pending[i].created_ms,
-                            e->pending[i].hashes, e->pending[i].n);
+        gap = !apply_commit(e, e->pending[i].base, e->pending[i].created_ms, e->pending[i].hashes,
+                            e->pending[i].n);
     pending_clear(e);
     set_state(e, gap ? DD_GAP : DD_VOUCHING);
     account(e);
@@ -480,8 +480,7 @@ static void load_start(struct dd_entry *e, bool full)
         rc = qn_store_partition_meta(d->store, queue, partition, NULL, meta_done, e, &e->req);
     } else {
         d->stats.catchups++;
-        rc = qn_store_txns_since(d->store, e->pid, e->verified_upto, NULL, rows_done, e,
-                                 &e->req);
+        rc = qn_store_txns_since(d->store, e->pid, e->verified_upto, NULL, rows_done, e, &e->req);
     }
     if (rc != QN_OK) {
         e->req = NULL;
@@ -531,8 +530,8 @@ static void maybe_build(struct dd_entry *e)
 
 /* ---------------------------------------------------------------- hooks */
 
-int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
-                          const uint8_t *hashes, size_t n)
+int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
+                          size_t n)
 {
     struct qn_dedup *d = ud;
     struct dd_entry *e = entry_get(d, queue, partition, true);
@@ -553,8 +552,7 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
          * carry the window, so a change is seen at the next commit anyway) */
         const char *q = e->key, *p = e->key + strlen(e->key) + 1;
         e->meta_at_ms = now;
-        if (qn_store_partition_meta(d->store, q, p, NULL, meta_refresh_done, e, &e->req) !=
-            QN_OK)
+        if (qn_store_partition_meta(d->store, q, p, NULL, meta_refresh_done, e, &e->req) != QN_OK)
             e->req = NULL;
     }
     int64_t cutoff = wall_ms() - (int64_t)e->load_window * 1000 - d->cfg.skew_ms;
@@ -584,8 +582,8 @@ bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, in
 }
 
 void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                        int32_t window, int64_t base, int64_t created_at_us,
-                        const uint8_t *hashes, size_t n)
+                        int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
+                        size_t n)
 {
     struct qn_dedup *d = ud;
     struct dd_entry *e = entry_get(d, queue, partition, false);
@@ -609,7 +607,7 @@ void qn_dedup_committed(void *ud, const char *queue, const char *partition, cons
         if (base + (int64_t)n - 1 <= e->verified_upto) {
             entry_forget(e, DD_COLD); /* overlap: impossible unless state is wrong */
         } else if (base != e->verified_upto + 1) {
-            set_state(e, DD_GAP);     /* another broker wrote in between */
+            set_state(e, DD_GAP); /* another broker wrote in between */
         } else if (!apply_commit(e, base, created_ms, hashes, n)) {
             entry_forget(e, DD_COLD);
         }
@@ -702,7 +700,8 @@ int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup
         free(d);
         return QN_ENOMEM;
     }
-    struct timeval tv = {(time_t)(cfg->sweep_ms / 1000), (suseconds_t)((cfg->sweep_ms % 1000) * 1000)};
+    struct timeval tv = {(time_t)(cfg->sweep_ms / 1000),
+                         (suseconds_t)((cfg->sweep_ms % 1000) * 1000)};
     event_add(d->sweep, &tv);
     *out = d;
     return QN_OK;

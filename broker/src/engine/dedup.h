@@ -33,14 +33,14 @@ struct event_base;
 struct qn_dedup;
 
 struct qn_dedup_config {
-    size_t budget_bytes;       /* QUEEN_DEDUP_CACHE_MB */
-    int64_t meta_ttl_ms;       /* 30000 */
-    int64_t cooldown_ms;       /* 30000 */
-    int64_t recent_ms;         /* 5000: never evicted to admit another */
-    int64_t skew_ms;           /* 5000: hydration slack and expiry margin */
-    int64_t sweep_ms;          /* 5000: expiry of cold partitions */
-    double fit;                /* 0.9 */
-    size_t side_cap;           /* 100000 */
+    size_t budget_bytes; /* QUEEN_DEDUP_CACHE_MB */
+    int64_t meta_ttl_ms; /* 30000 */
+    int64_t cooldown_ms; /* 30000 */
+    int64_t recent_ms;   /* 5000: never evicted to admit another */
+    int64_t skew_ms;     /* 5000: hydration slack and expiry margin */
+    int64_t sweep_ms;    /* 5000: expiry of cold partitions */
+    double fit;          /* 0.9 */
+    size_t side_cap;     /* 100000 */
 };
 
 void qn_dedup_config_defaults(struct qn_dedup_config *c, size_t budget_bytes);
@@ -52,11 +52,11 @@ int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup
 void qn_dedup_free(struct qn_dedup *d);
 
 /* The fusion hooks (see fusion.h). */
-int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition,
-                          const uint8_t *hashes, size_t n);
+int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
+                          size_t n);
 void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                        int32_t window, int64_t base, int64_t created_at_us,
-                        const uint8_t *hashes, size_t n);
+                        int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
+                        size_t n);
 /* The window and partition id the entry vouches under (sent with p_verified so SQL
  * can refuse a watermark computed under a smaller window or for a partition that
  * was deleted and created again); false when the entry does not vouch. */
@@ -64,17 +64,17 @@ bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, in
                           uint8_t pid[16]);
 
 struct qn_dedup_stats {
-    size_t entries;            /* partitions with an entry */
-    size_t vouching;           /* entries able to vouch */
-    size_t suppressed;         /* gauge: entries suppressed by the pressure gate */
-    size_t bytes;              /* accounted bytes */
-    size_t hashes;             /* resident hashes */
-    uint64_t hydrations;       /* full rehydrations started */
-    uint64_t catchups;         /* gap catch-ups started */
+    size_t entries;      /* partitions with an entry */
+    size_t vouching;     /* entries able to vouch */
+    size_t suppressed;   /* gauge: entries suppressed by the pressure gate */
+    size_t bytes;        /* accounted bytes */
+    size_t hashes;       /* resident hashes */
+    uint64_t hydrations; /* full rehydrations started */
+    uint64_t catchups;   /* gap catch-ups started */
     uint64_t evictions;
-    uint64_t vouched;          /* verified() answers >= 0 */
-    uint64_t declined;         /* verified() answers -1 */
-    uint64_t local_hits;       /* verified() found a hash locally */
+    uint64_t vouched;    /* verified() answers >= 0 */
+    uint64_t declined;   /* verified() answers -1 */
+    uint64_t local_hits; /* verified() found a hash locally */
 };
 void qn_dedup_stats(const struct qn_dedup *d, struct qn_dedup_stats *out);
 

@@ -55,24 +55,24 @@ enum slot_state { SLOT_READY = 1, SLOT_INFLIGHT = 2 };
 struct slot {
     struct qn_map_node node;
     enum slot_state state;
-    const char *queue;            /* points into key */
-    const char *partition;        /* points into key */
-    struct qn_item_ref *pending;  /* waiting frames, arrival order */
+    const char *queue;           /* points into key */
+    const char *partition;       /* points into key */
+    struct qn_item_ref *pending; /* waiting frames, arrival order */
     size_t npending;
     size_t cap;
     uint64_t pending_bytes;
     struct slot *ready_next;
     size_t klen;
-    char key[];                   /* queue \0 partition \0 */
+    char key[]; /* queue \0 partition \0 */
 };
 
 struct seg {
     struct slot *slot;
-    struct qn_item_ref *leaders;  /* the segment's frames, in order */
+    struct qn_item_ref *leaders; /* the segment's frames, in order */
     size_t nleaders;
-    uint8_t *hashes;              /* nleaders * 16 */
+    uint8_t *hashes; /* nleaders * 16 */
     struct qn_buf blob;
-    uint8_t cache_pid[16];        /* partition the dedup watermark is for */
+    uint8_t cache_pid[16]; /* partition the dedup watermark is for */
 };
 
 struct bundle {
@@ -411,8 +411,7 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
     s->npending -= take;
     f->stats.pending_bytes = f->pending_bytes;
 
-    rc = qn_segment_pack(f->zctx, frames, sg->nleaders, (int)f->cfg->zstd_level,
-                         &sg->blob, NULL);
+    rc = qn_segment_pack(f->zctx, frames, sg->nleaders, (int)f->cfg->zstd_level, &sg->blob, NULL);
 out:
     free(frames);
     free(set.slots);
@@ -447,14 +446,13 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
                 if (qn_segment_decompress(f->zctx, row->blob, row->blob_len,
                                           (size_t)f->cfg->segment_raw_max, &raw,
                                           &rawlen) == QN_OK &&
-                    qn_segment_frame_at(raw, rawlen, row->base, lk->offsets[i], &fr, NULL) ==
-                        QN_OK)
+                    qn_segment_frame_at(raw, rawlen, row->base, lk->offsets[i], &fr, NULL) == QN_OK)
                     memcpy(id, fr.message_id, sizeof id);
                 break;
             }
         }
-        qn_push_item_resolve(lk->refs[i].job, lk->refs[i].idx, QN_ITEM_DUPLICATE,
-                             lk->offsets[i], lk->pid, id, QN_OK);
+        qn_push_item_resolve(lk->refs[i].job, lk->refs[i].idx, QN_ITEM_DUPLICATE, lk->offsets[i],
+                             lk->pid, id, QN_OK);
     }
     f->lookups--;
     free(lk->refs);
@@ -464,8 +462,7 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
 
 /* Resolves duplicates (after looking up the originals' ids) and puts the
  * survivors back at the front of the slot. */
-static void seg_duplicates(struct qn_fusion *f, struct seg *sg,
-                           const struct qn_push_seg_result *r)
+static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_push_seg_result *r)
 {
     struct slot *s = sg->slot;
     struct lookup *lk = calloc(1, sizeof *lk);
@@ -549,8 +546,8 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
     f->stats.inflight = f->inflight;
     bool ok = st->code == QN_OK && res != NULL && res->n == b->nsegs;
     if (st->code == QN_OK && !ok)
-        QN_ERROR("push: database answered %zu segment results for %zu segments",
-                 res ? res->n : 0, b->nsegs);
+        QN_ERROR("push: database answered %zu segment results for %zu segments", res ? res->n : 0,
+                 b->nsegs);
     for (size_t i = 0; i < b->nsegs; i++) {
         struct seg *sg = &b->segs[i];
         if (!ok) {
@@ -567,8 +564,8 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
                 }
                 f->stats.committed += sg->nleaders;
                 if (f->dedup.committed)
-                    f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition,
-                                       r->pid, r->window, r->base, r->created_at_us, sg->hashes,
+                    f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition, r->pid,
+                                       r->window, r->base, r->created_at_us, sg->hashes,
                                        sg->nleaders);
                 if (f->on_commit)
                     f->on_commit(f->on_commit_ud, sg->slot->queue, sg->slot->partition);
@@ -643,9 +640,8 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
                 p->verified = f->dedup.verified(f->dedup.ud, s->queue, s->partition, sg->hashes,
                                                 sg->nleaders);
                 p->cache_window = 0;
-                if (p->verified >= 0 &&
-                    f->dedup.vouched_for(f->dedup.ud, s->queue, s->partition, &p->cache_window,
-                                         sg->cache_pid))
+                if (p->verified >= 0 && f->dedup.vouched_for(f->dedup.ud, s->queue, s->partition,
+                                                             &p->cache_window, sg->cache_pid))
                     p->cache_pid = sg->cache_pid;
                 else
                     p->verified = -1; /* cannot say what it vouched for: probe */
@@ -727,8 +723,7 @@ void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks
 }
 
 void qn_fusion_on_commit(struct qn_fusion *f,
-                         void (*cb)(void *ud, const char *queue, const char *partition),
-                         void *ud)
+                         void (*cb)(void *ud, const char *queue, const char *partition), void *ud)
 {
     f->on_commit = cb;
     f->on_commit_ud = ud;

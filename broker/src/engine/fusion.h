@@ -45,26 +45,26 @@ struct qn_item_ref {
  * fields are written by fusion. */
 struct qn_push_item {
     /* input */
-    struct qn_frame frame;        /* message id set; txn/payload borrowed from the job */
-    uint8_t hash[QN_HASH_LEN];    /* xxh3_128 of the txn */
-    bool minted_txn;              /* txn is the minted message id (never a duplicate) */
-    const char *queue;            /* borrowed from the job */
-    const char *partition;        /* borrowed; "Default" when the client sent none */
+    struct qn_frame frame;     /* message id set; txn/payload borrowed from the job */
+    uint8_t hash[QN_HASH_LEN]; /* xxh3_128 of the txn */
+    bool minted_txn;           /* txn is the minted message id (never a duplicate) */
+    const char *queue;         /* borrowed from the job */
+    const char *partition;     /* borrowed; "Default" when the client sent none */
     /* follower links (fusion-internal) */
     struct qn_item_ref first_follower;
     struct qn_item_ref next_follower;
     /* result */
-    int status;                   /* QN_ITEM_* */
-    int64_t offset;               /* queued: own offset; duplicate: the original's */
-    uint8_t pid[16];              /* partition id (when known) */
+    int status;                     /* QN_ITEM_* */
+    int64_t offset;                 /* queued: own offset; duplicate: the original's */
+    uint8_t pid[16];                /* partition id (when known) */
     uint8_t result_id[QN_UUID_LEN]; /* queued: own id; duplicate: the original's (zero if gone) */
-    int err;                      /* failed: a QN_E* code */
+    int err;                        /* failed: a QN_E* code */
 };
 
 struct qn_push_job {
     struct qn_push_item *items;
     size_t nitems;
-    size_t pending;               /* items not yet resolved */
+    size_t pending; /* items not yet resolved */
     /* Called once when every item is resolved (possibly before qn_fusion_submit
      * returns is never the case: always from a later loop callback). */
     void (*done)(struct qn_push_job *job);
@@ -77,8 +77,8 @@ struct qn_fusion;
 struct qn_fusion_dedup_hooks {
     /* The p_verified watermark for these hashes in (queue, partition), -1 when the
      * cache cannot vouch (a local hit also answers -1). */
-    int64_t (*verified)(void *ud, const char *queue, const char *partition,
-                        const uint8_t *hashes, size_t n);
+    int64_t (*verified)(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
+                        size_t n);
     /* The dedup window (seconds) and the partition id the watermark was computed
      * under; false when unknown. */
     bool (*vouched_for)(void *ud, const char *queue, const char *partition, int32_t *window,
@@ -122,20 +122,19 @@ void qn_push_item_follow(struct qn_push_job *ljob, uint32_t leader, struct qn_pu
                          uint32_t follower);
 
 struct qn_fusion_stats {
-    uint64_t flushes;             /* bundles sent */
-    uint64_t segments;            /* segments sent */
-    uint64_t frames;              /* frames sent (re-sends counted again) */
-    uint64_t duplicates;          /* frames answered DUPLICATE by SQL */
-    uint64_t committed;           /* frames committed (QUEUED) */
-    uint32_t inflight;            /* bundles in flight now */
-    uint64_t pending_bytes;       /* payload bytes waiting in slots */
+    uint64_t flushes;       /* bundles sent */
+    uint64_t segments;      /* segments sent */
+    uint64_t frames;        /* frames sent (re-sends counted again) */
+    uint64_t duplicates;    /* frames answered DUPLICATE by SQL */
+    uint64_t committed;     /* frames committed (QUEUED) */
+    uint32_t inflight;      /* bundles in flight now */
+    uint64_t pending_bytes; /* payload bytes waiting in slots */
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 
 /* Queues the notify hook: cb(ud, queue, partition) runs after each commit for
  * every partition that received messages (waiters wake-up). */
 void qn_fusion_on_commit(struct qn_fusion *f,
-                         void (*cb)(void *ud, const char *queue, const char *partition),
-                         void *ud);
+                         void (*cb)(void *ud, const char *queue, const char *partition), void *ud);
 
 #endif

@@ -22,14 +22,14 @@
 #include "queen/error.h"
 
 #define HASH 16u
-#define LINE_BYTES 64u                      /* one bloom line = one cache line */
+#define LINE_BYTES 64u /* one bloom line = one cache line */
 #define PAGE_BYTES (64u * 1024u)
 #define LINES_PER_PAGE (PAGE_BYTES / LINE_BYTES)
-#define BITS_PER_HASH 16u                   /* bloom bits per hash of capacity */
+#define BITS_PER_HASH 16u /* bloom bits per hash of capacity */
 #define BLOOM_K 7u
 
 struct qn_hring_block {
-    uint8_t *hashes;                       /* QN_HRING_BLOCK * 16 bytes, sorted */
+    uint8_t *hashes; /* QN_HRING_BLOCK * 16 bytes, sorted */
     int64_t max_offset;
     int64_t max_created_ms;
     struct qn_hring_gen *gen;
@@ -38,13 +38,13 @@ struct qn_hring_block {
 
 struct qn_hring_gen {
     struct qn_hring_gen *next;
-    uint8_t **pages;                        /* npages pages of PAGE_BYTES */
+    uint8_t **pages; /* npages pages of PAGE_BYTES */
     size_t npages;
     size_t nlines;
-    size_t capacity;                        /* hashes it was sized for */
-    size_t count;                           /* hashes inserted */
-    size_t live_blocks;                     /* sealed blocks still resident */
-    uint64_t first_seq;                     /* seq of its oldest sealed block */
+    size_t capacity;    /* hashes it was sized for */
+    size_t count;       /* hashes inserted */
+    size_t live_blocks; /* sealed blocks still resident */
+    uint64_t first_seq; /* seq of its oldest sealed block */
 };
 
 void qn_hring_init(struct qn_hring *r)
@@ -233,9 +233,8 @@ static uint64_t be64(const uint8_t *p)
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     v = __builtin_bswap64(v);
 #elif !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__
-    v = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
-        (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
-        (uint64_t)p[6] << 8 | (uint64_t)p[7];
+    v = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
+        (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 | (uint64_t)p[6] << 8 | (uint64_t)p[7];
 #endif
     return v;
 }
@@ -456,8 +455,7 @@ bool qn_hring_contains(const struct qn_hring *r, const uint8_t h[16])
      * instead of queueing one behind the other. */
     const uint8_t *lines[PREFETCH_GENS];
     size_t nl = 0;
-    for (const struct qn_hring_gen *g = r->gen_head; g != NULL && nl < PREFETCH_GENS;
-         g = g->next) {
+    for (const struct qn_hring_gen *g = r->gen_head; g != NULL && nl < PREFETCH_GENS; g = g->next) {
         lines[nl] = bloom_line(g, h);
         __builtin_prefetch(lines[nl]);
         nl++;

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QN_HRING_BLOCK 4096u                  /* hashes per sealed block (64 KiB) */
-#define QN_HRING_GEN_MAX (1024u * 1024u)      /* largest generation capacity */
+#define QN_HRING_BLOCK 4096u             /* hashes per sealed block (64 KiB) */
+#define QN_HRING_GEN_MAX (1024u * 1024u) /* largest generation capacity */
 
 struct qn_hring_block;
 struct qn_hring_gen;
@@ -35,7 +35,7 @@ struct qn_hring {
     /* sealed blocks, oldest first: blocks[(head + i) % cap] for i < nblocks */
     struct qn_hring_block **blocks;
     size_t head, nblocks, cap;
-    uint64_t next_seq;            /* sequence number the next sealed block gets */
+    uint64_t next_seq; /* sequence number the next sealed block gets */
     /* hot buffer: arrival order */
     uint8_t *hot;
     size_t nhot, hot_cap;
@@ -43,9 +43,9 @@ struct qn_hring {
     int64_t hot_max_created_ms;
     /* bloom generations, oldest first (singly linked, tail is current) */
     struct qn_hring_gen *gen_head, *gen_tail;
-    size_t expect;                /* qn_hring_expect() hint for the next new filter */
-    size_t hashes;                /* resident hashes (blocks + hot) */
-    size_t bytes;                 /* allocated bytes, all structures */
+    size_t expect; /* qn_hring_expect() hint for the next new filter */
+    size_t hashes; /* resident hashes (blocks + hot) */
+    size_t bytes;  /* allocated bytes, all structures */
 };
 
 void qn_hring_init(struct qn_hring *r);

@@ -15,13 +15,13 @@
 struct qn_map_node {
     struct qn_map_node *next; /* bucket chain */
     uint64_t hash;
-    const void *key;          /* borrowed from the owner */
+    const void *key; /* borrowed from the owner */
     size_t klen;
 };
 
 struct qn_map {
     struct qn_map_node **buckets;
-    size_t nbuckets;          /* power of two, or 0 before the first insert */
+    size_t nbuckets; /* power of two, or 0 before the first insert */
     size_t count;
     size_t max_entries;
 };

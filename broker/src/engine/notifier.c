@@ -27,7 +27,7 @@
 #include "queen/error.h"
 
 struct qn_notifier {
-    qn_store *store;           /* borrowed */
+    qn_store *store;            /* borrowed */
     struct qn_waiters *waiters; /* borrowed */
     struct event *timer;
     bool armed;
@@ -57,8 +57,8 @@ static void notify_flush(evutil_socket_t fd, short what, void *ud)
     struct qn_notifier *nt = ud;
     nt->armed = false;
     if (nt->n > 0)
-        qn_store_notify_push(nt->store, (const char *const *)nt->queues, nt->n, NULL,
-                             notify_sent, NULL, NULL);
+        qn_store_notify_push(nt->store, (const char *const *)nt->queues, nt->n, NULL, notify_sent,
+                             NULL, NULL);
     drop_queues(nt);
 }
 

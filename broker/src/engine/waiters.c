@@ -23,8 +23,8 @@
 struct qn_wait_queue;
 
 struct qn_wait_bucket {
-    struct qn_wait_queue *q;       /* NULL for the discovery bucket */
-    struct qn_wait_bucket *next;   /* sibling buckets of q */
+    struct qn_wait_queue *q;     /* NULL for the discovery bucket */
+    struct qn_wait_bucket *next; /* sibling buckets of q */
     struct qn_waiter *head, *tail;
     char group[];
 };

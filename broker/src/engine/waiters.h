@@ -21,11 +21,11 @@ struct qn_wait_bucket;
 
 struct qn_waiter {
     /* set by the owner before parking */
-    const char *partition;           /* only wake for this partition; NULL = any */
+    const char *partition; /* only wake for this partition; NULL = any */
     void (*wake)(struct qn_waiter *w);
     void *ud;
     /* owned by waiters.c */
-    struct qn_wait_bucket *bucket;   /* non-NULL while parked */
+    struct qn_wait_bucket *bucket; /* non-NULL while parked */
     struct qn_waiter *prev, *next;
 };
 

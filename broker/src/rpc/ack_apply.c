@@ -37,10 +37,14 @@
 static int store_status_of(Queen__V1__AckStatus s)
 {
     switch (s) {
-    case QUEEN__V1__ACK_STATUS__ACK_STATUS_FAILED: return QN_ACK_FAILED;
-    case QUEEN__V1__ACK_STATUS__ACK_STATUS_RETRY: return QN_ACK_RETRY;
-    case QUEEN__V1__ACK_STATUS__ACK_STATUS_DLQ: return QN_ACK_DLQ;
-    default: return QN_ACK_COMPLETED;
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_FAILED:
+        return QN_ACK_FAILED;
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_RETRY:
+        return QN_ACK_RETRY;
+    case QUEEN__V1__ACK_STATUS__ACK_STATUS_DLQ:
+        return QN_ACK_DLQ;
+    default:
+        return QN_ACK_COMPLETED;
     }
 }
 
@@ -59,9 +63,9 @@ static void dlq_head_done(void *ud, const struct qn_store_status *st, bool ok,
 
 /* Files the poison frame the ack result handed off. Returns QN_OK (done will
  * run) or an error (done will not run). */
-int qn_dlq_file(struct qn_app *app, const uint8_t pid[16], const char *group,
-                const char *worker, const struct qn_ack_result *r, const char *error,
-                int64_t deadline, struct qn_dlq_job *j)
+int qn_dlq_file(struct qn_app *app, const uint8_t pid[16], const char *group, const char *worker,
+                const struct qn_ack_result *r, const char *error, int64_t deadline,
+                struct qn_dlq_job *j)
 {
     struct qn_dlq_head_args a;
     memset(&a, 0, sizeof a);
@@ -97,12 +101,12 @@ int qn_dlq_file(struct qn_app *app, const uint8_t pid[16], const char *group,
 struct ack_group {
     struct qn_ack_op *op;
     uint8_t pid[16];
-    const char *lease;           /* borrowed from the request */
-    uint32_t *idx;               /* request item indices */
+    const char *lease; /* borrowed from the request */
+    uint32_t *idx;     /* request item indices */
     size_t n;
     qn_store_req *sreq;
     struct qn_dlq_job dlq;
-    long dlq_item;               /* request index of the dead-lettered item, -1 none */
+    long dlq_item; /* request index of the dead-lettered item, -1 none */
 };
 
 struct qn_ack_op {
@@ -121,7 +125,7 @@ struct qn_ack_op {
     void *ud;
     enum qn_grpc_code fail_code;
     char fail_msg[256];
-    struct event *defer;         /* completes an op whose every group failed to send */
+    struct event *defer; /* completes an op whose every group failed to send */
 };
 
 static void ack_op_free(struct qn_ack_op *op)
@@ -174,7 +178,8 @@ static void group_dlq_done(void *ud, bool filed)
             for (size_t k = 0; k < g->n; k++)
                 op->results[g->idx[k]].lease_released = true;
         } else {
-            r->error = "the lease was lost before the dead letter was filed; it will be redelivered";
+            r->error =
+                "the lease was lost before the dead letter was filed; it will be redelivered";
         }
     }
     ack_op_step(op);
@@ -219,7 +224,8 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
             res->error = "invalid or expired lease";
             break;
         case QN_ACK_REJECTED:
-            res->error = "no consumer state for this partition and group, or offset beyond the leased batch";
+            res->error =
+                "no consumer state for this partition and group, or offset beyond the leased batch";
             break;
         case QN_ACK_STALE:
             res->error = "already committed";
@@ -233,8 +239,8 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
     }
     if (r->n != g->n) {
         op->fail_code = QN_GRPC_INTERNAL;
-        snprintf(op->fail_msg, sizeof op->fail_msg, "the database answered %zu results for %zu acks",
-                 r->n, g->n);
+        snprintf(op->fail_msg, sizeof op->fail_msg,
+                 "the database answered %zu results for %zu acks", r->n, g->n);
         ack_op_step(op);
         return;
     }
@@ -321,7 +327,9 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
         const Queen__V1__AckItem *a = req->items[op->idx_store[s]];
         size_t e = s + 1;
         while (e < n && strcmp(req->items[op->idx_store[e]]->partition_id, a->partition_id) == 0 &&
-               strcmp(req->items[op->idx_store[e]]->lease_id ? req->items[op->idx_store[e]]->lease_id : "",
+               strcmp(req->items[op->idx_store[e]]->lease_id
+                          ? req->items[op->idx_store[e]]->lease_id
+                          : "",
                       a->lease_id ? a->lease_id : "") == 0)
             e++;
         struct ack_group *g = &op->groups[op->ngroups++];

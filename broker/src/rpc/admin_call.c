@@ -94,8 +94,7 @@ bool qn_admin_sent(struct qn_admin_call *a, int rc)
     return false;
 }
 
-bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *what,
-                         bool allow_empty)
+bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *what, bool allow_empty)
 {
     char why[200];
     if (!qn_name_problem(s, what, allow_empty, why, sizeof why))
@@ -106,7 +105,9 @@ bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *wha
 
 uint32_t qn_admin_list_limit(uint32_t limit)
 {
-    return limit == 0 ? QN_ADMIN_LIST_DEFAULT : limit > QN_ADMIN_LIST_MAX ? QN_ADMIN_LIST_MAX : limit;
+    return limit == 0                  ? QN_ADMIN_LIST_DEFAULT
+           : limit > QN_ADMIN_LIST_MAX ? QN_ADMIN_LIST_MAX
+                                       : limit;
 }
 
 void qn_admin_cancel(qn_call *call, int reason)

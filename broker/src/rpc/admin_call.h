@@ -24,9 +24,9 @@ struct qn_app;
 struct qn_admin_call {
     struct qn_app *app;
     qn_call *call;
-    ProtobufCMessage *req;  /* owned: the request */
-    qn_store_req *sreq[2];  /* storage calls in flight; cancelled when the call ends early */
-    struct qn_arena arena;  /* the response's allocations */
+    ProtobufCMessage *req; /* owned: the request */
+    qn_store_req *sreq[2]; /* storage calls in flight; cancelled when the call ends early */
+    struct qn_arena arena; /* the response's allocations */
     /* Extra teardown of the bigger struct (its own buffers), or NULL. Runs
      * once, before the state is freed. */
     void (*cleanup)(struct qn_admin_call *a);

@@ -20,13 +20,17 @@
 #include "transport/server.h"
 
 #define Q(p, Type, cs, ss, on_msg, on_half, on_cxl)                                                \
-    {.path = "/queen.v1.QueueService/" p, .request = &queen__v1__##Type##__descriptor,            \
-     .client_streaming = cs, .server_streaming = ss, .on_message = on_msg,                         \
-     .on_half_close = on_half, .on_cancel = on_cxl}
+    {                                                                                              \
+        .path = "/queen.v1.QueueService/" p, .request = &queen__v1__##Type##__descriptor,          \
+        .client_streaming = cs, .server_streaming = ss, .on_message = on_msg,                      \
+        .on_half_close = on_half, .on_cancel = on_cxl                                              \
+    }
 
 #define ADMIN(p, Type, fn)                                                                         \
-    {.path = "/queen.v1.AdminService/" p, .request = &queen__v1__##Type##__descriptor,            \
-     .on_message = fn, .on_cancel = qn_admin_cancel}
+    {                                                                                              \
+        .path = "/queen.v1.AdminService/" p, .request = &queen__v1__##Type##__descriptor,          \
+        .on_message = fn, .on_cancel = qn_admin_cancel                                             \
+    }
 
 static const struct qn_method templates[] = {
     Q("Push", push_request, false, false, qn_svc_push, NULL, qn_svc_push_cancel),

@@ -10,20 +10,29 @@
 enum qn_grpc_code qn_grpc_from_store(int code)
 {
     switch (code) {
-    case QN_OK: return QN_GRPC_OK;
+    case QN_OK:
+        return QN_GRPC_OK;
     case QN_EUNAVAILABLE:
-    case QN_ESHUTDOWN: return QN_GRPC_UNAVAILABLE;
+    case QN_ESHUTDOWN:
+        return QN_GRPC_UNAVAILABLE;
     case QN_ETIMEOUT:
-    case QN_EDEADLINE: return QN_GRPC_DEADLINE_EXCEEDED;
+    case QN_EDEADLINE:
+        return QN_GRPC_DEADLINE_EXCEEDED;
     case QN_ECONFLICT:
-    case QN_EDUPLICATE: return QN_GRPC_ABORTED;
-    case QN_ENOTFOUND: return QN_GRPC_NOT_FOUND;
+    case QN_EDUPLICATE:
+        return QN_GRPC_ABORTED;
+    case QN_ENOTFOUND:
+        return QN_GRPC_NOT_FOUND;
     case QN_EINVAL:
-    case QN_EBADREQUEST: return QN_GRPC_INVALID_ARGUMENT;
+    case QN_EBADREQUEST:
+        return QN_GRPC_INVALID_ARGUMENT;
     case QN_EBUSY:
-    case QN_ELIMIT: return QN_GRPC_RESOURCE_EXHAUSTED;
-    case QN_ECANCELLED: return QN_GRPC_CANCELLED;
-    default: return QN_GRPC_INTERNAL;
+    case QN_ELIMIT:
+        return QN_GRPC_RESOURCE_EXHAUSTED;
+    case QN_ECANCELLED:
+        return QN_GRPC_CANCELLED;
+    default:
+        return QN_GRPC_INTERNAL;
     }
 }
 

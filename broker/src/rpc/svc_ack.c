@@ -150,9 +150,9 @@ void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
     r->call = call;
     qn_call_set_data(call, r);
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    int rc = qn_store_renew_lease(app->store, req->lease_id,
-                                  (int32_t)(req->seconds ? req->seconds : 60), &opts, renew_done,
-                                  r, &r->sreq);
+    int rc =
+        qn_store_renew_lease(app->store, req->lease_id, (int32_t)(req->seconds ? req->seconds : 60),
+                             &opts, renew_done, r, &r->sreq);
     protobuf_c_message_free_unpacked(msg, NULL);
     if (rc != QN_OK) {
         qn_call_set_data(call, NULL);

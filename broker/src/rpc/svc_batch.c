@@ -163,7 +163,8 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
         break;
     case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_FROM_TIMESTAMP:
         if (pp->from_us <= 0) {
-            snprintf(why, cap, "subscription_from_us is required with SUBSCRIPTION_MODE_FROM_TIMESTAMP");
+            snprintf(why, cap,
+                     "subscription_from_us is required with SUBSCRIPTION_MODE_FROM_TIMESTAMP");
             return false;
         }
         a->sub_mode = QN_SUB_TIMESTAMP;

@@ -26,10 +26,9 @@ struct qn_config;
  * and group are copied into every message. Returns QN_OK with *out and *count, or a
  * codec error for a corrupt segment, or QN_ENOMEM.
  */
-int qn_build_messages(struct qn_app *app, struct qn_arena *arena,
-                      const struct qn_pop_segment *segs, size_t nsegs, const char *queue,
-                      const char *partition, const char *group, const char *lease,
-                      Queen__V1__Message ***out, size_t *count);
+int qn_build_messages(struct qn_app *app, struct qn_arena *arena, const struct qn_pop_segment *segs,
+                      size_t nsegs, const char *queue, const char *partition, const char *group,
+                      const char *lease, Queen__V1__Message ***out, size_t *count);
 
 /* The pop parameters PopRequest and ConsumeSubscribe both carry (borrowed). */
 struct qn_pop_params {

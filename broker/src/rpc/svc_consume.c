@@ -62,25 +62,25 @@ struct consume_op {
     struct consume_rpc *c;
     struct consume_op *prev, *next;
     uint64_t request_id;
-    struct qn_ack_op *ack;        /* ack */
-    qn_store_req *sreq;           /* renew */
+    struct qn_ack_op *ack;          /* ack */
+    qn_store_req *sreq;             /* renew */
     Queen__V1__ConsumeRequest *req; /* owned */
 };
 
 struct consume_rpc {
     enum consume_state state;
     struct qn_app *app;
-    qn_call *call;                   /* NULL once the call is gone (ORPHANED) */
-    Queen__V1__ConsumeRequest *sub;  /* owned: the subscribe request (args borrow it) */
+    qn_call *call;                  /* NULL once the call is gone (ORPHANED) */
+    Queen__V1__ConsumeRequest *sub; /* owned: the subscribe request (args borrow it) */
     struct qn_pop_args args;
-    char worker[QN_UUID_STR_LEN];    /* one lease id for the whole stream */
+    char worker[QN_UUID_STR_LEN]; /* one lease id for the whole stream */
     uint64_t credits;
     qn_store_req *pop_req;
     struct qn_waiter waiter;
-    bool rewake;                     /* a commit was seen while pop_req was in flight */
-    struct event *timer;             /* re-check while idle */
-    struct consume_op *ops;          /* in-flight acks and renewals */
-    bool counted;                    /* holds a stream slot (qn_rpc_stream_acquire) */
+    bool rewake;            /* a commit was seen while pop_req was in flight */
+    struct event *timer;    /* re-check while idle */
+    struct consume_op *ops; /* in-flight acks and renewals */
+    bool counted;           /* holds a stream slot (qn_rpc_stream_acquire) */
 };
 
 static void consume_pump(struct consume_rpc *c);
@@ -271,8 +271,7 @@ static void consume_drained(qn_call *call)
  * previous batches were read (outbound flow control). */
 static void consume_pump(struct consume_rpc *c)
 {
-    if (c->state != CS_STREAMING || c->pop_req != NULL || c->credits == 0 ||
-        c->app->shutting_down)
+    if (c->state != CS_STREAMING || c->pop_req != NULL || c->credits == 0 || c->app->shutting_down)
         return;
     if (qn_call_pending_bytes(c->call) > 0) {
         qn_call_on_drain(c->call, consume_drained);
@@ -434,9 +433,8 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
             }
             rc = qn_ack_run(app, req->ack, consume_ack_done, op, 0, &op->ack);
         } else {
-            const char *lease = req->renew->lease_id && *req->renew->lease_id
-                                    ? req->renew->lease_id
-                                    : c->worker;
+            const char *lease =
+                req->renew->lease_id && *req->renew->lease_id ? req->renew->lease_id : c->worker;
             uint32_t secs = req->renew->seconds ? req->renew->seconds : 60;
             if (secs > 86400) {
                 op_unlink(c, op);
@@ -454,7 +452,8 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
     }
     default:
         protobuf_c_message_free_unpacked(msg, NULL);
-        consume_end(c, QN_GRPC_INVALID_ARGUMENT, "a consume request must carry one of subscribe, credits, ack, renew");
+        consume_end(c, QN_GRPC_INVALID_ARGUMENT,
+                    "a consume request must carry one of subscribe, credits, ack, renew");
         return;
     }
 }

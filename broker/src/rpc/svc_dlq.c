@@ -104,9 +104,9 @@ void qn_svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
         return;
     }
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    qn_admin_sent(a, qn_store_list_dlq(a->app->store, req->queue, req->consumer_group, req->partition,
-                              (int32_t)qn_admin_list_limit(req->limit), (int32_t)req->offset, &opts,
-                              listdlq_done, a, &a->sreq[0]));
+    qn_admin_sent(a, qn_store_list_dlq(a->app->store, req->queue, req->consumer_group,
+                                       req->partition, (int32_t)qn_admin_list_limit(req->limit),
+                                       (int32_t)req->offset, &opts, listdlq_done, a, &a->sreq[0]));
 }
 
 static void deldlq_done(void *ud, const struct qn_store_status *st, int64_t value)
@@ -137,7 +137,7 @@ void qn_svc_delete_dlq(qn_call *call, ProtobufCMessage *msg)
             return;
         }
         qn_admin_sent(a, qn_store_delete_dlq(a->app->store, id, NULL, NULL, &opts, deldlq_done, a,
-                                    &a->sreq[0]));
+                                             &a->sreq[0]));
     } else if (req->target_case == QUEEN__V1__DELETE_DEAD_LETTER_REQUEST__TARGET_ADDRESS &&
                req->address != NULL) {
         if (!qn_parse_uuid_str(req->address->partition_id, pid)) {
@@ -149,7 +149,7 @@ void qn_svc_delete_dlq(qn_call *call, ProtobufCMessage *msg)
             return;
         }
         qn_admin_sent(a, qn_store_delete_dlq(a->app->store, NULL, pid, req->address->transaction_id,
-                                    &opts, deldlq_done, a, &a->sreq[0]));
+                                             &opts, deldlq_done, a, &a->sreq[0]));
     } else {
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "set id or address");
     }
@@ -168,7 +168,7 @@ struct replay {
     char dlq_txn[64];
     char queue[256], partition[256];
     uint8_t msgid[16];
-    struct qn_buf blob;     /* the packed segment */
+    struct qn_buf blob; /* the packed segment */
     uint8_t hash[16];
 };
 
@@ -232,8 +232,8 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
     snprintf(a->queue, sizeof a->queue, "%s", req->queue && *req->queue ? req->queue : d->queue);
     snprintf(a->partition, sizeof a->partition, "%s",
              req->partition && *req->partition ? req->partition
-             : req->queue && *req->queue      ? QN_DEFAULT_PARTITION
-                                              : d->partition);
+             : req->queue && *req->queue       ? QN_DEFAULT_PARTITION
+                                               : d->partition);
     char idtext[QN_UUID_STR_LEN];
     qn_uuid_format(a->dlq_id, idtext);
     snprintf(a->dlq_txn, sizeof a->dlq_txn, "dlq:%s", idtext);
@@ -251,8 +251,12 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
     if (rc == QN_OK)
         rc = qn_store_txn_new(a->a.app->store, &t);
     if (rc == QN_OK) {
-        struct qn_push_segment seg = {.queue = a->queue, .partition = a->partition, .count = 1,
-                                      .hashes = a->hash, .verified = -1, .blob = a->blob.data,
+        struct qn_push_segment seg = {.queue = a->queue,
+                                      .partition = a->partition,
+                                      .count = 1,
+                                      .hashes = a->hash,
+                                      .verified = -1,
+                                      .blob = a->blob.data,
                                       .blob_len = a->blob.len};
         rc = qn_store_txn_push(t, &seg, 1);
     }
@@ -284,6 +288,6 @@ void qn_svc_replay_dlq(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_check_name(&a->a, req->partition, "partition", true))
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    qn_admin_sent(&a->a, qn_store_get_dlq(a->a.app->store, a->dlq_id, &opts, replay_got, a,
-                                          &a->a.sreq[0]));
+    qn_admin_sent(
+        &a->a, qn_store_get_dlq(a->a.app->store, a->dlq_id, &opts, replay_got, a, &a->a.sreq[0]));
 }

@@ -32,7 +32,7 @@ struct fetch_rpc {
     qn_call *call;
     Queen__V1__FetchRequest *req;
     struct qn_fetch_entry *entries;
-    struct qn_waiter *waiters;      /* one per entry while waiting */
+    struct qn_waiter *waiters; /* one per entry while waiting */
     size_t nwait;
     int64_t wait_until_ms;
     qn_store_req *sreq;
@@ -105,8 +105,8 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
         if (er->nsegs > 0) {
             Queen__V1__Message **msgs = NULL;
             size_t cnt = 0;
-            rc = qn_build_messages(f->app, &arena, er->segs, er->nsegs, x->queue, x->partition,
-                                   "", "", &msgs, &cnt);
+            rc = qn_build_messages(f->app, &arena, er->segs, er->nsegs, x->queue, x->partition, "",
+                                   "", &msgs, &cnt);
             x->records = msgs;
             x->n_records = cnt;
             delivered += cnt;
@@ -123,8 +123,9 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
         f->app->delivered += delivered;
         qn_call_finish(call, QN_GRPC_OK, NULL);
     } else {
-        qn_call_finish(call, rc == QN_ENOMEM || rc == QN_ELIMIT ? QN_GRPC_RESOURCE_EXHAUSTED
-                                                                : QN_GRPC_DATA_LOSS,
+        qn_call_finish(call,
+                       rc == QN_ENOMEM || rc == QN_ELIMIT ? QN_GRPC_RESOURCE_EXHAUSTED
+                                                          : QN_GRPC_DATA_LOSS,
                        qn_strerror(rc));
     }
     qn_arena_free(&arena);

@@ -110,8 +110,8 @@ void qn_svc_list_groups(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_check_name(a, req->consumer_group, "consumer_group", true))
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    qn_admin_sent(a, qn_store_list_consumer_groups(a->app->store, req->queue, req->consumer_group, &opts,
-                                          groups_done, a, &a->sreq[0]));
+    qn_admin_sent(a, qn_store_list_consumer_groups(a->app->store, req->queue, req->consumer_group,
+                                                   &opts, groups_done, a, &a->sreq[0]));
 }
 
 static void seek_done(void *ud, const struct qn_store_status *st, int64_t value)
@@ -145,10 +145,9 @@ void qn_svc_seek_group(qn_call *call, ProtobufCMessage *msg)
         return;
     }
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    qn_admin_sent(a, qn_store_seek_consumer_group(a->app->store,
-                                         qn_or_default(req->consumer_group, QN_QUEUE_MODE),
-                                         req->queue, req->partition, to_end, ts, &opts, seek_done,
-                                         a, &a->sreq[0]));
+    qn_admin_sent(a, qn_store_seek_consumer_group(
+                         a->app->store, qn_or_default(req->consumer_group, QN_QUEUE_MODE),
+                         req->queue, req->partition, to_end, ts, &opts, seek_done, a, &a->sreq[0]));
 }
 
 static void delgroup_done(void *ud, const struct qn_store_status *st, int64_t value)
@@ -172,6 +171,6 @@ void qn_svc_delete_group(qn_call *call, ProtobufCMessage *msg)
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
     qn_admin_sent(a, qn_store_delete_consumer_group(a->app->store, req->consumer_group, req->queue,
-                                           req->delete_metadata, &opts, delgroup_done, a,
-                                           &a->sreq[0]));
+                                                    req->delete_metadata, &opts, delgroup_done, a,
+                                                    &a->sreq[0]));
 }

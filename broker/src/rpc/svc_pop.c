@@ -65,19 +65,19 @@ enum pop_state {
 struct pop_rpc {
     enum pop_state state;
     struct qn_app *app;
-    qn_call *call;                /* NULL once ORPHANED */
-    Queen__V1__PopRequest *req;   /* owned; args borrow its strings */
+    qn_call *call;              /* NULL once ORPHANED */
+    Queen__V1__PopRequest *req; /* owned; args borrow its strings */
     struct qn_pop_args args;
     char worker[QN_UUID_STR_LEN]; /* the lease id of this pop */
     int64_t wait_until_ms;        /* monotonic; 0 = answer at once */
     qn_store_req *sreq;
     struct qn_waiter waiter;
-    bool waiting;                 /* wait_ms > 0: parked from the start (invariant 2) */
-    bool rewake;                  /* a commit was seen while a call was in flight */
-    struct event *timer;          /* re-check / end of the wait or of the hold */
+    bool waiting;        /* wait_ms > 0: parked from the start (invariant 2) */
+    bool rewake;         /* a commit was seen while a call was in flight */
+    struct event *timer; /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
      * hold_until_ms passed (0 = not decided yet) */
-    bool gated;                   /* the gate has let this pop through */
+    bool gated; /* the gate has let this pop through */
     int64_t started_ms;
     int64_t hold_until_ms;
 };

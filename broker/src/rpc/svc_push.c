@@ -27,8 +27,8 @@
 
 struct push_rpc {
     struct qn_push_job job;
-    qn_call *call;                /* NULL once the call was cancelled */
-    Queen__V1__PushRequest *req;  /* owned */
+    qn_call *call;               /* NULL once the call was cancelled */
+    Queen__V1__PushRequest *req; /* owned */
     char (*minted)[QN_UUID_STR_LEN];
 };
 
@@ -72,8 +72,8 @@ static void push_done(struct qn_push_job *job)
 
     Queen__V1__PushResult *res = calloc(n, sizeof *res);
     Queen__V1__PushResult **ptrs = calloc(n, sizeof *ptrs);
-    char (*ids)[QN_UUID_STR_LEN] = calloc(n, QN_UUID_STR_LEN);
-    char (*pids)[QN_UUID_STR_LEN] = calloc(n, QN_UUID_STR_LEN);
+    char(*ids)[QN_UUID_STR_LEN] = calloc(n, QN_UUID_STR_LEN);
+    char(*pids)[QN_UUID_STR_LEN] = calloc(n, QN_UUID_STR_LEN);
     char *txns = NULL;
     size_t txn_total = 0;
     for (size_t i = 0; i < n; i++)
@@ -96,8 +96,9 @@ static void push_done(struct qn_push_job *job)
         switch (it->status) {
         case QN_ITEM_QUEUED:
         case QN_ITEM_DUPLICATE:
-            r->status = it->status == QN_ITEM_QUEUED ? QUEEN__V1__PUSH_STATUS__PUSH_STATUS_QUEUED
-                                                     : QUEEN__V1__PUSH_STATUS__PUSH_STATUS_DUPLICATE;
+            r->status = it->status == QN_ITEM_QUEUED
+                            ? QUEEN__V1__PUSH_STATUS__PUSH_STATUS_QUEUED
+                            : QUEEN__V1__PUSH_STATUS__PUSH_STATUS_DUPLICATE;
             qn_uuid_format(it->result_id, ids[i]);
             qn_uuid_format(it->pid, pids[i]);
             r->message_id = ids[i];
@@ -129,8 +130,8 @@ out:
 }
 
 /* Checks every item; writes a message naming the first bad one. */
-static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequest *req,
-                          char *msg, size_t cap)
+static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequest *req, char *msg,
+                          size_t cap)
 {
     if (req->n_items == 0) {
         snprintf(msg, cap, "items is empty: a push needs at least one item");
@@ -151,8 +152,8 @@ static bool push_validate(const struct qn_config *cfg, const Queen__V1__PushRequ
             return false;
         }
         size_t tl = it->transaction_id ? strlen(it->transaction_id) : 0;
-        answer += 160 + strlen(it->queue) + (it->partition ? strlen(it->partition) : 7) +
-                  (tl ? tl : 36);
+        answer +=
+            160 + strlen(it->queue) + (it->partition ? strlen(it->partition) : 7) + (tl ? tl : 36);
     }
     if (answer > (size_t)cfg->max_send_bytes) {
         snprintf(msg, cap,

@@ -41,8 +41,8 @@ static bool options_in(const Queen__V1__QueueOptions *o, struct qn_queue_options
         return true;
 #define U32OPT(field, bit, lo, hi)                                                                 \
     if (o->_##field##_case) {                                                                      \
-        if (!in_range(o->field, (uint32_t)(lo), (uint32_t)(hi))) {                                \
-            snprintf(why, cap, "options." #field " %u is outside %u..%u", o->field,              \
+        if (!in_range(o->field, (uint32_t)(lo), (uint32_t)(hi))) {                                 \
+            snprintf(why, cap, "options." #field " %u is outside %u..%u", o->field,                \
                      (unsigned)(lo), (unsigned)(hi));                                              \
             return false;                                                                          \
         }                                                                                          \
@@ -185,7 +185,7 @@ void qn_svc_configure_queue(qn_call *call, ProtobufCMessage *msg)
     }
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
     qn_admin_sent(a, qn_store_configure_queue(a->app->store, req->queue, &o, req->replace, &opts,
-                                     configure_done, a, &a->sreq[0]));
+                                              configure_done, a, &a->sreq[0]));
 }
 
 /* ---------------------------------------------------------------- GetQueue */
@@ -300,7 +300,8 @@ void qn_svc_get_queue(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_check_name(&a->a, req->consumer_group, "consumer_group", true))
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    int rc = qn_store_get_queue(a->a.app->store, req->queue, &opts, getq_info_done, a, &a->a.sreq[0]);
+    int rc =
+        qn_store_get_queue(a->a.app->store, req->queue, &opts, getq_info_done, a, &a->a.sreq[0]);
     if (!qn_admin_sent(&a->a, rc))
         return;
     a->pending = 2;
@@ -317,8 +318,7 @@ void qn_svc_get_queue(qn_call *call, ProtobufCMessage *msg)
 
 /* ---------------------------------------------------------------- ListQueues */
 
-static void listq_done(void *ud, const struct qn_store_status *st,
-                       const struct qn_queues_result *r)
+static void listq_done(void *ud, const struct qn_store_status *st, const struct qn_queues_result *r)
 {
     struct qn_admin_call *a = ud;
     if (!qn_admin_ok(a, st))
@@ -355,8 +355,8 @@ void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
     }
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
     qn_admin_sent(a, qn_store_list_queues(a->app->store, req->namespace_, req->task,
-                                 (int32_t)qn_admin_list_limit(req->limit), (int32_t)req->offset, &opts,
-                                 listq_done, a, &a->sreq[0]));
+                                          (int32_t)qn_admin_list_limit(req->limit),
+                                          (int32_t)req->offset, &opts, listq_done, a, &a->sreq[0]));
 }
 
 /* ---------------------------------------------------------------- DeleteQueue */
@@ -376,7 +376,7 @@ struct delq {
     struct qn_admin_call a; /* first: the admin helpers take &q->a */
     uint8_t *pids;          /* partitions to empty step by step (16 bytes each, arena) */
     size_t n, next, steps;
-    int phase;              /* 0 segments, 1 sidecar; 2 = the partition is done */
+    int phase; /* 0 segments, 1 sidecar; 2 = the partition is done */
 };
 
 static void delq_next(struct delq *q);
@@ -417,16 +417,17 @@ static void delq_next(struct delq *q)
     }
     if (q->next >= q->n) {
         qn_admin_sent(&q->a, qn_store_delete_queue(q->a.app->store, req->queue, &opts, delq_done, q,
-                                      &q->a.sreq[0]));
+                                                   &q->a.sreq[0]));
         return;
     }
     const uint8_t *pid = q->pids + 16 * q->next;
     if (q->phase == 0)
-        qn_admin_sent(&q->a, qn_store_retention_step(q->a.app->store, pid, INT64_MAX, QN_STORE_NO_TS,
-                                        DELQ_BATCH, &opts, delq_step_done, q, &q->a.sreq[0]));
+        qn_admin_sent(&q->a,
+                      qn_store_retention_step(q->a.app->store, pid, INT64_MAX, QN_STORE_NO_TS,
+                                              DELQ_BATCH, &opts, delq_step_done, q, &q->a.sreq[0]));
     else
-        qn_admin_sent(&q->a, qn_store_txns_purge_step(q->a.app->store, pid, INT64_MAX, DELQ_BATCH, &opts,
-                                         delq_step_done, q, &q->a.sreq[0]));
+        qn_admin_sent(&q->a, qn_store_txns_purge_step(q->a.app->store, pid, INT64_MAX, DELQ_BATCH,
+                                                      &opts, delq_step_done, q, &q->a.sreq[0]));
 }
 
 static void delq_parts_done(void *ud, const struct qn_store_status *st,
@@ -456,6 +457,6 @@ void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
     if (!qn_admin_check_name(&q->a, req->queue, "queue", false))
         return;
     struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    qn_admin_sent(&q->a, qn_store_queue_partitions(q->a.app->store, req->queue, QN_QUEUE_MODE, &opts,
-                                      delq_parts_done, q, &q->a.sreq[0]));
+    qn_admin_sent(&q->a, qn_store_queue_partitions(q->a.app->store, req->queue, QN_QUEUE_MODE,
+                                                   &opts, delq_parts_done, q, &q->a.sreq[0]));
 }

@@ -28,12 +28,12 @@
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
-struct top {                      /* one operation */
-    int seg;                      /* push: segment index */
-    uint32_t frame;               /* push: frame index in the segment */
-    int leader;                   /* push: op index it repeats, -1 if none */
-    int ackg;                     /* ack: group index */
-    uint32_t ack_item;            /* ack: item index in the group */
+struct top {           /* one operation */
+    int seg;           /* push: segment index */
+    uint32_t frame;    /* push: frame index in the segment */
+    int leader;        /* push: op index it repeats, -1 if none */
+    int ackg;          /* ack: group index */
+    uint32_t ack_item; /* ack: item index in the group */
     uint8_t msgid[16];
     char minted[QN_UUID_STR_LEN];
     uint8_t hash[16];
@@ -41,7 +41,7 @@ struct top {                      /* one operation */
 
 struct tseg {
     const char *queue, *partition;
-    uint32_t *ops;                /* frame order */
+    uint32_t *ops; /* frame order */
     size_t n;
     uint8_t *hashes;
     struct qn_buf blob;
@@ -52,7 +52,7 @@ struct tack {
     const char *group, *lease;
     uint32_t *ops;
     size_t n;
-    struct qn_ack_result copy;    /* DLQ hand-off data kept past the callback */
+    struct qn_ack_result copy; /* DLQ hand-off data kept past the callback */
     uint8_t *blob;
     struct qn_dlq_job dlq;
     struct txn_rpc *t;
@@ -68,7 +68,7 @@ struct txn_rpc {
     size_t nsegs;
     struct tack *acks;
     size_t nacks;
-    uint32_t *idx;                /* backing store for segs/acks op lists */
+    uint32_t *idx; /* backing store for segs/acks op lists */
     qn_store_req *sreq;
     Queen__V1__TransactResult *res;
     Queen__V1__TransactResult **ptrs;
@@ -145,8 +145,8 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
         else if (checks && step == 0)
             snprintf(msg, sizeof msg, "required_leases: %s", detail);
         else if (step >= ackbase && (size_t)(step - ackbase) < t->nacks)
-            snprintf(msg, sizeof msg, "operation %u (ack): %s",
-                     t->acks[step - ackbase].ops[0], detail);
+            snprintf(msg, sizeof msg, "operation %u (ack): %s", t->acks[step - ackbase].ops[0],
+                     detail);
         else
             snprintf(msg, sizeof msg, "%s", detail);
         enum qn_grpc_code code = qn_grpc_from_store(st->code);
@@ -228,8 +228,7 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
         g->t = t;
         g->dlq.done = txn_dlq_done;
         g->dlq.ud = g;
-        const char *err =
-            g->dlq_op >= 0 ? t->req->ops[g->dlq_op]->ack->item->error : NULL;
+        const char *err = g->dlq_op >= 0 ? t->req->ops[g->dlq_op]->ack->item->error : NULL;
         if (qn_dlq_file(t->app, g->pid, g->group, g->lease ? g->lease : "", &g->copy, err, 0,
                         &g->dlq) == QN_OK)
             t->pending_dlq++;
@@ -269,8 +268,7 @@ static bool txn_validate(const struct qn_config *cfg, const Queen__V1__TransactR
                 snprintf(why, cap, "ops[%zu].ack.item is required", i);
                 return false;
             }
-            if (qn_name_problem(op->ack->consumer_group, "consumer_group", true, tmp,
-                                sizeof tmp)) {
+            if (qn_name_problem(op->ack->consumer_group, "consumer_group", true, tmp, sizeof tmp)) {
                 snprintf(why, cap, "ops[%zu].ack: %s", i, tmp);
                 return false;
             }
@@ -325,8 +323,8 @@ static int txn_plan(struct txn_rpc *t)
         }
         qn_txn_hash(txn, strlen(txn), o->hash);
         size_t s = 0;
-        while (s < t->nsegs &&
-               (strcmp(t->segs[s].queue, it->queue) != 0 || strcmp(t->segs[s].partition, part) != 0))
+        while (s < t->nsegs && (strcmp(t->segs[s].queue, it->queue) != 0 ||
+                                strcmp(t->segs[s].partition, part) != 0))
             s++;
         if (s == t->nsegs) {
             t->segs[s].queue = it->queue;
@@ -366,16 +364,16 @@ static int txn_plan(struct txn_rpc *t)
             memcpy(f->message_id, o->msgid, 16);
             if (it->trace_id && *it->trace_id && qn_parse_uuid_str(it->trace_id, f->trace_id))
                 f->flags |= QN_FRAME_FLAG_TRACE;
-            const char *txn = it->transaction_id && *it->transaction_id ? it->transaction_id
-                                                                        : o->minted;
+            const char *txn =
+                it->transaction_id && *it->transaction_id ? it->transaction_id : o->minted;
             f->txn = (const uint8_t *)txn;
             f->txn_len = strlen(txn);
             f->payload = it->payload.data;
             f->payload_len = it->payload.len;
             memcpy(sg->hashes + k * 16, o->hash, 16);
         }
-        int rc = qn_segment_pack(app->zctx, frames, sg->n, (int)app->cfg->zstd_level, &sg->blob,
-                                 NULL);
+        int rc =
+            qn_segment_pack(app->zctx, frames, sg->n, (int)app->cfg->zstd_level, &sg->blob, NULL);
         free(frames);
         if (rc != QN_OK)
             return rc;
@@ -391,9 +389,9 @@ static int txn_plan(struct txn_rpc *t)
         const char *group = qn_or_default(a->consumer_group, QN_QUEUE_MODE);
         const char *lease = a->item->lease_id && *a->item->lease_id ? a->item->lease_id : single;
         size_t g = 0;
-        while (g < t->nacks && (memcmp(t->acks[g].pid, pid, 16) != 0 ||
-                                strcmp(t->acks[g].group, group) != 0 ||
-                                cmp_str(t->acks[g].lease, lease) != 0))
+        while (g < t->nacks &&
+               (memcmp(t->acks[g].pid, pid, 16) != 0 || strcmp(t->acks[g].group, group) != 0 ||
+                cmp_str(t->acks[g].lease, lease) != 0))
             g++;
         if (g == t->nacks) {
             memcpy(t->acks[g].pid, pid, 16);
@@ -536,10 +534,18 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
         for (size_t k = 0; k < a->n; k++) {
             const Queen__V1__AckItem *in = req->ops[a->ops[k]]->ack->item;
             switch (in->status) {
-            case QUEEN__V1__ACK_STATUS__ACK_STATUS_FAILED: items[k].status = QN_ACK_FAILED; break;
-            case QUEEN__V1__ACK_STATUS__ACK_STATUS_RETRY: items[k].status = QN_ACK_RETRY; break;
-            case QUEEN__V1__ACK_STATUS__ACK_STATUS_DLQ: items[k].status = QN_ACK_DLQ; break;
-            default: items[k].status = QN_ACK_COMPLETED; break;
+            case QUEEN__V1__ACK_STATUS__ACK_STATUS_FAILED:
+                items[k].status = QN_ACK_FAILED;
+                break;
+            case QUEEN__V1__ACK_STATUS__ACK_STATUS_RETRY:
+                items[k].status = QN_ACK_RETRY;
+                break;
+            case QUEEN__V1__ACK_STATUS__ACK_STATUS_DLQ:
+                items[k].status = QN_ACK_DLQ;
+                break;
+            default:
+                items[k].status = QN_ACK_COMPLETED;
+                break;
             }
             if (in->target_case == QUEEN__V1__ACK_ITEM__TARGET_TRANSACTION_ID) {
                 qn_txn_hash(in->transaction_id, strlen(in->transaction_id), hashes[k]);

@@ -92,8 +92,8 @@ bool qn_parse_uuid_str(const char *s, uint8_t out[16])
     return s != NULL && qn_uuid_parse(s, strlen(s), out) == QN_OK;
 }
 
-bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
-                     const char *prefix, char *msg, size_t cap)
+bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it, const char *prefix,
+                     char *msg, size_t cap)
 {
     char what[64], why[200];
     /* Checked without formatting first: this runs for every pushed message, and

@@ -35,8 +35,8 @@ bool qn_parse_uuid_str(const char *s, uint8_t out[16]);
 
 /* Checks one PushItem (prefix names it in the message, e.g. "items[3]"); writes
  * a message and returns false when it is bad. Push and Transact use it. */
-bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
-                     const char *prefix, char *buf, size_t cap);
+bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it, const char *prefix,
+                     char *buf, size_t cap);
 
 /* Validates one AckItem (i names it): writes a message into buf and returns
  * QN_EBADREQUEST when bad, QN_OK when good. */

@@ -202,8 +202,8 @@ static void headers_done(qn_call *c)
         return;
     }
     struct qn_grpc_req_headers h = {
-        qn_call_header(c, ":method"),       qn_call_header(c, "content-type"),
-        qn_call_header(c, "te"),            qn_call_header(c, "grpc-encoding"),
+        qn_call_header(c, ":method"),      qn_call_header(c, "content-type"),
+        qn_call_header(c, "te"),           qn_call_header(c, "grpc-encoding"),
         qn_call_header(c, "grpc-timeout"),
     };
     struct qn_grpc_verdict v;
@@ -234,8 +234,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     return 0;
 }
 
-static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *ud)
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *ud)
 {
     qn_call *c = stream_call(ng, stream_id);
     if (c != NULL)

@@ -75,8 +75,8 @@ enum conn_state {
 struct listener {
     qn_net *net;
     const struct qn_net_handler *h; /* the protocol it serves (the net's, today) */
-    struct evconnlistener *lev; /* NULL when not listening */
-    struct event *retry_ev;     /* re-enables accepting after an accept error */
+    struct evconnlistener *lev;     /* NULL when not listening */
+    struct event *retry_ev;         /* re-enables accepting after an accept error */
     bool tls;
     int port; /* bound port, -1 when none */
 };
@@ -86,17 +86,17 @@ struct qn_conn {
     const struct qn_net_handler *h; /* its listener's protocol */
     enum conn_state state;
     bool tls;
-    struct bufferevent *bev;  /* owns the socket (and the SSL) */
-    void *session;            /* the protocol's; NULL until opened (HANDSHAKE) */
-    struct event *flush_ev;   /* deferred flush, activated by qn__net_conn_schedule_flush */
-    struct event *timer_ev;   /* handshake / idle / flush timeout, by state */
-    struct event *ping_ev;    /* keepalive period (persistent) */
-    bool ping_outstanding;    /* a keepalive PING is waiting for its ACK */
-    int pings_unanswered;     /* consecutive periods without an ACK */
-    bool read_paused;         /* reading stopped because output is backed up */
-    int64_t last_active_ms;   /* last time bytes arrived */
-    char peer[64];            /* "addr:port" for logs */
-    qn_conn *prev, *next;     /* in net->live or net->dead */
+    struct bufferevent *bev; /* owns the socket (and the SSL) */
+    void *session;           /* the protocol's; NULL until opened (HANDSHAKE) */
+    struct event *flush_ev;  /* deferred flush, activated by qn__net_conn_schedule_flush */
+    struct event *timer_ev;  /* handshake / idle / flush timeout, by state */
+    struct event *ping_ev;   /* keepalive period (persistent) */
+    bool ping_outstanding;   /* a keepalive PING is waiting for its ACK */
+    int pings_unanswered;    /* consecutive periods without an ACK */
+    bool read_paused;        /* reading stopped because output is backed up */
+    int64_t last_active_ms;  /* last time bytes arrived */
+    char peer[64];           /* "addr:port" for logs */
+    qn_conn *prev, *next;    /* in net->live or net->dead */
 };
 
 struct qn_net {
@@ -299,8 +299,8 @@ static void on_read(struct bufferevent *bev, void *arg)
             evbuffer_drain(in, evbuffer_get_length(in));
             if (qn_err_is_fatal(rc) && c->state != CONN_DEAD) {
                 /* the session queued its goodbye saying why: send it, then close */
-                QN_DEBUG("closing connection after a fatal error peer=%s reason=\"%s\"",
-                         c->peer, qn_strerror(rc));
+                QN_DEBUG("closing connection after a fatal error peer=%s reason=\"%s\"", c->peer,
+                         qn_strerror(rc));
                 c->state = CONN_DRAINING;
                 conn_flush(c);
                 conn_begin_flush(c);

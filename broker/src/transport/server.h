@@ -23,8 +23,7 @@ struct qn_config;
  * Listeners open in qn_rpc_server_listen(). Returns QN_OK, QN_ENOMEM, or QN_EINVAL
  * with a logged reason (e.g. unreadable TLS files).
  */
-int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg,
-                      qn_rpc_server **out);
+int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_server **out);
 
 /* Registers methods (the array must outlive the server). Paths must be unique.
  * Returns QN_OK, QN_EINVAL (duplicate or malformed path; nothing registered) or
