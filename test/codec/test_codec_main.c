@@ -1,10 +1,8 @@
 /*
- * test_codec_main.c - the codec's check runner: one suite per source file of
- * codec/src, run in fork mode so a crash fails one test, not the runner.
- *
- * Usage: test_codec [--suite NAME]. Without --suite every suite runs except
- * "hash_live", which shells out to xxhsum and is registered as its own ctest
- * (codec_xxhsum_live) when xxhsum is installed.
+ * test_codec_main.c - the codec's suites (one per source file of codec/src) for
+ * the shared runner main (test/support/check_main.c: usage, fork mode, exit
+ * status). "hash_live" shells out to xxhsum and runs only when named: it is
+ * its own ctest (codec_xxhsum_live) when xxhsum is installed.
  *
  * Also home of the allocation counter (codec_test.h): the --wrap'ed malloc,
  * calloc and realloc count while counting is on and forward to the real ones.
@@ -13,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "codec_test.h"
 
 void *__real_malloc(size_t n);
@@ -64,33 +63,16 @@ struct qn_alloc_stats qn_test_alloc_stop(void)
     return stats;
 }
 
-int main(int argc, char **argv)
-{
-    const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--suite") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            fprintf(stderr, "usage: %s [--suite NAME]\n", argv[0]);
-            return 2;
-        }
-    }
-    SRunner *sr = srunner_create(qn_test_error_suite());
-    srunner_add_suite(sr, qn_test_envelope_suite());
-    srunner_add_suite(sr, qn_test_frame_suite());
-    srunner_add_suite(sr, qn_test_hash_suite());
-    srunner_add_suite(sr, qn_test_segment_suite());
-    srunner_add_suite(sr, qn_test_uuid_suite());
-    if (only && strcmp(only, "hash_live") == 0)
-        srunner_add_suite(sr, qn_test_hash_live_suite());
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run(sr, only, NULL, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    int run = srunner_ntests_run(sr);
-    srunner_free(sr);
-    if (run == 0) {
-        fprintf(stderr, "no tests ran (unknown suite?)\n");
-        return 1;
-    }
-    return failed ? 1 : 0;
-}
+static const struct qn_check_suite suites[] = {
+    {"error", qn_test_error_suite, false},
+    {"envelope", qn_test_envelope_suite, false},
+    {"frame", qn_test_frame_suite, false},
+    {"hash", qn_test_hash_suite, false},
+    {"segment", qn_test_segment_suite, false},
+    {"uuid", qn_test_uuid_suite, false},
+    /* shells out to xxhsum: its own ctest (codec_xxhsum_live) when installed */
+    {"hash_live", qn_test_hash_live_suite, true},
+};
+
+const struct qn_check_runner qn_check_runner = {"test_codec", suites, QN_CHECK_NSUITES(suites),
+                                                NULL};

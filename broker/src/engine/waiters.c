@@ -6,11 +6,20 @@
  * waiters. Discovery waiters live in one extra bucket. Empty buckets and queue
  * entries are freed as soon as their last waiter leaves.
  *
+ * A wake pass first moves the waiters it wakes, oldest first, from their buckets
+ * to the `waking` list, then calls them one by one from its head. A callback may
+ * park again (itself or others) or unpark, and so free, another waiter still on
+ * the list: unparking takes it off the list, so it is never called. A pass
+ * started from inside a callback only adds to the list; the outer pass calls.
+ *
  * Invariants:
- *   1. w->bucket != NULL iff w is linked in that bucket's list.
- *   2. A bucket with no waiters does not exist; a queue entry with no buckets
- *      does not exist.
- *   3. count == number of parked waiters <= max_parked.
+ *   1. w->bucket != NULL iff w is linked in that bucket's list (a real bucket,
+ *      or `waking`).
+ *   2. A real bucket with no waiters does not exist; a queue entry with no
+ *      buckets does not exist.
+ *   3. count == number of waiters in real buckets (parked) <= max_parked.
+ *   4. Every waiter on `waking` is called exactly once, unless it is unparked
+ *      first; none is called after it was unparked.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +48,8 @@ struct qn_wait_queue {
 struct qn_waiters {
     struct qn_map queues;
     struct qn_wait_bucket *discovery;
+    struct qn_wait_bucket waking; /* the wake pass's list (not a real bucket) */
+    bool passing;                 /* a wake pass is calling waiters */
     size_t count;
     size_t max_parked;
 };
@@ -80,6 +91,8 @@ void qn_waiters_free(struct qn_waiters *ws)
             w->bucket = NULL;
         free(ws->discovery);
     }
+    for (struct qn_waiter *w = ws->waking.head; w; w = w->next)
+        w->bucket = NULL;
     free(ws);
 }
 
@@ -104,11 +117,37 @@ static struct qn_wait_bucket *bucket_new(struct qn_wait_queue *q, const char *gr
     return b;
 }
 
+static void list_append(struct qn_wait_bucket *b, struct qn_waiter *w)
+{
+    w->bucket = b;
+    w->next = NULL;
+    w->prev = b->tail;
+    if (b->tail)
+        b->tail->next = w;
+    else
+        b->head = w;
+    b->tail = w;
+}
+
+static void list_unlink(struct qn_wait_bucket *b, struct qn_waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        b->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        b->tail = w->prev;
+    w->bucket = NULL;
+    w->prev = w->next = NULL;
+}
+
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
                     const char *group)
 {
     if (w->bucket != NULL)
-        return QN_OK;
+        return QN_OK; /* parked already, or about to be called by a wake pass */
     if (ws->count >= ws->max_parked)
         return QN_EBUSY;
     if (group == NULL)
@@ -151,33 +190,17 @@ int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queu
             q->buckets = b;
         }
     }
-    w->bucket = b;
-    w->next = NULL;
-    w->prev = b->tail;
-    if (b->tail)
-        b->tail->next = w;
-    else
-        b->head = w;
-    b->tail = w;
+    list_append(b, w);
     ws->count++;
     return QN_OK;
 }
 
-void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w)
+/* Takes w out of its real bucket, freeing the bucket (and its queue entry) when
+ * it was the last. */
+static void leave_bucket(struct qn_waiters *ws, struct qn_waiter *w)
 {
     struct qn_wait_bucket *b = w->bucket;
-    if (b == NULL)
-        return;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        b->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        b->tail = w->prev;
-    w->bucket = NULL;
-    w->prev = w->next = NULL;
+    list_unlink(b, w);
     ws->count--;
     if (b->head != NULL)
         return;
@@ -198,8 +221,18 @@ void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w)
     }
 }
 
-/* Collects the waiters to wake from one bucket into `out` (unparking them), so
- * that callbacks - which may park again - run after the walk. */
+void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w)
+{
+    if (w->bucket == NULL)
+        return;
+    if (w->bucket == &ws->waking)
+        list_unlink(&ws->waking, w); /* its wake-up will not run */
+    else
+        leave_bucket(ws, w);
+}
+
+/* Collects the waiters to wake from one bucket into `out`, oldest first, so that
+ * they leave their buckets (which may free them) after the walk. */
 static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const char *partition,
                       size_t per_group, struct qn_waiter **out, size_t cap, size_t n)
 {
@@ -237,11 +270,21 @@ void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *par
     }
     if (ws->discovery != NULL && n < BATCH)
         n = collect(ws, ws->discovery, NULL, per_group, wake, BATCH, n);
-    /* Unpark all first (this may free buckets), then call back. */
-    for (size_t i = 0; i < n; i++)
-        qn_waiters_unpark(ws, wake[i]);
-    for (size_t i = 0; i < n; i++)
-        wake[i]->wake(wake[i]);
+    /* Move all to the waking list first (this may free buckets), then call back
+     * from its head: a waiter unparked meanwhile is off the list (invariant 4). */
+    for (size_t i = 0; i < n; i++) {
+        leave_bucket(ws, wake[i]);
+        list_append(&ws->waking, wake[i]);
+    }
+    if (ws->passing)
+        return; /* called from a wake-up: the pass below us calls them */
+    ws->passing = true;
+    while (ws->waking.head != NULL) {
+        struct qn_waiter *w = ws->waking.head;
+        list_unlink(&ws->waking, w);
+        w->wake(w);
+    }
+    ws->passing = false;
 }
 
 struct name_list {

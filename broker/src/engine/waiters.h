@@ -1,5 +1,6 @@
 /*
- * waiters.h - private to broker/: pops and consume streams waiting for data.
+ * engine/waiters.h - private to broker/: pops, consume streams and fetches
+ * waiting for data.
  *
  * A waiter parks under (queue, consumer group) - or under the discovery list when
  * it pops by namespace/task - and is woken when a push to that queue commits on
@@ -41,16 +42,23 @@ void qn_waiters_free(struct qn_waiters *ws);
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
                     const char *group);
 
-/* Unparks w if it is parked (no callback). */
+/* Unparks w if it is parked (no callback). Also takes w off a wake pass that
+ * has not called it yet: an owner may unpark and free any of its waiters from
+ * inside any wake callback. */
 void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w);
 
+/* w is parked, or chosen by a wake pass that has not called it yet (parking it
+ * again then is a no-op). */
 bool qn_waiter_parked(const struct qn_waiter *w);
 
 /*
  * Data arrived in (queue, partition); partition NULL = unknown (a NOTIFY from
  * another broker). Wakes, for every group waiting on the queue, up to `per_group`
  * waiters that want any partition, plus every waiter for exactly this partition;
- * and up to `per_group` discovery waiters. Oldest waiters first.
+ * and up to `per_group` discovery waiters. Oldest waiters first (per bucket;
+ * at most 256 per call). Each chosen waiter is unparked, then its wake() runs,
+ * from this call, never for a waiter unparked in the meantime. Called from
+ * inside a wake(), it only adds to the running pass.
  */
 void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *partition,
                        size_t per_group);

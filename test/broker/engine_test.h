@@ -1,16 +1,19 @@
 /*
- * dedup_test.h - PRIVATE to test/broker: the suites of the test_dedup runner
- * (hring.c and dedup.c) and the allocation tracker they share.
+ * engine_test.h - PRIVATE to test/broker: the suites of the test_engine runner
+ * (test/broker/engine/: hring.c, dedup.c, fusion.c, waiters.c, pop_gate.c) and
+ * the allocation tracker they share.
  *
  * The runner is linked with --wrap=malloc,calloc,realloc,free, so every
  * allocation our code makes (the tests and the broker objects linked in) passes
- * through test_dedup_main.c. Between qn_dd_alloc_start() and qn_dd_alloc_stop()
- * it counts calls, remembers the largest single request and keeps the bytes
+ * through test_engine_main.c. It is also linked with --wrap for the store calls
+ * and clocks the engines use; each suite that drives an engine fakes the calls
+ * that engine makes (test_dedup.c, test_fusion.c). Between qn_dd_alloc_start() and
+ * qn_dd_alloc_stop() it counts calls, remembers the largest single request and keeps the bytes
  * still live (requested sizes, not malloc's rounding). qn_dd_alloc_fail_after(n)
  * makes the (n+1)-th tracked allocation from now fail (return NULL) once.
  */
-#ifndef QN_DEDUP_TEST_H
-#define QN_DEDUP_TEST_H
+#ifndef QN_ENGINE_TEST_H
+#define QN_ENGINE_TEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +22,9 @@
 
 Suite *qn_test_hring_suite(void);
 Suite *qn_test_dedup_suite(void);
+Suite *qn_test_fusion_suite(void);
+Suite *qn_test_waiters_suite(void);
+Suite *qn_test_pop_gate_suite(void);
 
 struct qn_dd_alloc_stats {
     size_t calls;     /* malloc + calloc + realloc calls */

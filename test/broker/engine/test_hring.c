@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dedup_test.h"
+#include "engine_test.h"
 #include "engine/hring.h"
 #include "queen/error.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_test.h"
+#include "transport_test.h"
 #include "transport/grpc_wire.h"
 #include "queen/error.h"
 

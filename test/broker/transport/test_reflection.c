@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_test.h"
+#include "transport_test.h"
 #include "queen/error.h"
 #include "transport/reflection.h"
 

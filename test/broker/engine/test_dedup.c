@@ -24,7 +24,7 @@
 #include <event2/event.h>
 
 #include "engine/dedup.h"
-#include "dedup_test.h"
+#include "engine_test.h"
 #include "queen/error.h"
 #include "queen/store.h"
 

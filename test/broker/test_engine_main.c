@@ -1,11 +1,10 @@
 /*
- * test_dedup_main.c - the check runner of the dedup cache's unit suites: hring
- * (the per-partition block ring) and dedup (the cache manager, driven through a
- * fake store, no database). Fork mode, so a crash fails one test.
+ * test_engine_main.c - the engines' unit suites (test/broker/engine/) for the
+ * shared runner main (test/support/check_main.c): hring (the per-partition
+ * block ring), dedup (the cache manager), fusion (push batching), waiters and
+ * pop_gate, driven through fake store calls, no database.
  *
- * Usage: test_dedup [--suite NAME]   (hring, dedup)
- *
- * Also the allocation tracker of dedup_test.h: linked with
+ * Also the allocation tracker of engine_test.h: linked with
  * --wrap=malloc,calloc,realloc,free (test/broker/CMakeLists.txt).
  */
 #include <stdbool.h>
@@ -14,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dedup_test.h"
+#include "check_main.h"
+#include "engine_test.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -178,38 +178,11 @@ void qn_dd_hash(uint64_t seed, uint64_t i, uint8_t out[16])
 
 /* ---------------------------------------------------------------- runner */
 
-int main(int argc, char **argv)
-{
-    const char *only = NULL;
-    if (argc == 3 && strcmp(argv[1], "--suite") == 0) {
-        only = argv[2];
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: test_dedup [--suite NAME]\n");
-        return 2;
-    }
-    struct {
-        const char *name;
-        Suite *(*make)(void);
-    } suites[] = {
-        {"hring", qn_test_hring_suite},
-        {"dedup", qn_test_dedup_suite},
-    };
-    SRunner *sr = NULL;
-    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
-        if (only && strcmp(only, suites[i].name) != 0)
-            continue;
-        if (sr == NULL)
-            sr = srunner_create(suites[i].make());
-        else
-            srunner_add_suite(sr, suites[i].make());
-    }
-    if (sr == NULL) {
-        fprintf(stderr, "test_dedup: no suite named %s\n", only);
-        return 2;
-    }
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+static const struct qn_check_suite suites[] = {
+    {"hring", qn_test_hring_suite, false},       {"dedup", qn_test_dedup_suite, false},
+    {"fusion", qn_test_fusion_suite, false},     {"waiters", qn_test_waiters_suite, false},
+    {"pop_gate", qn_test_pop_gate_suite, false},
+};
+
+const struct qn_check_runner qn_check_runner = {"test_engine", suites, QN_CHECK_NSUITES(suites),
+                                                NULL};

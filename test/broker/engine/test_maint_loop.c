@@ -1,7 +1,9 @@
 /*
- * test_maint_loop.c - broker/src/maint.c against the real PostgreSQL: the
- * maintenance loop of the retention seed, driven cycle by cycle on the test's
- * own event loop (qn_maint_run_once), with its own check runner.
+ * test_maint_loop.c - broker/src/engine/maint_loop.c against the real
+ * PostgreSQL: the maintenance loop of the retention seed, driven cycle by cycle
+ * on the test's own event loop (qn_maint_run_once). Its own runner (the shared
+ * main of test/support/check_main.c with the table below): it builds a schema
+ * template database first.
  *
  * Time is controlled in SQL (rows stamped in the past), concurrency with held
  * locks from plain test connections; the tests wait on conditions (a cycle's
@@ -20,8 +22,9 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
-#include "log.h"
+#include "check_main.h"
 #include "engine/maint_loop.h"
+#include "log.h"
 #include "pgtest.h"
 #include "queen/error.h"
 #include "queen/migrate.h"
@@ -1236,29 +1239,17 @@ static Suite *maint_loop_suite(void)
     return s;
 }
 
-int main(int argc, char **argv)
+static void prepare(const char *only)
 {
-    const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--suite") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            fprintf(stderr, "usage: %s [--suite NAME]\n", argv[0]);
-            return 2;
-        }
-    }
+    (void)only;
     if (build_template() != 0)
         fprintf(stderr, "maint tests: no schema template (no cluster, or the schema failed "
                         "to apply); the tests will say why\n");
-    SRunner *sr = srunner_create(maint_loop_suite());
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run(sr, only, NULL, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    int run = srunner_ntests_run(sr);
-    srunner_free(sr);
-    if (run == 0) {
-        fprintf(stderr, "no tests ran (unknown suite?)\n");
-        return 1;
-    }
-    return failed ? 1 : 0;
 }
+
+static const struct qn_check_suite suites[] = {
+    {"maint_loop", maint_loop_suite, false},
+};
+
+const struct qn_check_runner qn_check_runner = {"test_maint_loop", suites, QN_CHECK_NSUITES(suites),
+                                                prepare};

@@ -1,0 +1,707 @@
+/*
+ * test_fusion.c - suite "fusion": broker/src/engine/fusion.c, push batching,
+ * without a database.
+ *
+ * The runner is linked with --wrap for the two store calls fusion makes
+ * (qn_store_push, qn_store_segment_at). The fake store below records each call
+ * with the frames of every segment (decompressed, so the test sees what would be
+ * stored and in which order) and answers only when a test says so, with the
+ * verdicts it likes. Dispatch runs on the test's own event loop, one
+ * non-blocking pass at a time, so every interleaving is chosen by the test.
+ *
+ * What is asserted is fusion.h's contract: items of one partition are stored in
+ * arrival order, also when the survivors of a flush that held duplicates go back
+ * (never behind a push that arrived after them); at most one flush per partition
+ * is in flight; a bundle holds at most QUEEN_V2_BUNDLE_MAX segments and at most
+ * four bundles fly at once; every item is resolved exactly once and every job's
+ * done() runs exactly once, never inside qn_fusion_submit(); a duplicate gets the
+ * original's offset and message id; a failure fails every item of the bundle.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "engine/fusion.h"
+#include "engine_test.h"
+#include "queen/error.h"
+#include "queen/ids.h"
+#include "queen/segment.h"
+#include "queen/store.h"
+
+#define MAX_CALLS 64
+#define MAX_SEGS 16
+#define MAX_FRAMES 512
+#define MAX_ITEMS 512
+#define NPART 16
+
+/* ---------------------------------------------------------------- fake store */
+
+struct fake_seg {
+    char queue[32], partition[32];
+    uint32_t count;
+    int64_t verified;
+    int seq[MAX_FRAMES]; /* the frames' payloads, in segment order */
+};
+
+struct fake_push {
+    struct fake_seg segs[MAX_SEGS];
+    size_t nsegs;
+    qn_push_cb cb;
+    void *ud;
+    bool answered;
+};
+
+struct fake_lookup {
+    uint8_t pid[16];
+    int64_t offsets[MAX_FRAMES];
+    size_t n;
+    qn_segments_cb cb;
+    void *ud;
+    bool answered;
+};
+
+static struct fake_push pushes[MAX_CALLS];
+static size_t npushes;
+static struct fake_lookup lookups[MAX_CALLS];
+static size_t nlookups;
+static int push_refuse; /* != QN_OK: qn_store_push refuses with it */
+static qn_zctx *test_zctx;
+static bool in_submit; /* a done() now would run inside qn_fusion_submit */
+
+int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
+                         const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                         qn_store_req **req);
+int __wrap_qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offsets,
+                               size_t n, const struct qn_call_opts *opts, qn_segments_cb cb,
+                               void *ud, qn_store_req **req);
+
+int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
+                         const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                         qn_store_req **req)
+{
+    (void)st;
+    (void)opts;
+    ck_assert(!strict); /* fusion never sends strict pushes */
+    if (push_refuse != QN_OK)
+        return push_refuse;
+    ck_assert_uint_lt(npushes, MAX_CALLS);
+    ck_assert_uint_le(n, MAX_SEGS);
+    struct fake_push *p = &pushes[npushes++];
+    memset(p, 0, sizeof *p);
+    p->cb = cb;
+    p->ud = ud;
+    p->nsegs = n;
+    for (size_t i = 0; i < n; i++) {
+        struct fake_seg *fs = &p->segs[i];
+        snprintf(fs->queue, sizeof fs->queue, "%s", segs[i].queue);
+        snprintf(fs->partition, sizeof fs->partition, "%s", segs[i].partition);
+        fs->count = segs[i].count;
+        fs->verified = segs[i].verified;
+        ck_assert_uint_le(fs->count, MAX_FRAMES);
+        const uint8_t *raw;
+        size_t rawlen;
+        ck_assert_int_eq(qn_segment_decompress(test_zctx, segs[i].blob, segs[i].blob_len, 64u << 20,
+                                               &raw, &rawlen),
+                         QN_OK);
+        struct qn_frame_iter it;
+        struct qn_frame f;
+        qn_frame_iter_init(&it, raw, rawlen);
+        uint32_t k = 0;
+        while (qn_frame_iter_next(&it, &f, NULL) == 1) {
+            ck_assert_uint_lt(k, fs->count);
+            char num[16];
+            size_t l = f.payload_len < sizeof num - 1 ? f.payload_len : sizeof num - 1;
+            memcpy(num, f.payload, l);
+            num[l] = '\0';
+            fs->seq[k] = atoi(num);
+            /* the hash sent for a frame is its transaction id's */
+            uint8_t h[QN_HASH_LEN];
+            qn_txn_hash(f.txn, f.txn_len, h);
+            ck_assert_mem_eq(h, segs[i].hashes + 16 * k, 16);
+            k++;
+        }
+        ck_assert_uint_eq(k, fs->count);
+    }
+    if (req)
+        *req = NULL;
+    return QN_OK;
+}
+
+int __wrap_qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offsets,
+                               size_t n, const struct qn_call_opts *opts, qn_segments_cb cb,
+                               void *ud, qn_store_req **req)
+{
+    (void)st;
+    (void)opts;
+    ck_assert_uint_lt(nlookups, MAX_CALLS);
+    ck_assert_uint_le(n, MAX_FRAMES);
+    struct fake_lookup *l = &lookups[nlookups++];
+    memset(l, 0, sizeof *l);
+    memcpy(l->pid, pid, 16);
+    memcpy(l->offsets, offsets, n * sizeof *offsets);
+    l->n = n;
+    l->cb = cb;
+    l->ud = ud;
+    if (req)
+        *req = NULL;
+    return QN_OK;
+}
+
+static void pid_of(const char *partition, uint8_t pid[16])
+{
+    memset(pid, 0, 16);
+    snprintf((char *)pid, 16, "%s", partition);
+}
+
+/* Answers push call k: every segment QUEUED at bases[i] (NULL: 1000 * i). */
+static void answer_queued(size_t k, const int64_t *bases)
+{
+    ck_assert_uint_lt(k, npushes);
+    struct fake_push *p = &pushes[k];
+    ck_assert(!p->answered);
+    struct qn_push_seg_result r[MAX_SEGS];
+    memset(r, 0, sizeof r);
+    for (size_t i = 0; i < p->nsegs; i++) {
+        r[i].status = QN_PUSH_QUEUED;
+        pid_of(p->segs[i].partition, r[i].pid);
+        r[i].window = 0;
+        r[i].base = bases ? bases[i] : (int64_t)(1000 * i);
+        r[i].created_at_us = 1;
+    }
+    struct qn_push_result res = {p->nsegs, r};
+    struct qn_store_status st = {QN_OK, "", ""};
+    p->answered = true;
+    p->cb(p->ud, &st, &res);
+}
+
+/* Answers push call k (one segment): nothing written, frames dups[] (indices into
+ * the segment, ascending) are duplicates of the originals at orig[]. */
+static void answer_dups(size_t k, const uint32_t *dups, const int64_t *orig, size_t ndups)
+{
+    struct fake_push *p = &pushes[k];
+    ck_assert_uint_eq(p->nsegs, 1);
+    ck_assert(!p->answered);
+    struct qn_push_dup d[MAX_FRAMES];
+    for (size_t i = 0; i < ndups; i++)
+        d[i] = (struct qn_push_dup){dups[i], orig[i]};
+    struct qn_push_seg_result r;
+    memset(&r, 0, sizeof r);
+    r.status = QN_PUSH_DUPLICATE;
+    pid_of(p->segs[0].partition, r.pid);
+    r.ndups = ndups;
+    r.dups = d;
+    struct qn_push_result res = {1, &r};
+    struct qn_store_status st = {QN_OK, "", ""};
+    p->answered = true;
+    p->cb(p->ud, &st, &res);
+}
+
+static void answer_error(size_t k, int code)
+{
+    struct fake_push *p = &pushes[k];
+    ck_assert(!p->answered);
+    struct qn_store_status st = {code, "", qn_strerror(code)};
+    p->answered = true;
+    p->cb(p->ud, &st, NULL);
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+struct tjob {
+    struct qn_push_job job; /* first */
+    struct qn_push_item items[MAX_ITEMS];
+    char txn[MAX_ITEMS][24];
+    char payload[MAX_ITEMS][16];
+    uint8_t pad[MAX_ITEMS][1024];
+    int done_calls;
+};
+
+static struct event_base *base;
+static struct qn_config cfg;
+static struct qn_fusion *fusion;
+static struct tjob *jobs[64];
+static size_t njobs;
+
+static void job_done(struct qn_push_job *j)
+{
+    struct tjob *t = (struct tjob *)j;
+    ck_assert_msg(!in_submit, "done() ran inside qn_fusion_submit()");
+    t->done_calls++;
+    for (size_t i = 0; i < j->nitems; i++)
+        ck_assert_int_ne(j->items[i].status, QN_ITEM_PENDING);
+}
+
+/*
+ * A job of n items for (queue, partition) whose payloads are seq0, seq0+1, ...
+ * (the arrival order the test checks). txn: "t<seq>" (distinct), or minted
+ * (the message id as text). pad adds that many payload bytes (size tests).
+ */
+static struct tjob *job_make(const char *queue, const char *partition, int seq0, size_t n,
+                             bool minted, size_t pad)
+{
+    ck_assert_uint_le(n, MAX_ITEMS);
+    ck_assert_uint_lt(njobs, 64);
+    ck_assert_uint_le(pad, 1000);
+    struct tjob *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    jobs[njobs++] = t;
+    t->job.items = t->items;
+    t->job.nitems = n;
+    t->job.pending = n;
+    t->job.done = job_done;
+    t->job.ud = t;
+    for (size_t i = 0; i < n; i++) {
+        struct qn_push_item *it = &t->items[i];
+        int seq = seq0 + (int)i;
+        memset(it->frame.message_id, 0, 16);
+        memcpy(it->frame.message_id, &seq, sizeof seq);
+        it->frame.message_id[15] = 0x5a;
+        if (minted)
+            snprintf(t->txn[i], sizeof t->txn[i], "m-%08d", seq);
+        else
+            snprintf(t->txn[i], sizeof t->txn[i], "t%d", seq);
+        it->minted_txn = minted;
+        it->frame.txn = (const uint8_t *)t->txn[i];
+        it->frame.txn_len = strlen(t->txn[i]);
+        /* payload: the decimal seq, padded with spaces (atoi stops there) */
+        int l = snprintf(t->payload[i], sizeof t->payload[i], "%d", seq);
+        memcpy(t->pad[i], t->payload[i], (size_t)l);
+        memset(t->pad[i] + l, ' ', pad > (size_t)l ? pad - (size_t)l : 0);
+        it->frame.payload = t->pad[i];
+        it->frame.payload_len = pad > (size_t)l ? pad : (size_t)l;
+        qn_txn_hash(it->frame.txn, it->frame.txn_len, it->hash);
+        it->queue = queue;
+        it->partition = partition;
+    }
+    return t;
+}
+
+static void submit(struct tjob *t)
+{
+    uint32_t idx[MAX_ITEMS];
+    for (size_t i = 0; i < t->job.nitems; i++)
+        idx[i] = (uint32_t)i;
+    in_submit = true;
+    ck_assert_int_eq(qn_fusion_submit(fusion, &t->job, idx, t->job.nitems), QN_OK);
+    in_submit = false;
+    ck_assert_int_eq(t->done_calls, 0);
+}
+
+/* One pass of the loop: fusion dispatches what is ready. */
+static void turn(void)
+{
+    event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+static void setup_with(int64_t bundle_max, int64_t segment_raw_max)
+{
+    memset(pushes, 0, sizeof pushes);
+    npushes = 0;
+    nlookups = 0;
+    njobs = 0;
+    push_refuse = QN_OK;
+    base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+    ck_assert_int_eq(qn_zctx_new(&test_zctx), QN_OK);
+    /* fusion reads these three settings only (fusion.h) */
+    memset(&cfg, 0, sizeof cfg);
+    cfg.bundle_max = bundle_max;
+    cfg.segment_raw_max = segment_raw_max;
+    cfg.zstd_level = 1;
+    ck_assert_int_eq(qn_fusion_new(base, &cfg, NULL, test_zctx, &fusion), QN_OK);
+}
+
+static void setup(void)
+{
+    setup_with(16, 64 << 20);
+}
+
+static void teardown(void)
+{
+    qn_fusion_free(fusion);
+    for (size_t i = 0; i < njobs; i++) {
+        ck_assert_msg(jobs[i]->done_calls == 1, "job %zu: done() ran %d times", i,
+                      jobs[i]->done_calls);
+        free(jobs[i]);
+    }
+    qn_zctx_free(test_zctx);
+    event_base_free(base);
+}
+
+/* The partition's stored sequence: the frames of every answered QUEUED segment
+ * of that partition, in commit order; checked strictly increasing (arrival
+ * order) with no repeats. */
+static struct {
+    int seq[MAX_ITEMS * 4];
+    size_t n;
+} stored;
+
+static void record_stored(size_t k, const char *partition)
+{
+    const struct fake_push *p = &pushes[k];
+    for (size_t i = 0; i < p->nsegs; i++) {
+        if (strcmp(p->segs[i].partition, partition) != 0)
+            continue;
+        for (uint32_t j = 0; j < p->segs[i].count; j++) {
+            int s = p->segs[i].seq[j];
+            ck_assert_msg(stored.n == 0 || stored.seq[stored.n - 1] < s,
+                          "partition %s: frame %d stored after frame %d (arrival order broken)",
+                          partition, s, stored.seq[stored.n - 1]);
+            stored.seq[stored.n++] = s;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- tests */
+
+START_TEST(one_flush_per_partition_in_flight)
+{
+    setup();
+    struct tjob *a = job_make("q", "p0", 0, 3, false, 0);
+    submit(a);
+    ck_assert_uint_eq(npushes, 0); /* dispatched on the next loop turn, not inside submit */
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    ck_assert_uint_eq(pushes[0].nsegs, 1);
+    ck_assert_uint_eq(pushes[0].segs[0].count, 3);
+
+    /* more for p0 while its flush is in flight: they wait */
+    struct tjob *b = job_make("q", "p0", 3, 2, false, 0);
+    submit(b);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    /* another partition is not held back by p0 */
+    struct tjob *c = job_make("q", "p1", 100, 1, false, 0);
+    submit(c);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_str_eq(pushes[1].segs[0].partition, "p1");
+
+    int64_t bases0[] = {10};
+    answer_queued(0, bases0);
+    ck_assert_int_eq(a->done_calls, 1);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(a->items[i].status, QN_ITEM_QUEUED);
+        ck_assert_int_eq(a->items[i].offset, 10 + i);
+        ck_assert_mem_eq(a->items[i].result_id, a->items[i].frame.message_id, 16);
+    }
+    ck_assert_int_eq(b->done_calls, 0);
+    turn(); /* p0's waiting frames go now, together */
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert_str_eq(pushes[2].segs[0].partition, "p0");
+    ck_assert_uint_eq(pushes[2].segs[0].count, 2);
+    ck_assert_int_eq(pushes[2].segs[0].seq[0], 3);
+    ck_assert_int_eq(pushes[2].segs[0].seq[1], 4);
+    int64_t bases2[] = {13};
+    answer_queued(2, bases2);
+    answer_queued(1, NULL);
+    ck_assert_int_eq(b->items[1].offset, 14);
+    ck_assert_int_eq(c->items[0].status, QN_ITEM_QUEUED);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.committed, 6);
+    ck_assert_uint_eq(fs.segments, 3);
+    ck_assert_uint_eq(fs.flushes, 3);
+    ck_assert_uint_eq(fs.inflight, 0);
+    teardown();
+}
+END_TEST
+
+START_TEST(bundles_bounded_by_bundle_max)
+{
+    setup_with(4, 64 << 20);
+    static const char *parts[] = {"p0", "p1", "p2", "p3", "p4",  "p5",
+                                  "p6", "p7", "p8", "p9", "p10", "p11"};
+    for (int i = 0; i < 10; i++)
+        submit(job_make("q", parts[i], i * 10, 1, false, 0));
+    turn();
+    /* 10 ready partitions: bundles of 4, 4 and 2 */
+    ck_assert_uint_eq(npushes, 3);
+    bool seen[12] = {false};
+    size_t total = 0;
+    for (size_t k = 0; k < npushes; k++) {
+        ck_assert_uint_le(pushes[k].nsegs, 4);
+        for (size_t i = 0; i < pushes[k].nsegs; i++) {
+            int p = atoi(pushes[k].segs[i].partition + 1);
+            ck_assert_msg(!seen[p], "partition p%d in two segments at once", p);
+            seen[p] = true;
+            total++;
+        }
+    }
+    ck_assert_uint_eq(total, 10);
+    /* a fourth bundle may fly, a fifth may not */
+    submit(job_make("q", parts[10], 100, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    submit(job_make("q", parts[11], 110, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.inflight, 4);
+    answer_queued(0, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 5);
+    ck_assert_str_eq(pushes[4].segs[0].partition, "p11");
+    for (size_t k = 1; k < npushes; k++)
+        answer_queued(k, NULL);
+    teardown();
+}
+END_TEST
+
+START_TEST(survivors_stay_ahead_of_later_arrivals)
+{
+    setup();
+    stored.n = 0;
+    struct tjob *a = job_make("q", "p", 0, 5, false, 0);
+    submit(a);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    /* 5 and 6 arrive while the first flush is in flight */
+    struct tjob *b = job_make("q", "p", 5, 2, false, 0);
+    submit(b);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    /* SQL: frames 1 and 3 repeat stored messages; nothing was written */
+    uint32_t dups[] = {1, 3};
+    int64_t orig[] = {40, 41};
+    answer_dups(0, dups, orig, 2);
+    turn();
+    /* the survivors went back to the front: 0, 2, 4 before 5, 6 */
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_uint_eq(pushes[1].segs[0].count, 5);
+    static const int want[] = {0, 2, 4, 5, 6};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pushes[1].segs[0].seq[i], want[i]);
+    int64_t base1[] = {50};
+    record_stored(1, "p");
+    answer_queued(1, base1);
+    ck_assert_int_eq(a->items[0].offset, 50);
+    ck_assert_int_eq(a->items[2].offset, 51);
+    ck_assert_int_eq(a->items[4].offset, 52);
+    ck_assert_int_eq(b->items[0].offset, 53);
+    ck_assert_int_eq(b->items[1].offset, 54);
+    /* the duplicates wait for the originals' ids (one lookup), then resolve */
+    ck_assert_uint_eq(nlookups, 1);
+    ck_assert_uint_eq(lookups[0].n, 2);
+    ck_assert_int_eq(a->done_calls, 0);
+    /* the lookup answers with the original segment: ids come from its frames */
+    struct qn_frame f[2];
+    memset(f, 0, sizeof f);
+    for (int i = 0; i < 2; i++) {
+        memset(f[i].message_id, 0xa0 + i, 16);
+        f[i].txn = (const uint8_t *)(i ? "t3" : "t1");
+        f[i].txn_len = 2;
+        f[i].payload = (const uint8_t *)"x";
+        f[i].payload_len = 1;
+    }
+    struct qn_buf blob = {0};
+    ck_assert_int_eq(qn_segment_pack(test_zctx, f, 2, 1, &blob, NULL), QN_OK);
+    struct qn_segment_row row = {40, 41, 1, blob.data, blob.len};
+    struct qn_segments_result sr = {1, &row};
+    struct qn_store_status ok = {QN_OK, "", ""};
+    lookups[0].cb(lookups[0].ud, &ok, &sr);
+    qn_buf_free(&blob);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(a->items[1].status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(a->items[1].offset, 40);
+    uint8_t id0[16], id1[16];
+    memset(id0, 0xa0, 16);
+    memset(id1, 0xa1, 16);
+    ck_assert_mem_eq(a->items[1].result_id, id0, 16);
+    ck_assert_int_eq(a->items[3].status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(a->items[3].offset, 41);
+    ck_assert_mem_eq(a->items[3].result_id, id1, 16);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.duplicates, 2);
+    ck_assert_uint_eq(fs.committed, 5);
+    teardown();
+}
+END_TEST
+
+/*
+ * A flush takes only what fits a segment (QUEEN_SEGMENT_RAW_MAX / 2); the rest
+ * waits. When that flush comes back with duplicates, its survivors must go
+ * ahead of the frames left behind (which arrived after them) and of everything
+ * that arrived during the flush. Every round, one more frame is a duplicate.
+ */
+START_TEST(survivors_stay_ahead_when_flushes_are_split)
+{
+    setup_with(16, 64 * 1024); /* segments of at most 32 KiB raw: ~30 of these frames */
+    stored.n = 0;
+    submit(job_make("q", "p", 0, 60, false, 1000));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    uint32_t first = pushes[0].segs[0].count;
+    ck_assert_uint_lt(first, 60); /* split */
+    ck_assert_uint_gt(first, 1);
+    int next_seq = 60;
+    size_t dups_total = 0, k = 0;
+    bool dup_seen[200] = {false};
+    while (k < npushes) {
+        /* more arrives during every flush */
+        submit(job_make("q", "p", next_seq, 7, false, 1000));
+        next_seq += 7;
+        turn();
+        ck_assert_uint_eq(npushes, k + 1); /* still one flush in flight */
+        const struct fake_seg *sg = &pushes[k].segs[0];
+        if (k < 6 && sg->count > 2) {
+            /* the second frame repeats a stored message */
+            uint32_t d[] = {1};
+            int64_t o[] = {7};
+            ck_assert(!dup_seen[sg->seq[1]]);
+            dup_seen[sg->seq[1]] = true;
+            dups_total++;
+            answer_dups(k, d, o, 1);
+            /* lookup fails: the duplicate still resolves, with no id */
+            struct qn_store_status down = {QN_EUNAVAILABLE, "", "down"};
+            lookups[nlookups - 1].cb(lookups[nlookups - 1].ud, &down, NULL);
+        } else {
+            record_stored(k, "p");
+            answer_queued(k, NULL);
+        }
+        k++;
+        turn();
+        if (next_seq > 150)
+            break;
+    }
+    /* drain what is left */
+    while (k < npushes) {
+        record_stored(k, "p");
+        answer_queued(k, NULL);
+        k++;
+        turn();
+    }
+    ck_assert_uint_eq(k, npushes);
+    /* everything arrived once: stored in arrival order, or answered DUPLICATE */
+    ck_assert_uint_eq(stored.n + dups_total, (size_t)next_seq);
+    for (size_t i = 0; i < njobs; i++)
+        for (size_t j = 0; j < jobs[i]->job.nitems; j++) {
+            int st = jobs[i]->items[j].status;
+            int seq = atoi(jobs[i]->payload[j]);
+            ck_assert_int_eq(st, dup_seen[seq] ? QN_ITEM_DUPLICATE : QN_ITEM_QUEUED);
+        }
+    teardown();
+}
+END_TEST
+
+START_TEST(layer2_followers_inherit_the_leader)
+{
+    setup();
+    /* two jobs carry the same transaction id into one flush: one frame */
+    struct tjob *a = job_make("q", "p", 0, 2, false, 0);
+    struct tjob *b = job_make("q", "p", 2, 1, false, 0);
+    snprintf(b->txn[0], sizeof b->txn[0], "%s", a->txn[1]);
+    b->items[0].frame.txn_len = strlen(b->txn[0]);
+    qn_txn_hash(b->items[0].frame.txn, b->items[0].frame.txn_len, b->items[0].hash);
+    submit(a);
+    submit(b);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    ck_assert_uint_eq(pushes[0].segs[0].count, 2);
+    int64_t b0[] = {70};
+    answer_queued(0, b0);
+    ck_assert_int_eq(b->done_calls, 1);
+    ck_assert_int_eq(b->items[0].status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(b->items[0].offset, 71);
+    ck_assert_mem_eq(b->items[0].result_id, a->items[1].frame.message_id, 16);
+    teardown();
+}
+END_TEST
+
+START_TEST(failure_fails_every_item_once)
+{
+    setup();
+    struct tjob *a = job_make("q", "p0", 0, 3, false, 0);
+    struct tjob *b = job_make("q", "p1", 10, 2, false, 0);
+    struct tjob *c = job_make("q", "p1", 12, 1, false, 0);
+    submit(a);
+    submit(b);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    ck_assert_uint_eq(pushes[0].nsegs, 2);
+    submit(c); /* arrives while p1's flush is in flight */
+    answer_error(0, QN_EUNAVAILABLE);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(b->done_calls, 1);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(a->items[i].status, QN_ITEM_FAILED);
+        ck_assert_int_eq(a->items[i].err, QN_EUNAVAILABLE);
+    }
+    /* c was waiting, not in the failed bundle: it goes next */
+    ck_assert_int_eq(c->done_calls, 0);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    /* the store refuses at once: the items fail, done() still comes later */
+    push_refuse = QN_EUNAVAILABLE;
+    struct tjob *d = job_make("q", "p2", 20, 2, false, 0);
+    submit(d);
+    turn();
+    ck_assert_int_eq(d->done_calls, 1);
+    ck_assert_int_eq(d->items[0].status, QN_ITEM_FAILED);
+    ck_assert_int_eq(d->items[1].err, QN_EUNAVAILABLE);
+    push_refuse = QN_OK;
+    answer_queued(1, NULL);
+    ck_assert_int_eq(c->items[0].status, QN_ITEM_QUEUED);
+    teardown();
+}
+END_TEST
+
+START_TEST(minted_ids_are_vouched_for)
+{
+    setup();
+    submit(job_make("q", "minted", 0, 3, true, 0));
+    submit(job_make("q", "given", 10, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    for (size_t i = 0; i < pushes[0].nsegs; i++) {
+        const struct fake_seg *s = &pushes[0].segs[i];
+        if (strcmp(s->partition, "minted") == 0)
+            ck_assert_int_eq(s->verified, INT64_MAX); /* nothing stored can match */
+        else
+            ck_assert_int_eq(s->verified, -1); /* no dedup cache: SQL probes */
+    }
+    answer_queued(0, NULL);
+    teardown();
+}
+END_TEST
+
+START_TEST(free_fails_what_waits)
+{
+    setup();
+    struct tjob *a = job_make("q", "p", 0, 4, false, 0);
+    submit(a);
+    /* never dispatched: freeing fusion answers every item */
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    ck_assert_int_eq(a->done_calls, 1);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(a->items[i].status, QN_ITEM_FAILED);
+        ck_assert_int_eq(a->items[i].err, QN_ESHUTDOWN);
+    }
+    teardown();
+}
+END_TEST
+
+Suite *qn_test_fusion_suite(void)
+{
+    Suite *s = suite_create("fusion");
+    TCase *tc = tcase_create("fusion");
+    tcase_add_test(tc, one_flush_per_partition_in_flight);
+    tcase_add_test(tc, bundles_bounded_by_bundle_max);
+    tcase_add_test(tc, survivors_stay_ahead_of_later_arrivals);
+    tcase_add_test(tc, survivors_stay_ahead_when_flushes_are_split);
+    tcase_add_test(tc, layer2_followers_inherit_the_leader);
+    tcase_add_test(tc, failure_fails_every_item_once);
+    tcase_add_test(tc, minted_ids_are_vouched_for);
+    tcase_add_test(tc, free_fails_what_waits);
+    suite_add_tcase(s, tc);
+    return s;
+}

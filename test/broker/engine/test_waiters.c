@@ -1,0 +1,370 @@
+/*
+ * test_waiters.c - suite "waiters": broker/src/engine/waiters.c, the parked pops,
+ * consume streams and fetches of one loop, without a loop or a database.
+ *
+ * Each test parks plain waiters whose wake() records the order it ran in, then
+ * notifies and checks who woke: oldest first, up to per_group "any partition"
+ * waiters per consumer group plus every waiter for exactly the committed
+ * partition, discovery waiters too, the QUEEN_MAX_PARKED_POPS limit, and
+ * waiters unparked, parked again or freed from inside a wake pass.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/waiters.h"
+#include "engine_test.h"
+#include "queen/error.h"
+
+#define MAXW 64
+
+/* A waiter that records its wake-ups; act() runs inside its wake. */
+struct tw {
+    struct qn_waiter w;
+    int id;
+    int woken;
+    void (*act)(struct tw *self);
+};
+
+static struct qn_waiters *ws;
+static struct tw tws[MAXW];
+static int order[MAXW * 4];
+static int norder;
+
+static void on_wake(struct qn_waiter *w)
+{
+    struct tw *t = w->ud;
+    ck_assert_msg(!qn_waiter_parked(w), "woken while still parked");
+    t->woken++;
+    ck_assert_int_lt(norder, MAXW * 4);
+    order[norder++] = t->id;
+    if (t->act)
+        t->act(t);
+}
+
+static void setup(size_t max_parked)
+{
+    ck_assert_int_eq(qn_waiters_new(max_parked, &ws), QN_OK);
+    memset(tws, 0, sizeof tws);
+    for (int i = 0; i < MAXW; i++) {
+        tws[i].id = i;
+        tws[i].w.wake = on_wake;
+        tws[i].w.ud = &tws[i];
+    }
+    norder = 0;
+}
+
+static void teardown(void)
+{
+    qn_waiters_free(ws);
+    ws = NULL;
+}
+
+static void park(int i, const char *queue, const char *group, const char *partition)
+{
+    tws[i].w.partition = partition;
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[i].w, queue, group), QN_OK);
+    ck_assert(qn_waiter_parked(&tws[i].w));
+}
+
+static void assert_order(const int *want, int n)
+{
+    ck_assert_int_eq(norder, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(order[i] == want[i], "wake %d: waiter %d, expected %d", i, order[i], want[i]);
+}
+
+/* ---------------------------------------------------------------- order and counts */
+
+START_TEST(wakes_oldest_first_up_to_per_group)
+{
+    setup(100);
+    for (int i = 0; i < 6; i++)
+        park(i, "q", "g", NULL);
+    qn_waiters_notify(ws, "q", "p", 4);
+    static const int want[] = {0, 1, 2, 3};
+    assert_order(want, 4);
+    ck_assert_uint_eq(qn_waiters_count(ws), 2);
+    for (int i = 0; i < 4; i++)
+        ck_assert(!qn_waiter_parked(&tws[i].w));
+    ck_assert(qn_waiter_parked(&tws[4].w) && qn_waiter_parked(&tws[5].w));
+    /* the next commit wakes the rest, still in order */
+    qn_waiters_notify(ws, "q", NULL, 4);
+    static const int want2[] = {0, 1, 2, 3, 4, 5};
+    assert_order(want2, 6);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+START_TEST(per_group_count_is_per_group)
+{
+    setup(100);
+    /* three groups, three waiters each, interleaved arrival */
+    const char *groups[] = {"a", "b", "c"};
+    for (int i = 0; i < 9; i++)
+        park(i, "q", groups[i % 3], NULL);
+    qn_waiters_notify(ws, "q", "p", 2);
+    ck_assert_int_eq(norder, 6);
+    int per[3] = {0, 0, 0};
+    for (int k = 0; k < norder; k++)
+        per[order[k] % 3]++;
+    for (int g = 0; g < 3; g++)
+        ck_assert_int_eq(per[g], 2);
+    /* within a group, the oldest two */
+    for (int g = 0; g < 3; g++) {
+        ck_assert_int_eq(tws[g].woken, 1);
+        ck_assert_int_eq(tws[g + 3].woken, 1);
+        ck_assert_int_eq(tws[g + 6].woken, 0);
+    }
+    ck_assert_uint_eq(qn_waiters_count(ws), 3);
+    teardown();
+}
+END_TEST
+
+START_TEST(partition_waiters_all_wake_for_their_partition)
+{
+    setup(100);
+    park(0, "q", "g", "p1");
+    park(1, "q", "g", NULL);
+    park(2, "q", "g", "p1");
+    park(3, "q", "g", "p2");
+    park(4, "q", "g", NULL);
+    park(5, "q", "g", "p1");
+    /* per_group 1: one "any" waiter, and every p1 waiter regardless of the count */
+    qn_waiters_notify(ws, "q", "p1", 1);
+    static const int want[] = {0, 1, 2, 5};
+    assert_order(want, 4);
+    ck_assert_int_eq(tws[3].woken, 0);
+    ck_assert_int_eq(tws[4].woken, 0);
+    /* unknown partition (another broker's NOTIFY): partition waiters match too */
+    qn_waiters_notify(ws, "q", NULL, 10);
+    ck_assert_int_eq(tws[3].woken, 1);
+    ck_assert_int_eq(tws[4].woken, 1);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+START_TEST(other_queues_and_discovery)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    park(1, "other", "g", NULL);
+    park(2, NULL, "", NULL); /* discovery: woken by a commit to any queue */
+    park(3, "", "", NULL);
+    park(4, NULL, "", NULL);
+    qn_waiters_notify(ws, "q", "p", 2);
+    static const int want[] = {0, 2, 3};
+    assert_order(want, 3);
+    ck_assert_int_eq(tws[1].woken, 0);
+    ck_assert(qn_waiter_parked(&tws[4].w));
+    /* a queue nobody waits on still wakes discovery waiters */
+    qn_waiters_notify(ws, "nobody", NULL, 2);
+    ck_assert_int_eq(tws[4].woken, 1);
+    ck_assert_int_eq(tws[1].woken, 0);
+    ck_assert_uint_eq(qn_waiters_count(ws), 1);
+    teardown();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the limit */
+
+START_TEST(parked_limit)
+{
+    setup(3);
+    park(0, "q", "g", NULL);
+    park(1, "q", "h", NULL);
+    park(2, NULL, "", NULL);
+    tws[3].w.partition = NULL;
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "q", "g"), QN_EBUSY);
+    ck_assert(!qn_waiter_parked(&tws[3].w));
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "new", "g"), QN_EBUSY);
+    ck_assert_uint_eq(qn_waiters_count(ws), 3);
+    /* parking a parked waiter again is a no-op, even at the limit */
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[0].w, "q", "g"), QN_OK);
+    ck_assert_uint_eq(qn_waiters_count(ws), 3);
+    /* room again once one leaves */
+    qn_waiters_unpark(ws, &tws[1].w);
+    ck_assert_uint_eq(qn_waiters_count(ws), 2);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "q", "g"), QN_OK);
+    ck_assert_uint_eq(qn_waiters_count(ws), 3);
+    /* a woken waiter no longer counts */
+    qn_waiters_notify(ws, "q", NULL, 10);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[1].w, "q", "g"), QN_OK);
+    teardown();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- changes during a pass */
+
+static struct tw *victim;
+
+static void unpark_victim(struct tw *self)
+{
+    (void)self;
+    qn_waiters_unpark(ws, &victim->w);
+}
+
+START_TEST(unparked_during_pass_is_not_called)
+{
+    setup(100);
+    for (int i = 0; i < 4; i++)
+        park(i, "q", "g", NULL);
+    /* waiter 0's wake unparks waiter 2, chosen by the same pass and not yet
+     * called: it must not be called (its owner may have freed it) */
+    victim = &tws[2];
+    tws[0].act = unpark_victim;
+    qn_waiters_notify(ws, "q", NULL, 4);
+    static const int want[] = {0, 1, 3};
+    assert_order(want, 3);
+    ck_assert_int_eq(tws[2].woken, 0);
+    ck_assert(!qn_waiter_parked(&tws[2].w));
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+/* An owner with two waiters that frees both from its first wake (as a fetch
+ * over two entries of one queue does when its read fails at once). */
+struct owner {
+    struct qn_waiter w[2];
+    int calls;
+};
+
+static struct owner *the_owner;
+
+static void owner_wake(struct qn_waiter *w)
+{
+    struct owner *o = w->ud;
+    o->calls++;
+    qn_waiters_unpark(ws, &o->w[0]);
+    qn_waiters_unpark(ws, &o->w[1]);
+    free(o);
+    the_owner = NULL;
+}
+
+START_TEST(owner_freed_during_pass)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    struct owner *o = calloc(1, sizeof *o);
+    ck_assert_ptr_nonnull(o);
+    the_owner = o;
+    for (int k = 0; k < 2; k++) {
+        o->w[k].wake = owner_wake;
+        o->w[k].ud = o;
+        ck_assert_int_eq(qn_waiters_park(ws, &o->w[k], "q", "g"), QN_OK);
+    }
+    park(1, "q", "g", NULL);
+    /* one pass chooses all four; the owner's second waiter is gone when its
+     * turn comes (under ASan a call would be a use after free) */
+    qn_waiters_notify(ws, "q", NULL, 10);
+    ck_assert_ptr_null(the_owner);
+    static const int want[] = {0, 1};
+    assert_order(want, 2);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+static void park_again(struct tw *self)
+{
+    ck_assert_int_eq(qn_waiters_park(ws, &self->w, "q", "g"), QN_OK);
+}
+
+START_TEST(reparked_in_wake_waits_for_the_next_commit)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    park(1, "q", "g", NULL);
+    tws[0].act = park_again;
+    qn_waiters_notify(ws, "q", NULL, 10);
+    static const int want[] = {0, 1};
+    assert_order(want, 2); /* not woken twice by the pass that woke it */
+    ck_assert(qn_waiter_parked(&tws[0].w));
+    ck_assert_uint_eq(qn_waiters_count(ws), 1);
+    qn_waiters_notify(ws, "q", NULL, 10);
+    ck_assert_int_eq(tws[0].woken, 2);
+    ck_assert_int_eq(tws[1].woken, 1);
+    teardown();
+}
+END_TEST
+
+static void notify_inside(struct tw *self)
+{
+    (void)self;
+    /* a commit noticed inside a wake: adds to the running pass */
+    qn_waiters_notify(ws, "r", NULL, 10);
+    ck_assert_int_eq(tws[5].woken, 0); /* not yet: the outer pass calls it */
+}
+
+START_TEST(notify_inside_a_wake_joins_the_pass)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    park(1, "q", "g", NULL);
+    park(5, "r", "g", NULL);
+    tws[0].act = notify_inside;
+    qn_waiters_notify(ws, "q", NULL, 10);
+    static const int want[] = {0, 1, 5};
+    assert_order(want, 3);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+static void park_once_more(struct tw *self)
+{
+    if (self->woken == 1)
+        ck_assert_int_eq(qn_waiters_park(ws, &self->w, "q", "g"), QN_OK);
+}
+
+START_TEST(wake_all_wakes_everyone_once_even_if_they_park_again)
+{
+    setup(100);
+    for (int i = 0; i < 10; i++)
+        park(i, i % 2 ? "q" : "r", i % 3 ? "g" : "h", i == 7 ? "p" : NULL);
+    park(10, NULL, "", NULL);
+    tws[3].act = park_once_more; /* woken again by a later pass */
+    qn_waiters_wake_all(ws);
+    for (int i = 0; i <= 10; i++)
+        ck_assert_int_eq(tws[i].woken, i == 3 ? 2 : 1);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
+START_TEST(free_with_parked_waiters)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    park(1, NULL, "", NULL);
+    qn_waiters_free(ws);
+    ws = NULL;
+    /* the waiters are simply dropped: their owners see them unparked */
+    ck_assert(!qn_waiter_parked(&tws[0].w));
+    ck_assert(!qn_waiter_parked(&tws[1].w));
+}
+END_TEST
+
+Suite *qn_test_waiters_suite(void)
+{
+    Suite *s = suite_create("waiters");
+    TCase *tc = tcase_create("waiters");
+    tcase_add_test(tc, wakes_oldest_first_up_to_per_group);
+    tcase_add_test(tc, per_group_count_is_per_group);
+    tcase_add_test(tc, partition_waiters_all_wake_for_their_partition);
+    tcase_add_test(tc, other_queues_and_discovery);
+    tcase_add_test(tc, parked_limit);
+    tcase_add_test(tc, unparked_during_pass_is_not_called);
+    tcase_add_test(tc, owner_freed_during_pass);
+    tcase_add_test(tc, reparked_in_wake_waits_for_the_next_commit);
+    tcase_add_test(tc, notify_inside_a_wake_joins_the_pass);
+    tcase_add_test(tc, wake_all_wakes_everyone_once_even_if_they_park_again);
+    tcase_add_test(tc, free_with_parked_waiters);
+    suite_add_tcase(s, tc);
+    return s;
+}
