@@ -1,5 +1,5 @@
 /*
- * test_server.c - queen-test-broker: the broker's serving process (health,
+ * queen_test_broker.c - queen-test-broker: the broker's serving process (health,
  * reflection, the transport) plus the test-only queen.test.v1.TestService, for
  * the end-to-end transport tests. Needs no database. Never installed.
  *
@@ -191,8 +191,9 @@ static void stream_produce(qn_call *call)
         if ((int64_t)pending > t->ts->max_pending)
             t->ts->max_pending = (int64_t)pending;
         if (pending >= STREAM_HIGH) {
-            qn_call_on_drain(call, stream_drained);
             free(buf);
+            if (qn_call_on_drain(call, stream_drained) != QN_OK)
+                abort(); /* test binary: out of memory */
             return;
         }
         int rc = reply(call, buf, (size_t)t->size, t->seq++, 0);

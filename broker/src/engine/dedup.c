@@ -1,5 +1,5 @@
 /*
- * dedup.c - the dedup cache (see dedup.h and the dedup seed).
+ * engine/dedup.c - the dedup cache (see dedup.h and the dedup seed).
  *
  * Entry lifecycle (one entry per (queue, partition) this broker pushes to):
  *

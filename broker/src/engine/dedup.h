@@ -1,5 +1,5 @@
 /*
- * dedup.h - private to broker/: the broker's dedup cache (dedup seed).
+ * engine/dedup.h - private to broker/: the broker's dedup cache (dedup seed).
  *
  * Its one output is the p_verified watermark sent with a push: "none of these
  * hashes occurs at or below this offset in the partition's window". -1 means the

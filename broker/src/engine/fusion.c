@@ -1,5 +1,5 @@
 /*
- * fusion.c - per-partition single-flight push batching (see fusion.h).
+ * engine/fusion.c - per-partition single-flight push batching (see fusion.h).
  *
  * Does: keep one slot per (queue, partition) that has frames waiting or a flush
  * in flight; dispatch ready slots in bundles on the next loop turn; pack and

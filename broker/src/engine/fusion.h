@@ -1,5 +1,5 @@
 /*
- * fusion.h - private to broker/: per-partition single-flight push batching.
+ * engine/fusion.h - private to broker/: per-partition single-flight push batching.
  *
  * A push RPC becomes a qn_push_job whose items are routed to the fusion slot of
  * their (queue, partition). A slot with frames and no flush in flight is
@@ -65,8 +65,9 @@ struct qn_push_job {
     struct qn_push_item *items;
     size_t nitems;
     size_t pending; /* items not yet resolved */
-    /* Called once when every item is resolved (possibly before qn_fusion_submit
-     * returns is never the case: always from a later loop callback). */
+    /* Called once, when every item is resolved. Fusion never calls it inside
+     * qn_fusion_submit() (always from a later loop callback); an owner that
+     * resolves items itself may complete the job earlier. */
     void (*done)(struct qn_push_job *job);
     void *ud;
 };

@@ -1,5 +1,5 @@
 /*
- * hring.c - see hring.h.
+ * engine/hring.c - see hring.h.
  *
  * Invariants:
  *   1. Every sealed block holds exactly QN_HRING_BLOCK hashes in ascending

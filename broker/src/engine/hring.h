@@ -1,5 +1,5 @@
 /*
- * hring.h - private to broker/: one partition's in-window transaction-id hashes,
+ * engine/hring.h - private to broker/: one partition's in-window transaction-id hashes,
  * as the dedup seed specifies: a time-ordered ring of immutable sorted blocks
  * (QN_HRING_BLOCK hashes, 64 KiB each) sealed from one arrival-order buffer.
  *

@@ -1,5 +1,5 @@
 /*
- * map.c - see map.h.
+ * engine/map.c - see map.h.
  *
  * Invariants: nbuckets is 0 or a power of two; every node is in the bucket
  * hash & (nbuckets - 1); count is the number of nodes reachable from buckets.

@@ -1,5 +1,5 @@
 /*
- * map.h - private to broker/: an intrusive hash map keyed by byte strings.
+ * engine/map.h - private to broker/: an intrusive hash map keyed by byte strings.
  *
  * The owner embeds a struct qn_map_node and keeps the key bytes alive for as long
  * as the node is in a map (usually in the same allocation). The map never

@@ -1,5 +1,5 @@
 /*
- * waiters.c - see waiters.h.
+ * engine/waiters.c - see waiters.h.
  *
  * Layout: a map from queue name to a queue entry holding one bucket per consumer
  * group (a short list: groups waiting on one queue are few), each bucket a FIFO of

@@ -1,5 +1,5 @@
 /*
- * resp_arena.c - see resp_arena.h. Invariant: used <= size in every chunk; total is the sum
+ * rpc/resp_arena.c - see resp_arena.h. Invariant: used <= size in every chunk; total is the sum
  * of chunk sizes.
  */
 #include <stdint.h>

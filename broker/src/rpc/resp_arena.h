@@ -1,5 +1,5 @@
 /*
- * resp_arena.h - private to broker/: a bump allocator for one response's short-lived
+ * rpc/resp_arena.h - private to broker/: a bump allocator for one response's short-lived
  * allocations (strings and message structs built for serialization), freed at
  * once. Chunks grow geometrically; a single arena is capped (QN_ARENA_MAX) so a
  * runaway response cannot take the process's memory.

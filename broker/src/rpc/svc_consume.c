@@ -274,7 +274,8 @@ static void consume_pump(struct consume_rpc *c)
     if (c->state != CS_STREAMING || c->pop_req != NULL || c->credits == 0 || c->app->shutting_down)
         return;
     if (qn_call_pending_bytes(c->call) > 0) {
-        qn_call_on_drain(c->call, consume_drained);
+        if (qn_call_on_drain(c->call, consume_drained) != QN_OK)
+            consume_end(c, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     if (!qn_waiter_parked(&c->waiter)) {

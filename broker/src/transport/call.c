@@ -2,6 +2,12 @@
  * transport/call.c - the call layer: what a gRPC call is, whatever carries it
  * (implements call.h and call_binding.h).
  *
+ * Why one file of some 860 lines: the call lifecycle below is one state machine
+ * whose transitions (call_end, call_abort, qn__call_closed) serve input, output,
+ * the deadline and the shutdown alike; split, its asserts and the invariants
+ * would be spread over files that each see only part of it. The call set (method
+ * table, counters, stream budget) is the last part and is small.
+ *
  * Does: store and look up request headers, route :path to a registered method,
  * reassemble length-prefixed request messages (cap checked on the prefix),
  * decode them with protobuf-c, hand them to the method, queue response messages,
@@ -815,18 +821,21 @@ static void on_drain_ev(evutil_socket_t fd, short what, void *arg)
     cb(c);
 }
 
-void qn_call_on_drain(qn_call *c, void (*cb)(qn_call *call))
+int qn_call_on_drain(qn_call *c, void (*cb)(qn_call *call))
 {
     c->on_drain = cb;
     if (cb == NULL || c->state != CALL_OPEN)
-        return;
+        return QN_OK;
     if (c->drain_ev == NULL) {
         c->drain_ev = event_new(c->set->base, -1, 0, on_drain_ev, c);
-        if (c->drain_ev == NULL)
-            return; /* the broker aborts on OOM elsewhere; here the wake-up is lost */
+        if (c->drain_ev == NULL) {
+            c->on_drain = NULL;
+            return QN_ENOMEM; /* the caller ends the call: nothing would wake it */
+        }
     }
     if (evbuffer_get_length(c->out) == 0)
         event_active(c->drain_ev, 0, 0);
+    return QN_OK;
 }
 
 void qn_call_set_data(qn_call *c, void *data)

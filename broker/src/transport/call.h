@@ -110,8 +110,10 @@ size_t qn_call_pending_bytes(const qn_call *call);
 /* cb(call) runs once, from the loop (never inside qn_call_send()), when the call's
  * queued bytes have all been handed to the peer (pending drops to 0); when nothing
  * is pending as it is set, it runs on the next loop pass. One callback; NULL clears.
- * It does not run after the call finished or was cancelled. */
-void qn_call_on_drain(qn_call *call, void (*cb)(qn_call *call));
+ * It does not run after the call finished or was cancelled. Returns QN_OK, or
+ * QN_ENOMEM when the callback cannot be scheduled (it will not run: end the
+ * call rather than wait for it). */
+int qn_call_on_drain(qn_call *call, void (*cb)(qn_call *call));
 
 void qn_call_set_data(qn_call *call, void *data);
 void *qn_call_data(const qn_call *call);

@@ -1,10 +1,10 @@
 /*
- * grpc_wire.c - pure parsers and encoders of gRPC over HTTP/2 (see grpc_wire.h).
+ * transport/grpc_wire.c - pure parsers and encoders of gRPC over HTTP/2 (see grpc_wire.h).
  *
  * Does: grpc-timeout, percent-encoding of grpc-message, message reassembly from
  * arbitrary chunks with the size cap checked on the prefix, request header checks.
  * Does not: touch sockets, nghttp2 or protobuf; decide what a status means to a
- * call (grpc.c does).
+ * call (call.c does) or which headers a binding checks when (h2.c does).
  *
  * Invariants:
  *   1. A peer's length field is compared with the reader's max before it sizes

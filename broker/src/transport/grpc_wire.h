@@ -1,5 +1,5 @@
 /*
- * grpc_wire.h - private to broker/: the pure parts of gRPC over HTTP/2
+ * transport/grpc_wire.h - private to broker/: the pure parts of gRPC over HTTP/2
  * (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md): grpc-timeout,
  * grpc-message percent-encoding, the 5-byte message prefix, request header checks.
  *

@@ -1,5 +1,5 @@
 /*
- * health.c - grpc.health.v1.Health: Check and Watch over a table of serving
+ * transport/health.c - grpc.health.v1.Health: Check and Watch over a table of serving
  * states (see health.h).
  *
  * Does: answer Check from the table; keep Watch streams, send the current state at
@@ -112,13 +112,16 @@ static void watcher_update(struct watcher *w)
     serving_status st = status_of(w->h, w->name);
     if ((int)st == w->last_sent)
         return;
+    int rc = QN_OK;
     if (qn_call_pending_bytes(w->call) > WATCH_PENDING_MAX) {
-        qn_call_on_drain(w->call, watcher_drained); /* the newest state goes then */
-        return;
+        rc = qn_call_on_drain(w->call, watcher_drained); /* the newest state goes then */
+        if (rc == QN_OK)
+            return;
+    } else {
+        Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+        resp.status = st;
+        rc = qn_call_send(w->call, &resp.base);
     }
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    resp.status = st;
-    int rc = qn_call_send(w->call, &resp.base);
     if (rc != QN_OK) {
         qn_call *call = w->call;
         qn_call_set_data(call, NULL);

@@ -1,5 +1,5 @@
 /*
- * health.h - private to broker/: the grpc.health.v1.Health service (Check and
+ * transport/health.h - private to broker/: the grpc.health.v1.Health service (Check and
  * Watch) and the serving state it reports.
  *
  * The state is a small table of service names ("" is the broker as a whole), each

@@ -2,6 +2,11 @@
  * transport/net.c - listeners, connections and TLS (see net.h for the
  * connection lifecycle and the handler a protocol gives).
  *
+ * Why one file of some 820 lines: the connection lifecycle is one state machine
+ * driven by socket, TLS, timer and protocol events alike; the listeners and the
+ * SSL_CTX (about 200 lines) are the only parts that stand apart, and they make
+ * nothing but connections in that machine's first state.
+ *
  * Does: accept on the h2c and TLS listeners (evconnlistener), cap the number of
  * connections, run TLS through bufferevent_openssl (TLS 1.2+, ALPN "h2" only,
  * optional client certificates), hand received bytes to the protocol's session

@@ -1,5 +1,5 @@
 /*
- * reflection.c - gRPC server reflection over the embedded descriptor set (see
+ * transport/reflection.c - gRPC server reflection over the embedded descriptor set (see
  * reflection.h).
  *
  * Does: read the FileDescriptorSet once at start with a small protobuf wire

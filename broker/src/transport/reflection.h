@@ -1,5 +1,5 @@
 /*
- * reflection.h - private to broker/: gRPC server reflection (grpc.reflection.v1
+ * transport/reflection.h - private to broker/: gRPC server reflection (grpc.reflection.v1
  * and v1alpha ServerReflectionInfo) over the FileDescriptorSet embedded at build
  * time (qn_descriptor_set, proto/CMakeLists.txt).
  *

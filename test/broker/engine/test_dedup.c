@@ -1,5 +1,5 @@
 /*
- * test_dedup.c - suite "dedup": broker/src/dedup.c, the cache manager, without
+ * test_dedup.c - suite "dedup": broker/src/engine/dedup.c, the cache manager, without
  * a database.
  *
  * The runner is linked with --wrap for the store calls dedup.c makes

@@ -1,5 +1,5 @@
 /*
- * test_hring.c - suite "hring": broker/src/hring.c, one partition's ring of
+ * test_hring.c - suite "hring": broker/src/engine/hring.c, one partition's ring of
  * immutable sorted 4096-hash blocks, its bloom generations and its expiry.
  *
  * What the dedup seed requires of it, one test (or a few) each:

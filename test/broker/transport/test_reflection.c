@@ -1,5 +1,5 @@
 /*
- * test_reflection.c - broker/src/reflection.c's index over the embedded
+ * test_reflection.c - broker/src/transport/reflection.c's index over the embedded
  * FileDescriptorSet: files, symbols of every kind, dependency closure, malformed
  * input. (The RPCs themselves are tested end to end in test/e2e.)
  */
