@@ -133,6 +133,16 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         r.nstarted++;
     }
 
+    /* Before the ports are announced: a SIGTERM sent as soon as the port file
+     * appears is a shutdown, never the default action. */
+    r.sig_term = evsignal_new(r.ctx.base, SIGTERM, on_signal, &r);
+    r.sig_int = evsignal_new(r.ctx.base, SIGINT, on_signal, &r);
+    if (r.sig_term == NULL || r.sig_int == NULL || evsignal_add(r.sig_term, NULL) != 0 ||
+        evsignal_add(r.sig_int, NULL) != 0) {
+        QN_ERROR("cannot install signal handlers");
+        rc = QN_EINTERNAL;
+        goto out;
+    }
     rc = qn_rpc_server_listen(r.ctx.server);
     if (rc != QN_OK)
         goto out;
@@ -145,14 +155,6 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         r.wrote_port_file = true;
     }
 
-    r.sig_term = evsignal_new(r.ctx.base, SIGTERM, on_signal, &r);
-    r.sig_int = evsignal_new(r.ctx.base, SIGINT, on_signal, &r);
-    if (r.sig_term == NULL || r.sig_int == NULL || evsignal_add(r.sig_term, NULL) != 0 ||
-        evsignal_add(r.sig_int, NULL) != 0) {
-        QN_ERROR("cannot install signal handlers");
-        rc = QN_EINTERNAL;
-        goto out;
-    }
     if (event_base_dispatch(r.ctx.base) < 0) {
         QN_ERROR("event loop failed");
         rc = QN_EINTERNAL;

@@ -4,7 +4,7 @@
 set(QN_PB_SCAN_SRC ${PROJECT_SOURCE_DIR}/broker/src/transport/pb_scan.c)
 add_executable(test_pb_scan ${CMAKE_CURRENT_LIST_DIR}/test_pb_scan.c ${QN_PB_SCAN_SRC})
 target_include_directories(test_pb_scan PRIVATE ${PROJECT_SOURCE_DIR}/broker/src/transport)
-target_link_libraries(test_pb_scan PRIVATE qn_proto qn_codec PkgConfig::CHECK)
+target_link_libraries(test_pb_scan PRIVATE qn_proto qn_codec qn_check_main PkgConfig::CHECK)
 qn_add_suite(NAME broker_pb_scan RUNNER test_pb_scan)
 
 if(QN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
