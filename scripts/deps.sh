@@ -26,7 +26,7 @@ PKGS=(
   python3-zstandard python3-xxhash         # independent segment cross-check
   python3-jwt python3-cryptography         # independent JWT cross-check (token_crosscheck.py)
   clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
-  clang-format                             # clang-format-14: broker/ style check (ctest broker_format)
+  clang-format                             # clang-format-14: the style check of every C file (scripts/format.sh, ctest format)
   nghttp2-client                           # h2load for load lines in the README
   chromium chromium-driver                 # the web console's browser suite (playwright-core drives Debian's Chromium)
 )

@@ -50,7 +50,7 @@ static uint64_t rnd(void)
     return x * 0x2545f4914f6cdd1du;
 }
 
-static const char *words[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot",
+static const char *words[] = {"alpha", "bravo", "charlie", "delta",  "echo", "foxtrot",
                               "golf",  "hotel", "india",   "juliet", "kilo", "lima"};
 static const char *currencies[] = {"EUR", "USD", "GBP", "CHF", "JPY"};
 
@@ -60,11 +60,10 @@ static void json_payload(char *out, size_t size)
 {
     char buf[8192];
     size_t n = 0;
-    n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-                          "{\"orderId\":%llu,\"amount\":%llu.%02llu,\"currency\":\"%s\"",
-                          (unsigned long long)(rnd() % 100000000),
-                          (unsigned long long)(rnd() % 100000), (unsigned long long)(rnd() % 100),
-                          currencies[rnd() % 5]);
+    n += (size_t)snprintf(
+        buf + n, sizeof(buf) - n, "{\"orderId\":%llu,\"amount\":%llu.%02llu,\"currency\":\"%s\"",
+        (unsigned long long)(rnd() % 100000000), (unsigned long long)(rnd() % 100000),
+        (unsigned long long)(rnd() % 100), currencies[rnd() % 5]);
     int item = 0;
     for (;;) {
         char field[256];

@@ -116,7 +116,7 @@ struct job {
     struct qn_push_job pj;
     struct qn_push_item items[SEG_MAX];
     char txn[SEG_MAX][48];
-    uint8_t *pay;                /* segment * PAYLOAD bytes, refilled per job */
+    uint8_t *pay; /* segment * PAYLOAD bytes, refilled per job */
     uint32_t idx[SEG_MAX];
     struct bench *b;
     unsigned part;
@@ -136,18 +136,18 @@ struct bench {
     char conninfo[1024];
     char (*pname)[16];
     struct job *jobs;
-    struct e2e_payload_gen gen;  /* JSON order events, every one different */
-    const char *tag;             /* "off" / "on": part of every transaction id */
+    struct e2e_payload_gen gen; /* JSON order events, every one different */
+    const char *tag;            /* "off" / "on": part of every transaction id */
     enum phase phase;
     unsigned busy;
     int64_t measure_from_us, measure_to_us;
     uint64_t msgs, failed, dups;
-    struct lat push_lat;         /* per job */
-    struct lat sql_lat;          /* per qn_store_push call */
+    struct lat push_lat; /* per job */
+    struct lat sql_lat;  /* per qn_store_push call */
     uint64_t calls, segs, vouched, declined;
     struct event *tick;
     int64_t warm_from_us, warm_deadline_us;
-    int64_t ready_us;            /* when every partition vouched (0: not yet) */
+    int64_t ready_us; /* when every partition vouched (0: not yet) */
 };
 
 static struct bench *the_bench; /* for the qn_store_push wrapper */
@@ -195,8 +195,7 @@ static void job_submit(struct bench *b, struct job *j)
     uint64_t now = qn_now_ms();
     for (size_t i = 0; i < k; i++) {
         struct qn_push_item *it = &j->items[i];
-        int n = snprintf(j->txn[i], sizeof j->txn[i], "%s-%u-%" PRIu64, b->tag, j->part,
-                         j->seq++);
+        int n = snprintf(j->txn[i], sizeof j->txn[i], "%s-%u-%" PRIu64, b->tag, j->part, j->seq++);
         it->queue = QUEUE;
         it->partition = b->pname[j->part];
         qn_uuid7_next(&b->app.ids, now, it->frame.message_id);
@@ -414,7 +413,7 @@ static void prefill(struct bench *b)
             /* row k of the partition is created 3000 - 2990 k / rows seconds ago */
             snprintf(s_first, sizeof s_first, "%.6f", 3000.0 - 2990.0 * (double)r0 / (double)rows);
             snprintf(s_step, sizeof s_step, "%.9f", 2990.0 / (double)rows);
-            const char *v[7] = {pid, s_base, s_n, (const char *)hashes, (const char *)blob.data,
+            const char *v[7] = {pid,     s_base, s_n, (const char *)hashes, (const char *)blob.data,
                                 s_first, s_step};
             int l[7] = {0, 0, 0, (int)(nr * 1600), (int)blob.len, 0, 0};
             int f[7] = {0, 0, 0, 1, 1, 0, 0};
@@ -422,10 +421,13 @@ static void prefill(struct bench *b)
                 b->db,
                 "WITH g AS (SELECT i, $2::int8 + i * 100 AS base, now() - make_interval(secs => "
                 "$6::float8 - i * $7::float8) AS at FROM generate_series(0, $3::int4 - 1) i), "
-                "t AS (INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, "
-                "hashes) SELECT $1::uuid, base, base + 99, at, substring($4::bytea FROM i * 1600 + 1 "
+                "t AS (INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, "
+                "created_at, "
+                "hashes) SELECT $1::uuid, base, base + 99, at, substring($4::bytea FROM i * 1600 + "
+                "1 "
                 "FOR 1600) FROM g) "
-                "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, "
+                "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, "
+                "created_at, "
                 "blob) SELECT $1::uuid, base, base + 99, at, $5::bytea FROM g",
                 7, NULL, v, l, f, 0);
             if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -574,8 +576,8 @@ static void print_result(const char *name, const struct result *r)
 {
     printf("  %-4s %10.0f msg/s  push p50 %8.2f ms p99 %8.2f ms  push_v1 call: round trip "
            "mean %8.2f p50 %8.2f p99 %8.2f ms, server %8.2f ms  segs/call %.1f  vouched %5.1f%%",
-           name, r->msgs_s, r->push_p50, r->push_p99, r->sql_mean, r->sql_p50, r->sql_p99,
-           r->fn_ms, r->segs_per_call, 100.0 * r->vouched_share);
+           name, r->msgs_s, r->push_p50, r->push_p99, r->sql_mean, r->sql_p50, r->sql_p99, r->fn_ms,
+           r->segs_per_call, 100.0 * r->vouched_share);
     printf("  failed %" PRIu64 " duplicate %" PRIu64, r->failed, r->dups);
     printf("\n");
     fflush(stdout);
@@ -603,11 +605,13 @@ int main(int argc, char **argv)
     struct bench *b = &bench;
     the_bench = b;
     b->o = (struct opts){4, 1000000, 10.0, 3600, 100, false, NULL};
-    static const struct option lo[] = {
-        {"partitions", required_argument, NULL, 'p'}, {"hashes", required_argument, NULL, 'h'},
-        {"seconds", required_argument, NULL, 's'},    {"window", required_argument, NULL, 'w'},
-        {"segment", required_argument, NULL, 'k'},    {"keep", no_argument, NULL, 'K'},
-        {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {{"partitions", required_argument, NULL, 'p'},
+                                       {"hashes", required_argument, NULL, 'h'},
+                                       {"seconds", required_argument, NULL, 's'},
+                                       {"window", required_argument, NULL, 'w'},
+                                       {"segment", required_argument, NULL, 'k'},
+                                       {"keep", no_argument, NULL, 'K'},
+                                       {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         char *end = NULL;
@@ -697,8 +701,8 @@ int main(int argc, char **argv)
     qn_dedup_config_defaults(&dc, (size_t)b->cfg.dedup_cache_mb << 20);
     if (qn_dedup_new(b->base, b->app.store, &dc, &b->app.dedup) != QN_OK)
         return 1;
-    struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for, qn_dedup_committed,
-                                          b->app.dedup};
+    struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for,
+                                          qn_dedup_committed, b->app.dedup};
     qn_fusion_set_dedup(b->app.fusion, &hooks);
     struct result on = run_phase(b, "on");
     print_result("on", &on);
@@ -743,8 +747,9 @@ int main(int argc, char **argv)
     free(b->sql_lat.v);
     /* Every transaction id is unique, so any item not QUEUED makes the figures void. */
     if (off.failed || off.dups || on.failed || on.dups) {
-        fprintf(stderr, "bench_dedup: INVALID RUN: %" PRIu64 " failed and %" PRIu64
-                        " duplicate items (every item should have been queued)\n",
+        fprintf(stderr,
+                "bench_dedup: INVALID RUN: %" PRIu64 " failed and %" PRIu64
+                " duplicate items (every item should have been queued)\n",
                 off.failed + on.failed, off.dups + on.dups);
         return 1;
     }

@@ -14,10 +14,10 @@
 #define E2E_HIST_BUCKETS ((64 - E2E_HIST_SUB_BITS + 1) << E2E_HIST_SUB_BITS)
 
 struct e2e_hist {
-    uint64_t count;                    /* number of recorded values */
-    uint64_t max;                      /* largest recorded value */
-    uint64_t sum;                      /* sum of recorded values (saturating) */
-    uint64_t b[E2E_HIST_BUCKETS];      /* counts per bucket; sum == count */
+    uint64_t count;               /* number of recorded values */
+    uint64_t max;                 /* largest recorded value */
+    uint64_t sum;                 /* sum of recorded values (saturating) */
+    uint64_t b[E2E_HIST_BUCKETS]; /* counts per bucket; sum == count */
 };
 
 /* Zeroes h. */

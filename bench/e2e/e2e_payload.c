@@ -41,7 +41,7 @@ struct w {
     uint8_t *p;
     size_t cap; /* bytes that may be written */
     size_t len;
-    bool over;  /* a write did not fit; len unchanged by it */
+    bool over; /* a write did not fit; len unchanged by it */
 };
 
 static void put(struct w *w, const char *s, size_t n)
@@ -103,28 +103,28 @@ static void put_hex(struct w *w, uint64_t v, unsigned digits)
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const first_names[] = {
-    "Maria", "Jose", "Wei", "Aiko", "Olga", "Liam", "Noah", "Emma", "Sofia", "Mateo",
-    "Chen", "Fatima", "Yusuf", "Ingrid", "Lars", "Priya", "Arjun", "Zanele", "Kofi", "Ana",
+    "Maria", "Jose",   "Wei",   "Aiko",   "Olga", "Liam",  "Noah",  "Emma",   "Sofia", "Mateo",
+    "Chen",  "Fatima", "Yusuf", "Ingrid", "Lars", "Priya", "Arjun", "Zanele", "Kofi",  "Ana",
 };
 static const char *const last_names[] = {
-    "Rossi", "Garcia", "Zhang", "Sato", "Ivanova", "Smith", "Muller", "Dubois", "Silva",
-    "Kowalski", "Nguyen", "Haddad", "Yilmaz", "Larsen", "Sharma", "Okafor", "Mensah",
-    "Novak", "Costa", "Berg",
+    "Rossi",  "Garcia", "Zhang",    "Sato",   "Ivanova", "Smith",  "Muller",
+    "Dubois", "Silva",  "Kowalski", "Nguyen", "Haddad",  "Yilmaz", "Larsen",
+    "Sharma", "Okafor", "Mensah",   "Novak",  "Costa",   "Berg",
 };
 static const char *const countries[] = {"IT", "ES", "CN", "JP", "RU", "US", "DE", "FR",
                                         "BR", "PL", "VN", "LB", "TR", "NO", "IN", "NG"};
-static const char *const events[] = {"order.created", "order.paid", "order.shipped",
-                                     "order.cancelled", "cart.updated", "user.signup",
+static const char *const events[] = {"order.created",    "order.paid",    "order.shipped",
+                                     "order.cancelled",  "cart.updated",  "user.signup",
                                      "payment.refunded", "invoice.issued"};
 static const char *const currencies[] = {"EUR", "USD", "GBP", "JPY", "BRL", "INR"};
-static const char *const statuses[] = {"pending", "paid", "shipped", "delivered",
-                                       "cancelled", "on_hold"};
-static const char *const tags[] = {"web", "mobile", "promo", "vip", "gift", "express",
-                                   "b2b", "retry", "first", "bulk"};
+static const char *const statuses[] = {"pending",   "paid",      "shipped",
+                                       "delivered", "cancelled", "on_hold"};
+static const char *const tags[] = {"web",     "mobile", "promo", "vip",   "gift",
+                                   "express", "b2b",    "retry", "first", "bulk"};
 static const char *const words[] = {
-    "please", "deliver", "before", "noon", "leave", "at", "the", "door", "call",
-    "on", "arrival", "fragile", "handle", "with", "care", "gift", "wrap", "thanks",
-    "second", "floor", "ring", "bell", "twice", "back", "entrance", "no", "invoice",
+    "please", "deliver", "before",  "noon",   "leave", "at",   "the",      "door", "call",
+    "on",     "arrival", "fragile", "handle", "with",  "care", "gift",     "wrap", "thanks",
+    "second", "floor",   "ring",    "bell",   "twice", "back", "entrance", "no",   "invoice",
 };
 
 static const char *pick(struct e2e_payload_gen *g, const char *const *tab, size_t n)

@@ -30,9 +30,9 @@ enum e2e_payload_kind {
 
 struct e2e_payload_gen {
     enum e2e_payload_kind kind;
-    size_t size;   /* bytes per payload, >= E2E_PAYLOAD_MIN */
-    uint64_t rng;  /* xorshift64 state, never 0 */
-    uint64_t seq;  /* payloads generated so far */
+    size_t size;  /* bytes per payload, >= E2E_PAYLOAD_MIN */
+    uint64_t rng; /* xorshift64 state, never 0 */
+    uint64_t seq; /* payloads generated so far */
 };
 
 /* Prepares a generator; size must be >= E2E_PAYLOAD_MIN. seed may be 0. */

@@ -46,7 +46,7 @@
 #include "store_int.h"
 
 #define BENCH_DB "queen_bench"
-#define POOL_SEGS 8   /* distinct pre-built segments per size */
+#define POOL_SEGS 8 /* distinct pre-built segments per size */
 #define PAYLOAD 256
 
 struct seg {
@@ -58,7 +58,7 @@ struct seg {
 struct part {
     char name[16];
     uint8_t pid[16];
-    int64_t last;      /* last offset known to us (exact: one call per partition) */
+    int64_t last; /* last offset known to us (exact: one call per partition) */
     uint64_t popped;
     bool drained;
 };
@@ -71,7 +71,7 @@ struct run {
     enum mode mode;
     int nparts, bundle;
     uint32_t size;
-    const struct seg *segs;    /* POOL_SEGS of this size */
+    const struct seg *segs; /* POOL_SEGS of this size */
     struct part *parts;
     char queue[64];
     int raw_stmt;
@@ -85,7 +85,7 @@ struct run {
 
 struct group {
     struct run *run;
-    int first;                 /* first partition of the bundle */
+    int first; /* first partition of the bundle */
 };
 
 struct popper {
@@ -110,8 +110,8 @@ static uint64_t next_rand(void)
 /* A 256-byte JSON-like document: fixed keys, varying numbers and words. */
 static void payload(char out[PAYLOAD + 1], uint64_t n)
 {
-    static const char *const events[] = {"page_view", "add_to_cart", "checkout", "login",
-                                         "search", "purchase"};
+    static const char *const events[] = {"page_view", "add_to_cart", "checkout",
+                                         "login",     "search",      "purchase"};
     static const char *const refs[] = {"google", "newsletter", "direct", "partner", "ads"};
     int len = snprintf(out, PAYLOAD + 1,
                        "{\"id\":%" PRIu64 ",\"user\":\"user-%u\",\"event\":\"%s\","
@@ -120,8 +120,7 @@ static void payload(char out[PAYLOAD + 1], uint64_t n)
                        n, (unsigned)(next_rand() % 100000), events[next_rand() % 6],
                        (uint64_t)1700000000000 + n * 7, (unsigned)(next_rand() % 10000),
                        refs[next_rand() % 5], (unsigned)(next_rand() % 500),
-                       (unsigned)(next_rand() % 100), (unsigned)next_rand(),
-                       (unsigned)next_rand());
+                       (unsigned)(next_rand() % 100), (unsigned)next_rand(), (unsigned)next_rand());
     while (len < PAYLOAD - 2)
         out[len++] = "abcdefghijklmnopqrstuvwxyz0123456789"[next_rand() % 36];
     out[len++] = '"';
@@ -132,8 +131,8 @@ static void payload(char out[PAYLOAD + 1], uint64_t n)
 static int make_seg(qn_zctx *z, uint32_t count, uint64_t first, struct seg *s)
 {
     struct qn_frame *f = calloc(count, sizeof *f);
-    char (*txn)[40] = calloc(count, sizeof *txn);
-    char (*pl)[PAYLOAD + 1] = calloc(count, sizeof *pl);
+    char(*txn)[40] = calloc(count, sizeof *txn);
+    char(*pl)[PAYLOAD + 1] = calloc(count, sizeof *pl);
     struct qn_uuid7_gen g;
     int rc = QN_ENOMEM;
     s->hashes = malloc((size_t)count * 16);
@@ -266,9 +265,12 @@ static void push_next(struct group *g)
     for (int i = 0; i < n; i++) {
         const struct seg *s = &R->segs[R->rot++ % POOL_SEGS];
         struct part *p = &R->parts[g->first + i];
-        segs[i] = (struct qn_push_segment){.queue = R->queue, .partition = p->name,
-                                           .count = s->count, .hashes = s->hashes,
-                                           .verified = p->last, .blob = s->blob.data,
+        segs[i] = (struct qn_push_segment){.queue = R->queue,
+                                           .partition = p->name,
+                                           .count = s->count,
+                                           .hashes = s->hashes,
+                                           .verified = p->last,
+                                           .blob = s->blob.data,
                                            .blob_len = s->blob.len};
     }
     int rc = qn_store_push(R->st, segs, (size_t)n, false, NULL, push_done, g, NULL);
@@ -480,10 +482,14 @@ static double run_mode(struct run *R, int seconds)
 static const char *mode_name(enum mode m)
 {
     switch (m) {
-    case M_PUSH: return "push";
-    case M_RAW: return "raw";
-    case M_RAW_TXN: return "raw+txn";
-    case M_POP: return "pop+ack";
+    case M_PUSH:
+        return "push";
+    case M_RAW:
+        return "raw";
+    case M_RAW_TXN:
+        return "raw+txn";
+    case M_POP:
+        return "pop+ack";
     }
     return "?";
 }
@@ -524,15 +530,28 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 's': seconds = (int)strtol(optarg, NULL, 10); break;
-        case 'p': pool = (int)strtol(optarg, NULL, 10); break;
-        case 'd': depth = (int)strtol(optarg, NULL, 10); break;
-        case 'o': only = optarg; break;
-        case 'z': sizes_arg = optarg; break;
-        case 'w': warmup = (int)strtol(optarg, NULL, 10); break;
+        case 's':
+            seconds = (int)strtol(optarg, NULL, 10);
+            break;
+        case 'p':
+            pool = (int)strtol(optarg, NULL, 10);
+            break;
+        case 'd':
+            depth = (int)strtol(optarg, NULL, 10);
+            break;
+        case 'o':
+            only = optarg;
+            break;
+        case 'z':
+            sizes_arg = optarg;
+            break;
+        case 'w':
+            warmup = (int)strtol(optarg, NULL, 10);
+            break;
         default:
-            fprintf(stderr, "usage: %s [--seconds S] [--pool N] [--depth N] [--only "
-                            "push|raw|pop] [--sizes 1,100,1000] [--warmup S] [URL]\n",
+            fprintf(stderr,
+                    "usage: %s [--seconds S] [--pool N] [--depth N] [--only "
+                    "push|raw|pop] [--sizes 1,100,1000] [--warmup S] [URL]\n",
                     argv[0]);
             return 2;
         }
@@ -598,8 +617,8 @@ int main(int argc, char **argv)
 
     qn_zctx *z = NULL;
     qn_zctx_new(&z);
-    printf("bench_storage: pool %d, depth %d, %d s per run, 256-byte JSON payloads, zstd 3\n",
-           pool, depth, seconds);
+    printf("bench_storage: pool %d, depth %d, %d s per run, 256-byte JSON payloads, zstd 3\n", pool,
+           depth, seconds);
 
     static const struct {
         int parts, bundle;
@@ -615,8 +634,8 @@ int main(int argc, char **argv)
             first += size;
             bytes += segs[i].blob.len;
         }
-        printf("-- segments of %u messages: %.0f bytes compressed on average (%.1f B/msg)\n",
-               size, (double)bytes / POOL_SEGS, (double)bytes / POOL_SEGS / size);
+        printf("-- segments of %u messages: %.0f bytes compressed on average (%.1f B/msg)\n", size,
+               (double)bytes / POOL_SEGS, (double)bytes / POOL_SEGS / size);
         if (zi == 0 && warmup > 0) {
             /* a fresh cluster creates (zero-fills) WAL files as it goes; later runs
              * recycle them. Generate WAL first so no measured run pays for that. */

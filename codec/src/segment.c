@@ -282,8 +282,8 @@ int qn_segment_decompress(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, si
     if (!ctx || (!blob && blob_len) || !raw || !raw_len || max_raw == 0)
         return QN_EINVAL;
     size_t len;
-    int rc = decompress_into(ctx->dctx, blob, blob_len, max_raw, &ctx->dec, &ctx->dec_cap, &len,
-                             false);
+    int rc =
+        decompress_into(ctx->dctx, blob, blob_len, max_raw, &ctx->dec, &ctx->dec_cap, &len, false);
     if (rc != QN_OK)
         return rc;
     *raw = len ? ctx->dec : empty;
@@ -291,8 +291,8 @@ int qn_segment_decompress(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, si
     return QN_OK;
 }
 
-int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_len,
-                                size_t max_raw, struct qn_buf *out)
+int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, size_t max_raw,
+                                struct qn_buf *out)
 {
     if (!ctx || (!blob && blob_len) || !out || max_raw == 0)
         return QN_EINVAL;

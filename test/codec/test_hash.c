@@ -31,13 +31,13 @@ static const struct {
     size_t len;
     const char *hex;
 } vectors[] = {
-    {0, "99aa06d3014798d86001c324468d497f"},     {1, "495b62073ef70ca44c5cca45d0f4811f"},
-    {3, "46f66cb93538156515f7093b173d005c"},     {4, "7fefeeffb4d0eab3b987ca5d9241572a"},
-    {8, "803c675a846cc6c256bb836ceb6d4baa"},     {9, "d46556872d230f224376673580310154"},
-    {16, "650fe308c566747df853dd94614dfa07"},    {17, "18217300b5132d5a78c349fe81b2f26c"},
-    {128, "b4f87b99d2db8a511e04fad9f0cacb4d"},   {129, "6881633650cd8924c51bc887976aef63"},
-    {240, "de57aab31e77a2ff93e173833f75ab66"},   {241, "92b991a7192f3f080b3b630948ce4a00"},
-    {1000, "f534f51e82a81d29989765d0ea7a5ecd"},  {65535, "a54918045e13bc35029a95236cd9efcd"},
+    {0, "99aa06d3014798d86001c324468d497f"},    {1, "495b62073ef70ca44c5cca45d0f4811f"},
+    {3, "46f66cb93538156515f7093b173d005c"},    {4, "7fefeeffb4d0eab3b987ca5d9241572a"},
+    {8, "803c675a846cc6c256bb836ceb6d4baa"},    {9, "d46556872d230f224376673580310154"},
+    {16, "650fe308c566747df853dd94614dfa07"},   {17, "18217300b5132d5a78c349fe81b2f26c"},
+    {128, "b4f87b99d2db8a511e04fad9f0cacb4d"},  {129, "6881633650cd8924c51bc887976aef63"},
+    {240, "de57aab31e77a2ff93e173833f75ab66"},  {241, "92b991a7192f3f080b3b630948ce4a00"},
+    {1000, "f534f51e82a81d29989765d0ea7a5ecd"}, {65535, "a54918045e13bc35029a95236cd9efcd"},
 };
 #define NVECTORS (sizeof(vectors) / sizeof(vectors[0]))
 
@@ -63,8 +63,8 @@ START_TEST(xxhsum_vectors)
         uint8_t *in = pattern(vectors[i].len);
         char hex[33];
         hex_of(in, vectors[i].len, hex);
-        ck_assert_msg(strcmp(hex, vectors[i].hex) == 0, "length %zu: %s != %s", vectors[i].len,
-                      hex, vectors[i].hex);
+        ck_assert_msg(strcmp(hex, vectors[i].hex) == 0, "length %zu: %s != %s", vectors[i].len, hex,
+                      vectors[i].hex);
         free(in);
     }
     for (size_t i = 0; i < sizeof(text_vectors) / sizeof(text_vectors[0]); i++) {

@@ -196,7 +196,7 @@ START_TEST(pack_round_trip_small)
 {
     round_trip(1, 0);
     round_trip(2, 3);
-    round_trip(8, 0);   /* every flag combination once */
+    round_trip(8, 0); /* every flag combination once */
     round_trip(1000, 0);
 }
 END_TEST

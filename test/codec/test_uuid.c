@@ -21,15 +21,15 @@ static uint64_t ts_of(const uint8_t u[16])
 static uint64_t counter_of(const uint8_t u[16])
 {
     uint64_t a = ((uint64_t)(u[6] & 0x0f) << 8) | u[7];
-    uint64_t b = ((uint64_t)(u[8] & 0x3f) << 24) | ((uint64_t)u[9] << 16) |
-                 ((uint64_t)u[10] << 8) | u[11];
+    uint64_t b =
+        ((uint64_t)(u[8] & 0x3f) << 24) | ((uint64_t)u[9] << 16) | ((uint64_t)u[10] << 8) | u[11];
     return a << 30 | b;
 }
 
 static void assert_v7(const uint8_t u[16])
 {
-    ck_assert_uint_eq(u[6] >> 4, 7);      /* version */
-    ck_assert_uint_eq(u[8] >> 6, 2);      /* variant 10 */
+    ck_assert_uint_eq(u[6] >> 4, 7); /* version */
+    ck_assert_uint_eq(u[8] >> 6, 2); /* variant 10 */
 }
 
 START_TEST(layout_and_timestamp)
@@ -216,14 +216,14 @@ START_TEST(parse_rejects)
 {
     static const char *bad[] = {
         "",
-        "01020304-0506-0708-090a-0b0c0d0e0f1",    /* 35 */
-        "01020304-0506-0708-090a-0b0c0d0e0f100",  /* 37 */
-        "0102030405060708090a0b0c0d0e0f10",       /* no hyphens */
-        "01020304-0506-0708-090a0-b0c0d0e0f10",   /* hyphen moved */
-        "01020304_0506-0708-090a-0b0c0d0e0f10",   /* wrong separator */
-        "0102030g-0506-0708-090a-0b0c0d0e0f10",   /* not hex */
-        "{1020304-0506-0708-090a-0b0c0d0e0f1}",   /* braces */
-        "01020304-0506-0708-090a-0b0c0d0e0f1 ",   /* trailing space */
+        "01020304-0506-0708-090a-0b0c0d0e0f1",   /* 35 */
+        "01020304-0506-0708-090a-0b0c0d0e0f100", /* 37 */
+        "0102030405060708090a0b0c0d0e0f10",      /* no hyphens */
+        "01020304-0506-0708-090a0-b0c0d0e0f10",  /* hyphen moved */
+        "01020304_0506-0708-090a-0b0c0d0e0f10",  /* wrong separator */
+        "0102030g-0506-0708-090a-0b0c0d0e0f10",  /* not hex */
+        "{1020304-0506-0708-090a-0b0c0d0e0f1}",  /* braces */
+        "01020304-0506-0708-090a-0b0c0d0e0f1 ",  /* trailing space */
         "-1020304-0506-0708-090a-0b0c0d0e0f10",
     };
     uint8_t out[16];

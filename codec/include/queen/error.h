@@ -36,16 +36,17 @@ enum qn_err {
     QN_EFRAME_BODY_OVERRUN = -101,  /* body_len points past the end of the buffer */
     QN_EFRAME_FLAGS = -102,         /* unknown flag bits are set */
     QN_EFRAME_INNER_OVERRUN = -103, /* an inner length points past the end of the body */
-    QN_EFRAME_FIELD_TOO_LONG = -104, /* encode: txn/producer-sub over 65535 bytes, body over 4 GiB */
-    QN_ESEGMENT_CORRUPT = -105,     /* zstd could not decompress the blob */
-    QN_ESEGMENT_TOO_LARGE = -106,   /* decompressed size over the caller's cap */
-    QN_ESEGMENT_COUNT = -107,       /* the segment holds a different number of frames than expected */
-    QN_EUUID_PARSE = -108,          /* text is not a canonical UUID */
-    QN_EENVELOPE_MALFORMED = -109,  /* an encrypted payload is truncated or not an envelope */
+    QN_EFRAME_FIELD_TOO_LONG =
+        -104,                     /* encode: txn/producer-sub over 65535 bytes, body over 4 GiB */
+    QN_ESEGMENT_CORRUPT = -105,   /* zstd could not decompress the blob */
+    QN_ESEGMENT_TOO_LARGE = -106, /* decompressed size over the caller's cap */
+    QN_ESEGMENT_COUNT = -107,     /* the segment holds a different number of frames than expected */
+    QN_EUUID_PARSE = -108,        /* text is not a canonical UUID */
+    QN_EENVELOPE_MALFORMED = -109,   /* an encrypted payload is truncated or not an envelope */
     QN_EENVELOPE_UNKNOWN_KEY = -110, /* the envelope's key id is not in the key ring */
-    QN_EENVELOPE_AUTH = -111,       /* the envelope does not authenticate (tampered, wrong key) */
-    QN_EKEYRING_PARSE = -112,       /* the key ring text is malformed */
-    QN_ECRYPTO = -113,              /* the crypto library or its random generator failed */
+    QN_EENVELOPE_AUTH = -111,        /* the envelope does not authenticate (tampered, wrong key) */
+    QN_EKEYRING_PARSE = -112,        /* the key ring text is malformed */
+    QN_ECRYPTO = -113,               /* the crypto library or its random generator failed */
 
     /* storage */
     QN_EUNAVAILABLE = -200, /* database unreachable or shutting down; retryable */
@@ -75,15 +76,15 @@ enum qn_err {
     QN_EAUTH_NOT_YET_VALID = -406, /* nbf or iat is in the future (beyond the clock skew) */
     QN_EAUTH_ISSUER = -407,        /* iss is not the configured issuer */
     QN_EAUTH_AUDIENCE = -408,      /* aud does not name the configured audience */
-    QN_EAUTH_CLAIM = -409,         /* a required claim is missing or invalid (sub, tenant, scopes) */
-    QN_EAUTH_CERT = -410,          /* the client certificate yields no principal the policy knows */
-    QN_EAUTH_DENIED = -411,        /* authenticated, but the grants do not cover the call */
-    QN_EAUTH_CONFIG = -412,        /* a key, key set or policy file is invalid */
+    QN_EAUTH_CLAIM = -409,  /* a required claim is missing or invalid (sub, tenant, scopes) */
+    QN_EAUTH_CERT = -410,   /* the client certificate yields no principal the policy knows */
+    QN_EAUTH_DENIED = -411, /* authenticated, but the grants do not cover the call */
+    QN_EAUTH_CONFIG = -412, /* a key, key set or policy file is invalid */
 
     /* fatal for a connection */
-    QN_EPROTO = -900,   /* the peer violated HTTP/2 or TLS */
-    QN_ECLOSED = -901,  /* the peer closed the connection */
-    QN_EFLOOD = -902,   /* the peer sends more than it may (flood, window abuse) */
+    QN_EPROTO = -900,  /* the peer violated HTTP/2 or TLS */
+    QN_ECLOSED = -901, /* the peer closed the connection */
+    QN_EFLOOD = -902,  /* the peer sends more than it may (flood, window abuse) */
 };
 
 /* A short lower-case description of err; never NULL (unknown codes map to a

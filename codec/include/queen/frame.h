@@ -29,14 +29,14 @@
 #define QN_FRAME_BODY_MAX 0xFFFFFFFFu
 
 struct qn_frame {
-    uint8_t flags;            /* QN_FRAME_FLAG_* bits; TRACE/PSUB must match presence */
+    uint8_t flags; /* QN_FRAME_FLAG_* bits; TRACE/PSUB must match presence */
     uint8_t message_id[16];
-    uint8_t trace_id[16];     /* meaningful only when flags & QN_FRAME_FLAG_TRACE */
-    const uint8_t *txn;       /* may be NULL when txn_len == 0 */
-    size_t txn_len;           /* <= QN_FRAME_TXN_MAX */
-    const uint8_t *psub;      /* meaningful only when flags & QN_FRAME_FLAG_PSUB */
-    size_t psub_len;          /* <= QN_FRAME_PSUB_MAX */
-    const uint8_t *payload;   /* may be NULL when payload_len == 0 */
+    uint8_t trace_id[16];   /* meaningful only when flags & QN_FRAME_FLAG_TRACE */
+    const uint8_t *txn;     /* may be NULL when txn_len == 0 */
+    size_t txn_len;         /* <= QN_FRAME_TXN_MAX */
+    const uint8_t *psub;    /* meaningful only when flags & QN_FRAME_FLAG_PSUB */
+    size_t psub_len;        /* <= QN_FRAME_PSUB_MAX */
+    const uint8_t *payload; /* may be NULL when payload_len == 0 */
     size_t payload_len;
 };
 

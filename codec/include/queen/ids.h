@@ -29,9 +29,9 @@ void qn_hash_hex(const uint8_t h[QN_HASH_LEN], char out[33]);
 
 /* A UUIDv7 generator. Plain value struct; zero is not valid, use qn_uuid7_init. */
 struct qn_uuid7_gen {
-    uint64_t last_ms;   /* timestamp of the last id issued */
-    uint64_t counter;   /* 42-bit counter of the last id issued */
-    uint64_t rng[4];    /* xoshiro256** state */
+    uint64_t last_ms; /* timestamp of the last id issued */
+    uint64_t counter; /* 42-bit counter of the last id issued */
+    uint64_t rng[4];  /* xoshiro256** state */
 };
 
 /* Seeds g from the operating system's random source. QN_EIO if none is usable. */

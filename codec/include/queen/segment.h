@@ -88,8 +88,8 @@ int qn_segment_decompress(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, si
 
 /* Same, into a caller-owned buffer *out (allocated here, never more than max_raw
  * bytes; free with qn_buf_free). *out is written only on success. */
-int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_len,
-                                size_t max_raw, struct qn_buf *out);
+int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, size_t max_raw,
+                                struct qn_buf *out);
 
 /*
  * Iterates frames of a decompressed segment without copying: each frame borrows
