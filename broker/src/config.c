@@ -73,6 +73,35 @@ const struct qn_config_var qn_config_vars[] = {
      "open Consume and Watch streams at once (RESOURCE_EXHAUSTED past it)"},
     {"QUEEN_SEGMENT_RAW_MAX", QN_CFG_INT, "67108864", 64 * KIB, 1024 * MIB, OFF(segment_raw_max),
      "largest decompressed segment the broker will read (a larger one is corrupt)"},
+    /* ---- hostile clients (netrobust): what a connection may hold, and for how long */
+    {"QUEEN_MAX_CONN_SEND_BYTES", QN_CFG_INT, "33554432", 64 * KIB, 64LL * 1024 * MIB,
+     OFF(max_conn_send_bytes),
+     "response bytes one connection may hold unread; past it reads stop for it and new calls get "
+     "RESOURCE_EXHAUSTED (at least QUEEN_MAX_SEND_BYTES)"},
+    {"QUEEN_MAX_SEND_BUFFER_BYTES", QN_CFG_INT, "268435456", 64 * KIB, 1024LL * 1024 * MIB,
+     OFF(max_send_buffer_bytes),
+     "response bytes all connections together may hold unread (at least "
+     "QUEEN_MAX_CONN_SEND_BYTES)"},
+    {"QUEEN_CONN_SEND_HARD_BYTES", QN_CFG_INT, "67108864", 64 * KIB, 64LL * 1024 * MIB,
+     OFF(conn_send_hard_bytes),
+     "a connection holding this many unread response bytes is closed at once (at least "
+     "QUEEN_MAX_CONN_SEND_BYTES)"},
+    {"QUEEN_CONN_SEND_SOFT_BYTES", QN_CFG_INT, "16777216", 64 * KIB, 64LL * 1024 * MIB,
+     OFF(conn_send_soft_bytes),
+     "a connection holding this many unread response bytes for QUEEN_CONN_SEND_SOFT_MS is closed"},
+    {"QUEEN_CONN_SEND_SOFT_MS", QN_CFG_INT, "30000", 0, 86400000, OFF(conn_send_soft_ms),
+     "how long a connection may stay at or above QUEEN_CONN_SEND_SOFT_BYTES; 0 never closes it"},
+    {"QUEEN_MAX_RECV_BUFFER_BYTES", QN_CFG_INT, "268435456", 1024, 1024LL * 1024 * MIB,
+     OFF(max_recv_buffer_bytes),
+     "bytes of unfinished request messages all connections together may hold (at least "
+     "QUEEN_MAX_RECV_BYTES)"},
+    {"QUEEN_PREFACE_TIMEOUT_MS", QN_CFG_INT, "10000", 100, 600000, OFF(preface_timeout_ms),
+     "a connection must complete the HTTP/2 preface (and its SETTINGS) this soon after it is "
+     "accepted (after the TLS handshake on the TLS port)"},
+    {"QUEEN_TLS_HANDSHAKE_TIMEOUT_MS", QN_CFG_INT, "10000", 100, 600000,
+     OFF(tls_handshake_timeout_ms), "a TLS connection must complete its handshake this soon"},
+    {"QUEEN_MAX_CONNECTIONS_PER_PEER", QN_CFG_INT, "256", 0, 1000000, OFF(max_conns_per_peer),
+     "open connections from one client IP address; more are refused (0: no cap)"},
     {"QUEEN_V2_ZSTD_LEVEL", QN_CFG_INT, "3", 1, 19, OFF(zstd_level),
      "zstd compression level of segments"},
     {"QUEEN_V2_BUNDLE_MAX", QN_CFG_INT, "16", 1, 256, OFF(bundle_max),
@@ -205,6 +234,33 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         snprintf(err, errcap,
                  "QUEEN_MAX_CONN_RECV_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
                  (long long)cfg->max_conn_recv_bytes, (long long)cfg->max_recv_bytes);
+        return QN_EINVAL;
+    }
+    /* hostile clients (netrobust) */
+    if (cfg->max_conn_send_bytes < cfg->max_send_bytes) {
+        snprintf(err, errcap,
+                 "QUEEN_MAX_CONN_SEND_BYTES (%lld) must be at least QUEEN_MAX_SEND_BYTES (%lld)",
+                 (long long)cfg->max_conn_send_bytes, (long long)cfg->max_send_bytes);
+        return QN_EINVAL;
+    }
+    if (cfg->max_send_buffer_bytes < cfg->max_conn_send_bytes) {
+        snprintf(err, errcap,
+                 "QUEEN_MAX_SEND_BUFFER_BYTES (%lld) must be at least QUEEN_MAX_CONN_SEND_BYTES "
+                 "(%lld)",
+                 (long long)cfg->max_send_buffer_bytes, (long long)cfg->max_conn_send_bytes);
+        return QN_EINVAL;
+    }
+    if (cfg->conn_send_hard_bytes < cfg->max_conn_send_bytes) {
+        snprintf(err, errcap,
+                 "QUEEN_CONN_SEND_HARD_BYTES (%lld) must be at least QUEEN_MAX_CONN_SEND_BYTES "
+                 "(%lld)",
+                 (long long)cfg->conn_send_hard_bytes, (long long)cfg->max_conn_send_bytes);
+        return QN_EINVAL;
+    }
+    if (cfg->max_recv_buffer_bytes < cfg->max_recv_bytes) {
+        snprintf(err, errcap,
+                 "QUEEN_MAX_RECV_BUFFER_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
+                 (long long)cfg->max_recv_buffer_bytes, (long long)cfg->max_recv_bytes);
         return QN_EINVAL;
     }
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {

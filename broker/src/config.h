@@ -44,6 +44,16 @@ struct qn_config {
     int64_t max_parked_pops;     /* QUEEN_MAX_PARKED_POPS */
     int64_t max_streams;         /* QUEEN_MAX_STREAMS (open Consume/Watch streams) */
     int64_t segment_raw_max;     /* QUEEN_SEGMENT_RAW_MAX (decompression cap) */
+    /* hostile clients (netrobust): connection and memory limits, config.c's block */
+    int64_t max_conn_send_bytes; /* QUEEN_MAX_CONN_SEND_BYTES (unread responses, per connection) */
+    int64_t max_send_buffer_bytes; /* QUEEN_MAX_SEND_BUFFER_BYTES (unread responses, broker-wide) */
+    int64_t conn_send_hard_bytes;  /* QUEEN_CONN_SEND_HARD_BYTES (close at once) */
+    int64_t conn_send_soft_bytes;  /* QUEEN_CONN_SEND_SOFT_BYTES (close after soft_ms above) */
+    int64_t conn_send_soft_ms;     /* QUEEN_CONN_SEND_SOFT_MS (0 = never) */
+    int64_t max_recv_buffer_bytes; /* QUEEN_MAX_RECV_BUFFER_BYTES (unfinished requests, broker) */
+    int64_t preface_timeout_ms;    /* QUEEN_PREFACE_TIMEOUT_MS */
+    int64_t tls_handshake_timeout_ms; /* QUEEN_TLS_HANDSHAKE_TIMEOUT_MS */
+    int64_t max_conns_per_peer;       /* QUEEN_MAX_CONNECTIONS_PER_PEER (0 = no cap) */
     /* push path */
     int64_t zstd_level;      /* QUEEN_V2_ZSTD_LEVEL */
     int64_t bundle_max;      /* QUEEN_V2_BUNDLE_MAX */

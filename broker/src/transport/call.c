@@ -2,15 +2,20 @@
  * transport/call.c - the call layer: what a gRPC call is, whatever carries it
  * (implements call.h and call_binding.h).
  *
- * Why one file of some 860 lines: the call lifecycle below is one state machine
- * whose transitions (call_end, call_abort, qn__call_closed) serve input, output,
- * the deadline and the shutdown alike; split, its asserts and the invariants
- * would be spread over files that each see only part of it. The call set (method
- * table, counters, stream budget) is the last part and is small.
+ * Why one file of some 1,100 lines: the call lifecycle below is one state
+ * machine whose transitions (call_end, call_abort, qn__call_closed) serve input,
+ * output, the budgets, the deadline and the shutdown alike; split, its asserts
+ * and the invariants would be spread over files that each see only part of it.
+ * The call set (method table, counters, stream budget) is the last part and is
+ * small.
  *
  * Does: store and look up request headers, route :path to a registered method,
  * reassemble length-prefixed request messages (cap checked on the prefix),
- * decode them with protobuf-c, hand them to the method, queue response messages,
+ * pre-scan them (pb_scan.h: a string with a NUL byte or invalid UTF-8 is
+ * INVALID_ARGUMENT naming the field, never truncated by protobuf-c), decode them
+ * with protobuf-c, hand them to the method, queue response messages, keep the
+ * outbound budget (queued and reserved response bytes per connection and over
+ * the broker; calls waiting for room),
  * keep the final status for the trailers, enforce grpc-timeout deadlines, end
  * calls on shutdown, count calls and statuses, keep the stream budget.
  * Unary and server-streaming methods get their one request message at the end
@@ -38,11 +43,18 @@
  *     more in flight than the windows. Bytes of a message still incomplete are
  *     granted as they are stored in its buffer, which the declared length
  *     (checked against QUEEN_MAX_RECV_BYTES on the prefix) bounds; per connection
- *     the partial messages together are bounded by QUEEN_MAX_CONN_RECV_BYTES.
+ *     the partial messages together are bounded by QUEEN_MAX_CONN_RECV_BYTES,
+ *     over the broker by QUEEN_MAX_RECV_BUFFER_BYTES.
  *   - outbound: qn_call_send() appends to the call's queue (hard cap,
  *     max_pending) and tells the binding (respond / resume); the binding takes
  *     bytes as its peer's windows admit. Services watch qn_call_pending_bytes()
  *     and wait for qn_call_on_drain().
+ *   - outbound budget (call.h): queued plus reserved bytes per connection
+ *     (QUEEN_MAX_CONN_SEND_BYTES) and over the broker
+ *     (QUEEN_MAX_SEND_BUFFER_BYTES). Producers reserve before they read
+ *     (qn_call_reserve) and wait for room (qn_call_on_budget); a call starting
+ *     on a connection at its budget is refused. Closing a connection that stays
+ *     over its limits is net.c's (it asks the binding for the backlog).
  *
  * Invariants:
  *   1. A call is freed only in the reap pass, after the binding reported its
@@ -55,6 +67,11 @@
  *      QN_CALL_MAX_HEADERS fields), one partial request message per call
  *      (QUEEN_MAX_RECV_BYTES), queued response bytes per call (max_pending).
  *   5. No op of the binding runs for a CLOSED call.
+ *   6. cc->queued, cc->reserved, cc->inbound and the set's totals are the sums of
+ *      their calls' out_accounted, reserved and accounted; a CLOSED call counts
+ *      nowhere (its output is dropped, its reservation released).
+ *   7. A call waits for budget (on the set's list) only while OPEN with a
+ *      callback set.
  */
 #include <assert.h>
 #include <stdarg.h>
@@ -71,6 +88,7 @@
 #include "queen/store.h"
 #include "transport/call_binding.h"
 #include "transport/grpc_wire.h"
+#include "transport/pb_scan.h"
 
 #define MAX_STATUS_MSG 1024 /* raw bytes of a grpc-message we send */
 #define MIN_PENDING_CAP (16u << 20)
@@ -107,7 +125,7 @@ struct qn_call {
     bool hdr_overflow; /* more than the limits: rejected */
     /* inbound */
     struct qn_grpc_reader reader;
-    uint32_t accounted;     /* reader bytes counted in cc->inbound */
+    uint32_t accounted;     /* reader bytes counted in cc->inbound and set->inbound */
     ProtobufCMessage *held; /* unary / server-streaming: request awaiting the end */
     bool remote_closed;
     /* outbound */
@@ -118,6 +136,13 @@ struct qn_call {
     enum qn_grpc_code status;
     char status_code[12]; /* status as decimal text */
     char *status_msg;     /* percent-encoded grpc-message, NULL for none */
+    size_t out_accounted; /* bytes of out counted in cc->queued and set->queued */
+    size_t reserved;      /* counted in cc->reserved and set->reserved */
+    /* waiting for budget (invariant 7) */
+    bool budget_waiting;
+    size_t budget_min;
+    void (*on_budget)(qn_call *call);
+    qn_call *bw_prev, *bw_next; /* in set->bw_head.. */
     void (*on_drain)(qn_call *call);
     struct event *drain_ev; /* made on first qn_call_on_drain() */
     int64_t deadline_ms;    /* 0 = none */
@@ -134,7 +159,16 @@ struct qn_calls {
     struct event_base *base;
     qn_rpc_server *owner;
     size_t max_recv, max_send, max_pending;
-    size_t max_conn_recv; /* QUEEN_MAX_CONN_RECV_BYTES */
+    size_t max_conn_recv;       /* QUEEN_MAX_CONN_RECV_BYTES */
+    size_t max_recv_buffer;     /* QUEEN_MAX_RECV_BUFFER_BYTES */
+    size_t max_conn_send;       /* QUEEN_MAX_CONN_SEND_BYTES */
+    size_t max_send_buffer;     /* QUEEN_MAX_SEND_BUFFER_BYTES */
+    size_t inbound;             /* every connection's cc->inbound */
+    size_t queued;              /* every connection's cc->queued */
+    size_t reserved;            /* every connection's cc->reserved */
+    qn_call *bw_head, *bw_tail; /* calls waiting for budget, oldest first */
+    size_t nbw;
+    struct event *budget_ev; /* wakes budget waiters after room was freed */
     uint64_t max_stream_slots, stream_slots;
     struct method_table *tables;
     size_t ntables;
@@ -194,16 +228,119 @@ static void live_unlink(struct qn_calls *set, qn_call *c)
 
 /* ---------------------------------------------------------------- lifetime */
 
-/* Keeps cc->inbound equal to the bytes its calls' readers hold. */
+/* Keeps cc->inbound and set->inbound equal to the bytes the readers hold. */
 static void reader_account(qn_call *c)
 {
+    size_t now = c->cc != NULL ? c->reader.cap : 0;
     if (c->cc != NULL)
-        c->cc->inbound = c->cc->inbound - c->accounted + c->reader.cap;
-    c->accounted = c->cc != NULL ? c->reader.cap : 0;
+        c->cc->inbound = c->cc->inbound - c->accounted + now;
+    c->set->inbound = c->set->inbound - c->accounted + now;
+    c->accounted = (uint32_t)now;
+}
+
+/* ---------------------------------------------------------------- the outbound budget */
+
+static size_t room(size_t cap, size_t used)
+{
+    return used >= cap ? 0 : cap - used;
+}
+
+/* Bytes the call could reserve now (both budgets). */
+static size_t budget_room(const qn_call *c)
+{
+    const struct qn_calls *set = c->set;
+    size_t conn = room(set->max_conn_send, c->cc->queued + c->cc->reserved);
+    size_t broker = room(set->max_send_buffer, set->queued + set->reserved);
+    return conn < broker ? conn : broker;
+}
+
+static void budget_freed(struct qn_calls *set)
+{
+    if (set->bw_head != NULL)
+        event_active(set->budget_ev, 0, 0); /* no-op when already active */
+}
+
+/* Keeps cc->queued and set->queued equal to the bytes the calls' out hold. */
+static void out_account(qn_call *c)
+{
+    size_t now = c->cc != NULL ? evbuffer_get_length(c->out) : 0;
+    if (now == c->out_accounted)
+        return;
+    if (c->cc != NULL)
+        c->cc->queued = c->cc->queued - c->out_accounted + now;
+    c->set->queued = c->set->queued - c->out_accounted + now;
+    if (now < c->out_accounted)
+        budget_freed(c->set);
+    c->out_accounted = now;
+}
+
+static void bw_unlink(qn_call *c)
+{
+    struct qn_calls *set = c->set;
+    if (!c->budget_waiting)
+        return;
+    if (c->bw_prev)
+        c->bw_prev->bw_next = c->bw_next;
+    else
+        set->bw_head = c->bw_next;
+    if (c->bw_next)
+        c->bw_next->bw_prev = c->bw_prev;
+    else
+        set->bw_tail = c->bw_prev;
+    c->bw_prev = c->bw_next = NULL;
+    c->budget_waiting = false;
+    set->nbw--;
+}
+
+static void bw_append(qn_call *c)
+{
+    struct qn_calls *set = c->set;
+    assert(!c->budget_waiting);
+    c->bw_next = NULL;
+    c->bw_prev = set->bw_tail;
+    if (set->bw_tail)
+        set->bw_tail->bw_next = c;
+    else
+        set->bw_head = c;
+    set->bw_tail = c;
+    c->budget_waiting = true;
+    set->nbw++;
+}
+
+static void release_reservation(qn_call *c)
+{
+    if (c->reserved == 0)
+        return;
+    assert(c->cc != NULL);
+    c->cc->reserved -= c->reserved;
+    c->set->reserved -= c->reserved;
+    c->reserved = 0;
+    budget_freed(c->set);
+}
+
+/* Room was freed: wake, in order, the waiters that can now reserve their min.
+ * Each waiter of the list as it was is looked at once; one that still cannot
+ * goes back to the end. */
+static void on_budget_ev(evutil_socket_t fd, short what, void *arg)
+{
+    struct qn_calls *set = arg;
+    for (size_t n = set->nbw; n > 0 && set->bw_head != NULL; n--) {
+        qn_call *c = set->bw_head;
+        bw_unlink(c);
+        assert(c->state == CALL_OPEN && c->on_budget != NULL);
+        if (budget_room(c) < c->budget_min) {
+            bw_append(c);
+            continue;
+        }
+        void (*cb)(qn_call *) = c->on_budget;
+        c->on_budget = NULL;
+        cb(c);
+    }
 }
 
 static void call_free(qn_call *c)
 {
+    assert(!c->budget_waiting && c->reserved == 0 && c->out_accounted == 0);
     if (c->deadline_ev)
         event_free(c->deadline_ev);
     if (c->drain_ev)
@@ -237,6 +374,9 @@ static void call_drop_input(qn_call *c)
     if (c->drain_ev)
         event_del(c->drain_ev);
     c->on_drain = NULL;
+    bw_unlink(c);
+    c->on_budget = NULL;
+    release_reservation(c);
     if (c->held) {
         protobuf_c_message_free_unpacked(c->held, NULL);
         c->held = NULL;
@@ -245,13 +385,24 @@ static void call_drop_input(qn_call *c)
     reader_account(c);
 }
 
+/* The call leaves HEADERS (any way): it becomes work of its connection. */
+static void leave_headers(qn_call *c)
+{
+    if (c->state == CALL_HEADERS && c->cc != NULL)
+        c->cc->nheaders--;
+}
+
 void qn__call_closed(qn_call *c)
 {
     enum call_state prev = c->state;
     assert(prev != CALL_CLOSED);
     struct qn_calls *set = c->set;
+    leave_headers(c);
     c->state = CALL_CLOSED;
     call_drop_input(c);
+    /* nothing can take its output any more: drop it now (invariant 6) */
+    evbuffer_drain(c->out, evbuffer_get_length(c->out));
+    out_account(c);
     if (prev != CALL_FINISHED)
         set->status_count[QN_GRPC_CANCELLED]++;
     if (c->cc != NULL) {
@@ -300,6 +451,7 @@ qn_call *qn__call_new(struct qn_calls *set, struct qn_call_conn *cc, const struc
     qn_grpc_reader_init(&c->reader, set->max_recv);
     call_push(&cc->calls, c);
     cc->ncalls++;
+    cc->nheaders++;
     live_push(set, c);
     set->calls_started++;
     set->calls_open++;
@@ -328,6 +480,7 @@ static void call_end(qn_call *c, int http_status, enum qn_grpc_code code, const 
 {
     assert(c->state == CALL_HEADERS || c->state == CALL_RECEIVING || c->state == CALL_OPEN);
     struct qn_calls *set = c->set;
+    leave_headers(c);
     c->state = CALL_FINISHED;
     call_drop_input(c);
     if ((unsigned)code > QN_GRPC_UNAUTHENTICATED)
@@ -364,6 +517,7 @@ static void call_abort(qn_call *c, enum qn_grpc_code code, const char *msg, int 
      * back behind a slow reader: dropped, so the trailers (not flow-controlled) go
      * next. (On shutdown a send pass runs first, so what can go does.) */
     evbuffer_drain(c->out, evbuffer_get_length(c->out));
+    out_account(c);
     call_end(c, 200, code, msg, false);
     if (owned && c->method->on_cancel)
         c->method->on_cancel(c, reason);
@@ -376,6 +530,7 @@ size_t qn__call_take_output(qn_call *c, uint8_t *buf, size_t cap)
     if (n == 0)
         return 0;
     int got = evbuffer_remove(c->out, buf, n);
+    out_account(c);
     if (got < 0)
         return 0;
     if (evbuffer_get_length(c->out) == 0 && c->on_drain != NULL && c->drain_ev != NULL)
@@ -497,6 +652,28 @@ void qn__call_start(qn_call *c, int64_t timeout_ms)
         call_end(c, 200, QN_GRPC_UNAVAILABLE, "the server is shutting down", false);
         return;
     }
+    /* A client that does not read what it asked for gets no new work started
+     * (call.h, the outbound budget); over the broker's budget only connections
+     * holding unread bytes themselves are refused. */
+    struct qn_call_conn *cc = c->cc;
+    if (cc->queued + cc->reserved >= set->max_conn_send ||
+        (set->queued + set->reserved >= set->max_send_buffer && cc->queued > 0)) {
+        char msg[300];
+        if (cc->queued + cc->reserved >= set->max_conn_send)
+            snprintf(msg, sizeof msg,
+                     "the connection holds %zu bytes of responses its client has not read "
+                     "(QUEEN_MAX_CONN_SEND_BYTES is %zu): read them before starting new calls",
+                     cc->queued + cc->reserved, set->max_conn_send);
+        else
+            snprintf(msg, sizeof msg,
+                     "the broker holds %zu bytes of responses its clients have not read "
+                     "(QUEEN_MAX_SEND_BUFFER_BYTES is %zu) and this connection %zu of them: "
+                     "read them before starting new calls",
+                     set->queued + set->reserved, set->max_send_buffer, cc->queued);
+        call_end(c, 200, QN_GRPC_RESOURCE_EXHAUSTED, msg, false);
+        return;
+    }
+    leave_headers(c);
     c->state = CALL_RECEIVING;
     qn_grpc_reader_init(&c->reader, set->max_recv);
     if (timeout_ms >= 0) {
@@ -522,8 +699,16 @@ static void call_message(qn_call *c, struct qn_grpc_msg *m)
         call_abort(c, QN_GRPC_INTERNAL, "compressed message without grpc-encoding", QN_EBADREQUEST);
         return;
     }
-    ProtobufCMessage *pm =
-        protobuf_c_message_unpack(c->method->request, NULL, m->len, m->body ? m->body : empty);
+    const uint8_t *body = m->body ? m->body : empty;
+    /* protobuf-c would hand a string with a NUL over truncated, and takes
+     * invalid UTF-8: both are refused here, naming the field (pb_scan.h) */
+    char why[256];
+    if (qn_pb_scan(body, m->len, c->method->request, why, sizeof why) != QN_OK) {
+        free(m->body);
+        call_abort(c, QN_GRPC_INVALID_ARGUMENT, why, QN_EBADREQUEST);
+        return;
+    }
+    ProtobufCMessage *pm = protobuf_c_message_unpack(c->method->request, NULL, m->len, body);
     free(m->body);
     if (pm == NULL) {
         call_abort(c, QN_GRPC_INVALID_ARGUMENT, "cannot decode request", QN_EBADREQUEST);
@@ -560,6 +745,14 @@ void qn__call_data(qn_call *c, const uint8_t *data, size_t len)
             snprintf(msg, sizeof msg,
                      "the connection holds more than %zu bytes of unfinished requests",
                      c->set->max_conn_recv);
+            call_abort(c, QN_GRPC_RESOURCE_EXHAUSTED, msg, QN_EBADREQUEST);
+        } else if (rc == QN_OK && !ready && c->set->inbound > c->set->max_recv_buffer) {
+            /* the same over every connection together */
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "the broker holds more than %zu bytes of unfinished requests "
+                     "(QUEEN_MAX_RECV_BUFFER_BYTES)",
+                     c->set->max_recv_buffer);
             call_abort(c, QN_GRPC_RESOURCE_EXHAUSTED, msg, QN_EBADREQUEST);
         } else if (rc == QN_ELIMIT) {
             char msg[160];
@@ -622,13 +815,19 @@ int qn__calls_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_s
     set->owner = owner;
     set->max_recv = (size_t)cfg->max_recv_bytes;
     set->max_conn_recv = (size_t)cfg->max_conn_recv_bytes;
+    set->max_recv_buffer = (size_t)cfg->max_recv_buffer_bytes;
+    set->max_conn_send = (size_t)cfg->max_conn_send_bytes;
+    set->max_send_buffer = (size_t)cfg->max_send_buffer_bytes;
     set->max_send = (size_t)cfg->max_send_bytes;
     set->max_pending = PENDING_FACTOR * set->max_send;
     if (set->max_pending < MIN_PENDING_CAP)
         set->max_pending = MIN_PENDING_CAP;
     set->max_stream_slots = (uint64_t)cfg->max_streams;
     set->reap_ev = event_new(base, -1, 0, on_reap_ev, set);
-    if (set->reap_ev == NULL) {
+    set->budget_ev = event_new(base, -1, 0, on_budget_ev, set);
+    if (set->reap_ev == NULL || set->budget_ev == NULL) {
+        if (set->reap_ev)
+            event_free(set->reap_ev);
         free(set);
         return QN_ENOMEM;
     }
@@ -642,7 +841,9 @@ void qn__calls_free(struct qn_calls *set)
         return;
     assert(set->live == NULL);
     on_reap(-1, 0, set);
+    assert(set->bw_head == NULL && set->queued == 0 && set->reserved == 0 && set->inbound == 0);
     event_free(set->reap_ev);
+    event_free(set->budget_ev);
     free(set->tables);
     free(set);
 }
@@ -778,6 +979,7 @@ int qn_call_send(qn_call *c, const ProtobufCMessage *msg)
         free(buf);
         return packed != size ? QN_EINTERNAL : QN_ENOMEM;
     }
+    out_account(c);
     c->nsent++;
     if (!c->headers_sent) {
         if (c->ops->respond(c) != QN_OK)
@@ -836,6 +1038,66 @@ int qn_call_on_drain(qn_call *c, void (*cb)(qn_call *call))
     if (evbuffer_get_length(c->out) == 0)
         event_active(c->drain_ev, 0, 0);
     return QN_OK;
+}
+
+int qn_call_reserve(qn_call *c, size_t min, size_t want, size_t *granted, char *why, size_t cap)
+{
+    if (c == NULL || c->state != CALL_OPEN || c->cc == NULL || !c->ops->alive(c))
+        return QN_ECLOSED;
+    if (want < min)
+        want = min;
+    release_reservation(c);
+    struct qn_calls *set = c->set;
+    struct qn_call_conn *cc = c->cc;
+    size_t conn = room(set->max_conn_send, cc->queued + cc->reserved);
+    size_t broker = room(set->max_send_buffer, set->queued + set->reserved);
+    size_t avail = conn < broker ? conn : broker;
+    if (avail < min) {
+        if (cap > 0 && conn < min)
+            snprintf(why, cap,
+                     "the connection holds %zu bytes of responses its client has not read "
+                     "(QUEEN_MAX_CONN_SEND_BYTES is %zu)",
+                     cc->queued + cc->reserved, set->max_conn_send);
+        else if (cap > 0)
+            snprintf(why, cap,
+                     "the broker holds %zu bytes of responses its clients have not read "
+                     "(QUEEN_MAX_SEND_BUFFER_BYTES is %zu)",
+                     set->queued + set->reserved, set->max_send_buffer);
+        return QN_EBUSY;
+    }
+    size_t g = want < avail ? want : avail;
+    c->reserved = g;
+    cc->reserved += g;
+    set->reserved += g;
+    *granted = g;
+    return QN_OK;
+}
+
+void qn_call_unreserve(qn_call *c)
+{
+    if (c != NULL && c->state != CALL_CLOSED)
+        release_reservation(c);
+}
+
+int qn_call_on_budget(qn_call *c, size_t min, void (*cb)(qn_call *call))
+{
+    bw_unlink(c);
+    c->on_budget = NULL;
+    if (cb == NULL)
+        return QN_OK;
+    if (c->state != CALL_OPEN || c->cc == NULL)
+        return QN_ECLOSED;
+    c->budget_min = min;
+    c->on_budget = cb;
+    bw_append(c);
+    if (budget_room(c) >= min)
+        event_active(c->set->budget_ev, 0, 0); /* never inside the caller */
+    return QN_OK;
+}
+
+size_t qn__call_conn_active(const struct qn_call_conn *cc)
+{
+    return cc->ncalls - cc->nheaders;
 }
 
 void qn_call_set_data(qn_call *c, void *data)

@@ -115,6 +115,36 @@ size_t qn_call_pending_bytes(const qn_call *call);
  * call rather than wait for it). */
 int qn_call_on_drain(qn_call *call, void (*cb)(qn_call *call));
 
+/*
+ * The outbound budget. What a connection's calls queued and its client has not
+ * read, plus what producers on it reserved for responses they are about to
+ * build, stays under QUEEN_MAX_CONN_SEND_BYTES per connection and
+ * QUEEN_MAX_SEND_BUFFER_BYTES over the broker. A service that produces large
+ * responses (Fetch, Pop, Consume) reserves before it starts a database read
+ * and sizes the read to what it was granted, so a client that does not read
+ * stops the reads for it, not the broker's memory. New calls on a connection
+ * at its budget are refused by the transport (RESOURCE_EXHAUSTED).
+ *
+ * qn_call_reserve() reserves between min and want bytes (min <= want) for the
+ * call's next response: *granted is as much of want as both budgets have room
+ * for. It replaces a reservation the call held. The reservation lasts until
+ * qn_call_unreserve(), qn_call_finish() or the end of the call (a response
+ * queued with qn_call_send() counts as queued bytes on its own; the producer
+ * unreserves once it sent what it reserved for). Returns QN_OK; QN_EBUSY when
+ * less than min is free (nothing reserved; why[0..cap) says which limit, for
+ * the client); QN_ECLOSED when the call can no longer send. why may be NULL
+ * when cap is 0.
+ */
+int qn_call_reserve(qn_call *call, size_t min, size_t want, size_t *granted, char *why, size_t cap);
+void qn_call_unreserve(qn_call *call);
+
+/* cb(call) runs once, from the loop, when at least min bytes of budget may be
+ * reserved for the call (after a qn_call_reserve() that returned QN_EBUSY):
+ * producing resumes as clients drain. Waiters are woken in the order they
+ * waited. One callback; a later call replaces it, NULL clears. It does not run
+ * after the call finished or was cancelled. QN_OK, or QN_ECLOSED. */
+int qn_call_on_budget(qn_call *call, size_t min, void (*cb)(qn_call *call));
+
 void qn_call_set_data(qn_call *call, void *data);
 void *qn_call_data(const qn_call *call);
 

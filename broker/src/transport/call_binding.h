@@ -49,8 +49,9 @@ struct qn_config;
  * calls not yet freed. */
 struct qn_calls;
 
-/* Limits from cfg (max_recv_bytes, max_conn_recv_bytes, max_send_bytes,
- * max_streams); owner is what qn_call_server() answers. QN_OK or QN_ENOMEM. */
+/* Limits from cfg (max_recv_bytes, max_conn_recv_bytes, max_recv_buffer_bytes,
+ * max_send_bytes, max_conn_send_bytes, max_send_buffer_bytes, max_streams);
+ * owner is what qn_call_server() answers. QN_OK or QN_ENOMEM. */
 int qn__calls_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_server *owner,
                   struct qn_calls **out);
 /* Frees the calls already closed; every connection must have been closed first
@@ -100,8 +101,15 @@ struct qn_call_ops {
 struct qn_call_conn {
     qn_call *calls; /* not closed */
     size_t ncalls;
-    size_t inbound; /* bytes held by its calls' partly received messages */
+    size_t nheaders; /* of ncalls, those still in HEADERS (not yet work: see active) */
+    size_t inbound;  /* bytes held by its calls' partly received messages */
+    size_t queued;   /* response bytes its calls queued and the binding has not taken */
+    size_t reserved; /* response bytes its producers reserved (qn_call_reserve) */
 };
+
+/* Calls of the connection past their request headers: its work in progress (a
+ * connection with none is idle, whatever else it receives). */
+size_t qn__call_conn_active(const struct qn_call_conn *cc);
 
 /* A request stream began: a call in HEADERS. link and stream_id are the
  * binding's (qn__call_link, qn__call_stream_id). NULL when out of memory. */
@@ -126,13 +134,15 @@ bool qn__call_in_headers(const qn_call *c);
 void qn__call_reject(qn_call *c, int http_status, enum qn_grpc_code code, const char *msg,
                      bool accept_encoding);
 /* Headers accepted: route :path (unknown -> UNIMPLEMENTED), refuse a streaming
- * call during shutdown, arm the deadline (timeout_ms < 0: none). Only in
- * HEADERS. */
+ * call during shutdown, refuse any call on a connection over its outbound
+ * budget (RESOURCE_EXHAUSTED, see qn_call_reserve), arm the deadline
+ * (timeout_ms < 0: none). Only in HEADERS. */
 void qn__call_start(qn_call *c, int64_t timeout_ms);
 
-/* Request body bytes: framed messages are decoded and handed to the method as
- * they complete (limits: QUEEN_MAX_RECV_BYTES per message,
- * QUEEN_MAX_CONN_RECV_BYTES per connection). Ignored unless the call is
+/* Request body bytes: framed messages are checked (the pre-scan, pb_scan.h),
+ * decoded and handed to the method as they complete (limits:
+ * QUEEN_MAX_RECV_BYTES per message, QUEEN_MAX_CONN_RECV_BYTES per connection,
+ * QUEEN_MAX_RECV_BUFFER_BYTES over the broker). Ignored unless the call is
  * receiving. The binding grants the bytes' window after this returns. */
 void qn__call_data(qn_call *c, const uint8_t *data, size_t len);
 /* The client ended its side of the stream. */

@@ -218,12 +218,27 @@ static void headers_done(qn_call *c)
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
     struct h2_session *s = ud;
-    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-        qn__net_ping_acked(s->conn);
+    switch (frame->hd.type) {
+    case NGHTTP2_SETTINGS:
+        /* the client preface is the magic then SETTINGS (nghttp2 refuses any
+         * other first frame): it is complete with the first one */
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+            qn__net_conn_greeted(s->conn);
         return 0;
+    case NGHTTP2_PING:
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK)
+            qn__net_ping_acked(s->conn);
+        return 0; /* never progress: a PING-only connection is idle */
+    case NGHTTP2_RST_STREAM:
+        qn__net_conn_progress(s->conn);
+        return 0;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA:
+        qn__net_conn_progress(s->conn);
+        break;
+    default:
+        return 0; /* WINDOW_UPDATE, PRIORITY, GOAWAY, unknown: not work */
     }
-    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
-        return 0;
     qn_call *c = stream_call(ng, frame->hd.stream_id);
     if (c == NULL)
         return 0;
@@ -247,6 +262,9 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t stream_id, 
 
 static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t error_code, void *ud)
 {
+    struct h2_session *s = ud;
+    if (!s->closing)
+        qn__net_conn_progress(s->conn); /* the idle time counts from the last call's end */
     qn_call *c = stream_call(ng, stream_id);
     if (c != NULL && !qn__call_is_closed(c))
         qn__call_closed(c);
@@ -335,7 +353,13 @@ static bool h_done(void *session)
 static size_t h_active(void *session)
 {
     const struct h2_session *s = session;
-    return s->cc.ncalls;
+    return qn__call_conn_active(&s->cc); /* a stream still in HEADERS is not work */
+}
+
+static size_t h_backlog(void *session)
+{
+    const struct h2_session *s = session;
+    return s->cc.queued;
 }
 
 static int h_ping(void *session)
@@ -373,6 +397,7 @@ void qn__h2_handler(struct qn_h2 *h, struct qn_net_handler *out)
     out->send = h_send;
     out->done = h_done;
     out->active = h_active;
+    out->backlog = h_backlog;
     out->ping = h_ping;
     out->goaway = h_goaway;
     out->close = h_close;
@@ -398,6 +423,11 @@ int qn__h2_new(struct qn_calls *calls, uint32_t max_streams, struct qn_h2 **out)
     /* Window updates are ours: bytes are granted back once the call layer has
      * handled them. */
     nghttp2_option_set_no_auto_window_update(h->opt, 1);
+    /* PING and SETTINGS floods: past this many ACKs the peer has not read,
+     * nghttp2 fails the session (NGHTTP2_ERR_FLOODED -> QN_EFLOOD), so a peer
+     * that sends PINGs and never reads costs at most this many queued ACKs
+     * (nghttp2's default, made explicit). */
+    nghttp2_option_set_max_outbound_ack(h->opt, 1000);
     *out = h;
     return QN_OK;
 }

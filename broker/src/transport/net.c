@@ -2,15 +2,22 @@
  * transport/net.c - listeners, connections and TLS (see net.h for the
  * connection lifecycle and the handler a protocol gives).
  *
- * Why one file of some 820 lines: the connection lifecycle is one state machine
- * driven by socket, TLS, timer and protocol events alike; the listeners and the
- * SSL_CTX (about 200 lines) are the only parts that stand apart, and they make
- * nothing but connections in that machine's first state.
+ * Why one file of some 1,000 lines: the connection lifecycle is one state
+ * machine driven by socket, TLS, timer and protocol events alike; the listeners,
+ * the per-peer counts and the SSL_CTX (about 300 lines) are the only parts that
+ * stand apart, and they make nothing but connections in that machine's first
+ * state.
  *
  * Does: accept on the h2c and TLS listeners (evconnlistener), cap the number of
- * connections, run TLS through bufferevent_openssl (TLS 1.2+, ALPN "h2" only,
- * optional client certificates), hand received bytes to the protocol's session
- * and write what it produces, close idle connections, ask for keepalive pings on
+ * connections overall and per peer address, run TLS through bufferevent_openssl
+ * (TLS 1.2+, ALPN "h2" only, optional client certificates) within a handshake
+ * deadline, hold the protocol's opening (the HTTP/2 preface) to a deadline, hand
+ * received bytes to the protocol's session and write what it produces, close
+ * idle connections (idle: no work in progress and no progress - complete frames
+ * of work, as the protocol reports them - for QUEEN_IDLE_TIMEOUT_MS; bytes alone
+ * and PINGs do not count), close connections whose unread output stays over
+ * the output limits (as Redis's client output-buffer limits: a hard limit closes
+ * at once, a soft limit after a time above it), ask for keepalive pings on
  * connections with work in progress (two unanswered -> close), say goodbye and
  * drain on shutdown, tear a connection down when its session reports a
  * connection-fatal error (qn_err_is_fatal) once the goodbye is written.
@@ -30,9 +37,14 @@
  *      runs for it; a DEAD connection is never read, written or submitted to.
  *   2. The bufferevent output of a connection holds at most OUT_HIGH plus one
  *      mem_send chunk.
- *   3. Live connections (not DEAD) never exceed QUEEN_MAX_CONNECTIONS.
+ *   3. Live connections (not DEAD) never exceed QUEEN_MAX_CONNECTIONS, nor, from
+ *      one peer address, QUEEN_MAX_CONNECTIONS_PER_PEER (when set); a peer entry
+ *      exists exactly while it has a live connection.
  *   4. Only "h2" is ever negotiated on the TLS listener; a handshake without it is
  *      refused.
+ *   5. Every live connection has a timer armed: handshake deadline, preface
+ *      deadline, idle, or flush, by state; a connection never waits on its peer
+ *      without one.
  */
 #include <assert.h>
 #include <errno.h>
@@ -61,8 +73,8 @@
 
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
-#define HANDSHAKE_TIMEOUT_MS 10000
 #define FLUSH_TIMEOUT_MS 2000
+#define MAX_PEER_BUCKETS 65536
 #define ACCEPT_RETRY_MS 200
 #define LISTEN_BACKLOG 1024
 
@@ -86,6 +98,18 @@ struct listener {
     int port; /* bound port, -1 when none */
 };
 
+/* Live connections of one peer address (QUEEN_MAX_CONNECTIONS_PER_PEER). */
+struct peer_key {
+    uint8_t len; /* 4 (IPv4, also IPv4-mapped IPv6) or 16 */
+    uint8_t addr[16];
+};
+
+struct peer {
+    struct peer_key key;
+    uint32_t n; /* live connections, >= 1 */
+    struct peer *next;
+};
+
 struct qn_conn {
     qn_net *net;
     const struct qn_net_handler *h; /* its listener's protocol */
@@ -99,7 +123,11 @@ struct qn_conn {
     bool ping_outstanding;   /* a keepalive PING is waiting for its ACK */
     int pings_unanswered;    /* consecutive periods without an ACK */
     bool read_paused;        /* reading stopped because output is backed up */
-    int64_t last_active_ms;  /* last time bytes arrived */
+    bool greeted;            /* the protocol's opening arrived (qn__net_conn_greeted) */
+    int64_t last_active_ms;  /* last progress (qn__net_conn_progress) */
+    struct event *stall_ev;  /* output soft limit: armed while over_soft */
+    bool over_soft;          /* unread output at or above QUEEN_CONN_SEND_SOFT_BYTES */
+    struct peer *peer_entry; /* its peer's count; NULL without a per-peer cap */
     char peer[64];           /* "addr:port" for logs */
     qn_conn *prev, *next;    /* in net->live or net->dead */
 };
@@ -114,13 +142,25 @@ struct qn_net {
     size_t max_connections;
     int64_t idle_ms;
     int64_t keepalive_ms;
+    int64_t handshake_ms; /* QUEEN_TLS_HANDSHAKE_TIMEOUT_MS */
+    int64_t preface_ms;   /* QUEEN_PREFACE_TIMEOUT_MS */
+    size_t send_hard;     /* QUEEN_CONN_SEND_HARD_BYTES */
+    size_t send_soft;     /* QUEEN_CONN_SEND_SOFT_BYTES */
+    int64_t send_soft_ms; /* QUEEN_CONN_SEND_SOFT_MS; 0 = no soft limit */
+    size_t max_per_peer;  /* QUEEN_MAX_CONNECTIONS_PER_PEER; 0 = no cap */
+    struct peer **peers;  /* buckets; NULL without a per-peer cap */
+    size_t npeer_buckets; /* a power of two */
     struct listener plain, secure;
     qn_conn *live; /* not DEAD */
     size_t nlive;
     qn_conn *dead; /* DEAD, waiting for reap */
     size_t ndead;
     struct event *reap_ev;
-    uint64_t refused; /* connections refused over the cap (for rate-limited logs) */
+    /* for rate-limited logs */
+    uint64_t refused;       /* refused over QUEEN_MAX_CONNECTIONS */
+    uint64_t refused_peer;  /* refused over QUEEN_MAX_CONNECTIONS_PER_PEER */
+    uint64_t closed_slow;   /* closed by the handshake or preface deadline */
+    uint64_t closed_output; /* closed by the output limits */
     struct qn_net_stats stats;
 };
 
@@ -165,6 +205,87 @@ static void list_unlink(qn_conn **head, qn_conn *c)
     c->prev = c->next = NULL;
 }
 
+/* First ten, then every thousandth: a flood of bad peers cannot flood the log. */
+static bool log_due(uint64_t *count)
+{
+    uint64_t k = (*count)++;
+    return k < 10 || k % 1000 == 0;
+}
+
+/* ---------------------------------------------------------------- peers */
+
+static bool peer_key_of(const struct sockaddr *sa, struct peer_key *k)
+{
+    memset(k, 0, sizeof *k);
+    if (sa->sa_family == AF_INET) {
+        k->len = 4;
+        memcpy(k->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            k->len = 4;
+            memcpy(k->addr, a->s6_addr + 12, 4);
+        } else {
+            k->len = 16;
+            memcpy(k->addr, a->s6_addr, 16);
+        }
+        return true;
+    }
+    return false;
+}
+
+static struct peer **peer_slot(qn_net *n, const struct peer_key *k)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    h = (h ^ k->len) * 16777619u;
+    for (uint8_t i = 0; i < k->len; i++)
+        h = (h ^ k->addr[i]) * 16777619u;
+    struct peer **pp = &n->peers[h & (n->npeer_buckets - 1)];
+    while (*pp != NULL && ((*pp)->key.len != k->len || memcmp((*pp)->key.addr, k->addr, k->len)))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Live connections from the peer of k. */
+static uint32_t peer_count(qn_net *n, const struct peer_key *k)
+{
+    struct peer *p = *peer_slot(n, k);
+    return p != NULL ? p->n : 0;
+}
+
+/* Counts c as a connection of its peer. QN_OK or QN_ENOMEM. */
+static int peer_acquire(qn_net *n, qn_conn *c, const struct peer_key *k)
+{
+    struct peer **pp = peer_slot(n, k);
+    if (*pp == NULL) {
+        struct peer *p = calloc(1, sizeof *p);
+        if (p == NULL)
+            return QN_ENOMEM;
+        p->key = *k;
+        *pp = p;
+    }
+    (*pp)->n++;
+    c->peer_entry = *pp;
+    return QN_OK;
+}
+
+static void peer_release(qn_net *n, qn_conn *c)
+{
+    struct peer *p = c->peer_entry;
+    if (p == NULL)
+        return;
+    c->peer_entry = NULL;
+    assert(p->n > 0);
+    if (--p->n > 0)
+        return;
+    struct peer **pp = peer_slot(n, &p->key);
+    assert(*pp == p);
+    *pp = p->next;
+    free(p);
+}
+
 /* ---------------------------------------------------------------- closing */
 
 /* Marks c DEAD and queues it for the reap pass (closing is a request). */
@@ -178,7 +299,9 @@ static void conn_kill(qn_conn *c, const char *why)
     event_del(c->timer_ev);
     event_del(c->ping_ev);
     event_del(c->flush_ev);
+    event_del(c->stall_ev);
     qn_net *n = c->net;
+    peer_release(n, c);
     list_unlink(&n->live, c);
     n->nlive--;
     list_push(&n->dead, c);
@@ -215,6 +338,9 @@ static void conn_free(qn_conn *c)
         event_free(c->timer_ev);
     if (c->ping_ev)
         event_free(c->ping_ev);
+    if (c->stall_ev)
+        event_free(c->stall_ev);
+    assert(c->peer_entry == NULL);
     free(c);
 }
 
@@ -235,6 +361,62 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---------------------------------------------------------------- I/O */
+
+/* Output the peer has not taken: the socket buffer's and the session's. */
+static size_t conn_backlog(qn_conn *c)
+{
+    size_t b = evbuffer_get_length(bufferevent_get_output(c->bev));
+    if (c->session != NULL && c->h->backlog != NULL)
+        b += c->h->backlog(c->session);
+    return b;
+}
+
+/* The output limits: at the hard limit the connection closes now; at the soft
+ * limit the stall timer runs, and closes it unless the backlog falls below the
+ * limit first. Returns false when c was closed. */
+static bool conn_check_output(qn_conn *c)
+{
+    qn_net *n = c->net;
+    size_t b = conn_backlog(c);
+    if (b >= n->send_hard) {
+        if (log_due(&n->closed_output))
+            QN_WARN("closing connection: %zu response bytes unread, over "
+                    "QUEEN_CONN_SEND_HARD_BYTES (%zu) peer=%s",
+                    b, n->send_hard, c->peer);
+        conn_kill(c, "output over the hard limit");
+        return false;
+    }
+    if (n->send_soft_ms > 0 && b >= n->send_soft) {
+        if (!c->over_soft) {
+            c->over_soft = true;
+            arm(c->stall_ev, n->send_soft_ms);
+        }
+    } else if (c->over_soft) {
+        c->over_soft = false;
+        event_del(c->stall_ev);
+    }
+    return true;
+}
+
+/* The backlog stayed at or above the soft limit for QUEEN_CONN_SEND_SOFT_MS
+ * (had it fallen below, conn_check_output would have disarmed this). */
+static void on_stall(evutil_socket_t fd, short what, void *arg)
+{
+    qn_conn *c = arg;
+    if (c->state != CONN_OPEN && c->state != CONN_DRAINING)
+        return;
+    size_t b = conn_backlog(c);
+    qn_net *n = c->net;
+    if (b < n->send_soft) {
+        c->over_soft = false;
+        return;
+    }
+    if (log_due(&n->closed_output))
+        QN_WARN("closing connection: %zu response bytes unread, at or over "
+                "QUEEN_CONN_SEND_SOFT_BYTES (%zu) for %lld ms peer=%s",
+                b, n->send_soft, (long long)n->send_soft_ms, c->peer);
+    conn_kill(c, "output over the soft limit for too long");
+}
 
 /* Writes what the session has for the peer, within OUT_HIGH, and decides whether
  * the connection is finished. */
@@ -271,6 +453,8 @@ static void conn_flush(qn_conn *c)
         bufferevent_enable(c->bev, EV_READ);
         c->read_paused = false;
     }
+    if (!conn_check_output(c))
+        return;
     if (c->h->done(c->session))
         conn_begin_flush(c);
 }
@@ -295,7 +479,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     }
-    c->last_active_ms = now_ms();
+    /* bytes alone are not progress (slowloris): the session reports frames */
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_contiguous_space(in);
         const uint8_t *p = evbuffer_pullup(in, (ssize_t)len);
@@ -341,6 +525,20 @@ void qn__net_ping_acked(qn_conn *c)
     c->pings_unanswered = 0;
 }
 
+void qn__net_conn_greeted(qn_conn *c)
+{
+    if (c->greeted || (c->state != CONN_OPEN && c->state != CONN_DRAINING))
+        return;
+    c->greeted = true;
+    c->last_active_ms = now_ms();
+    arm(c->timer_ev, c->net->idle_ms); /* the preface deadline is over */
+}
+
+void qn__net_conn_progress(qn_conn *c)
+{
+    c->last_active_ms = now_ms();
+}
+
 static int conn_start_session(qn_conn *c)
 {
     qn_net *n = c->net;
@@ -352,7 +550,7 @@ static int conn_start_session(qn_conn *c)
     c->session = session;
     c->state = CONN_OPEN;
     c->last_active_ms = now_ms();
-    arm(c->timer_ev, n->idle_ms);
+    arm(c->timer_ev, n->preface_ms); /* until qn__net_conn_greeted */
     struct timeval ka = tv_ms(n->keepalive_ms);
     event_add(c->ping_ev, &ka);
     return QN_OK;
@@ -411,12 +609,18 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         conn_kill(c, "peer closed");
 }
 
-/* Handshake timeout, idle timeout and flush timeout, by state. */
+/* Handshake deadline, preface deadline, idle timeout and flush timeout, by
+ * state. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     qn_conn *c = arg;
+    qn_net *n = c->net;
     switch (c->state) {
     case CONN_HANDSHAKE:
+        if (log_due(&n->closed_slow))
+            QN_INFO("closing connection: no tls handshake within "
+                    "QUEEN_TLS_HANDSHAKE_TIMEOUT_MS (%lld ms) peer=%s",
+                    (long long)n->handshake_ms, c->peer);
         conn_kill(c, "tls handshake timed out");
         return;
     case CONN_FLUSHING:
@@ -424,7 +628,15 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     case CONN_OPEN:
     case CONN_DRAINING: {
-        int64_t idle = c->net->idle_ms;
+        if (!c->greeted) {
+            if (log_due(&n->closed_slow))
+                QN_INFO("closing connection: no http/2 preface within "
+                        "QUEEN_PREFACE_TIMEOUT_MS (%lld ms) peer=%s",
+                        (long long)n->preface_ms, c->peer);
+            conn_kill(c, "no preface in time");
+            return;
+        }
+        int64_t idle = n->idle_ms;
         if (c->h->active(c->session) > 0) {
             arm(c->timer_ev, idle);
             return;
@@ -490,6 +702,18 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
         evutil_closesocket(fd);
         return;
     }
+    struct peer_key key;
+    bool capped = n->peers != NULL && peer_key_of(sa, &key);
+    if (capped && peer_count(n, &key) >= n->max_per_peer) {
+        if (log_due(&n->refused_peer)) {
+            char who[64];
+            peer_name(sa, (socklen_t)salen, who, sizeof who);
+            QN_WARN("connection refused: QUEEN_MAX_CONNECTIONS_PER_PEER (%zu) reached peer=%s",
+                    n->max_per_peer, who);
+        }
+        evutil_closesocket(fd);
+        return;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
@@ -521,7 +745,9 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     c->flush_ev = event_new(n->base, -1, 0, on_flush_ev, c);
     c->timer_ev = evtimer_new(n->base, on_timer, c);
     c->ping_ev = event_new(n->base, -1, EV_PERSIST, on_ping, c);
-    if (c->bev == NULL || c->flush_ev == NULL || c->timer_ev == NULL || c->ping_ev == NULL) {
+    c->stall_ev = evtimer_new(n->base, on_stall, c);
+    if (c->bev == NULL || c->flush_ev == NULL || c->timer_ev == NULL || c->ping_ev == NULL ||
+        c->stall_ev == NULL || (capped && peer_acquire(n, c, &key) != QN_OK)) {
         if (c->bev == NULL)
             evutil_closesocket(fd);
         conn_free(c);
@@ -534,7 +760,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     n->stats.connections_accepted++;
     if (li->tls) {
         c->state = CONN_HANDSHAKE;
-        arm(c->timer_ev, HANDSHAKE_TIMEOUT_MS < n->idle_ms ? HANDSHAKE_TIMEOUT_MS : n->idle_ms);
+        arm(c->timer_ev, n->handshake_ms);
     } else {
         c->state = CONN_HANDSHAKE; /* no handshake; becomes OPEN just below */
         int rc = conn_start_session(c);
@@ -653,6 +879,12 @@ int qn__net_new(struct event_base *base, const struct qn_config *cfg,
     n->max_connections = (size_t)cfg->max_connections;
     n->idle_ms = cfg->idle_timeout_ms;
     n->keepalive_ms = cfg->keepalive_ms;
+    n->handshake_ms = cfg->tls_handshake_timeout_ms;
+    n->preface_ms = cfg->preface_timeout_ms;
+    n->send_hard = (size_t)cfg->conn_send_hard_bytes;
+    n->send_soft = (size_t)cfg->conn_send_soft_bytes;
+    n->send_soft_ms = cfg->conn_send_soft_ms;
+    n->max_per_peer = (size_t)cfg->max_conns_per_peer;
     n->plain = (struct listener){n, &n->h, NULL, NULL, false, -1};
     n->secure = (struct listener){n, &n->h, NULL, NULL, true, -1};
     n->bind_addr = strdup(cfg->bind_addr);
@@ -662,6 +894,14 @@ int qn__net_new(struct event_base *base, const struct qn_config *cfg,
     if (n->bind_addr == NULL || n->reap_ev == NULL || n->plain.retry_ev == NULL ||
         n->secure.retry_ev == NULL)
         goto fail;
+    if (n->max_per_peer > 0) {
+        n->npeer_buckets = 1;
+        while (n->npeer_buckets < n->max_connections && n->npeer_buckets < MAX_PEER_BUCKETS)
+            n->npeer_buckets <<= 1;
+        n->peers = calloc(n->npeer_buckets, sizeof *n->peers);
+        if (n->peers == NULL)
+            goto fail;
+    }
     if (cfg->tls_cert[0] != '\0') {
         rc = make_ssl_ctx(cfg, &n->ssl_ctx);
         if (rc != QN_OK)
@@ -750,7 +990,7 @@ void qn__net_goaway_all(qn_net *n)
     qn_conn *next;
     for (qn_conn *c = n->live; c != NULL; c = next) {
         next = c->next;
-        if (c->state == CONN_HANDSHAKE) {
+        if (c->state == CONN_HANDSHAKE || (c->state == CONN_OPEN && !c->greeted)) {
             conn_kill(c, "shutdown");
         } else if (c->state == CONN_OPEN) {
             c->h->goaway(c->session, true);
@@ -805,6 +1045,7 @@ void qn__net_free(qn_net *n)
     if (n->reap_ev)
         event_free(n->reap_ev);
     SSL_CTX_free(n->ssl_ctx);
+    free(n->peers); /* empty: every connection released its entry (invariant 3) */
     free(n->bind_addr);
     free(n);
 }

@@ -12,8 +12,12 @@
  * Connection lifecycle (asserted in net.c):
  *
  *   HANDSHAKE --TLS done, ALPN h2--> OPEN            (h2c connections start OPEN)
+ *   HANDSHAKE --QUEEN_TLS_HANDSHAKE_TIMEOUT_MS--> DEAD
+ *   OPEN, not greeted --QUEEN_PREFACE_TIMEOUT_MS--> DEAD   (qn__net_conn_greeted)
  *   OPEN --goodbye queued (shutdown / idle / a fatal protocol error)--> DRAINING
  *   OPEN|DRAINING --the session is done (wants neither read nor write)--> FLUSHING
+ *   OPEN|DRAINING --output backlog at QUEEN_CONN_SEND_HARD_BYTES, or at
+ *                   QUEEN_CONN_SEND_SOFT_BYTES for QUEEN_CONN_SEND_SOFT_MS--> DEAD
  *   FLUSHING --output written, or flush timeout--> DEAD
  *   any --EOF / socket or TLS error / hard close--> DEAD
  *   DEAD: queued; freed in the reap pass after the current dispatch pass, where
@@ -55,9 +59,13 @@ struct qn_net_handler {
     ssize_t (*send)(void *session, const uint8_t **data);
     /* The session wants neither to read nor to write: the connection is done. */
     bool (*done)(void *session);
-    /* Work in progress (open calls): an idle connection has none; keepalive
-     * pings only while there is some. */
+    /* Work in progress (calls past their headers): an idle connection has
+     * none; keepalive pings only while there is some. */
     size_t (*active)(void *session);
+    /* Output the session holds that the peer has not taken yet (bytes); with
+     * what the socket buffer holds, checked against the output limits. May be
+     * NULL (none). */
+    size_t (*backlog)(void *session);
     /* Queue a keepalive ping; QN_OK when one was queued. The session reports
      * its acknowledgement with qn__net_ping_acked(). */
     int (*ping)(void *session);
@@ -89,7 +97,7 @@ void qn__net_stop_accepting(qn_net *n);
 void qn__net_flush_all(qn_net *n);
 /* Graceful: a goodbye on every connection (handler goaway(graceful)); each
  * closes once its session is done and its output is written. Connections still
- * in the TLS handshake are closed. */
+ * in the TLS handshake or before their preface are closed. */
 void qn__net_goaway_all(qn_net *n);
 /* Hard: every connection becomes DEAD now (freed in the reap pass). */
 void qn__net_close_all(qn_net *n);
@@ -114,6 +122,13 @@ void qn__net_conn_schedule_flush(qn_conn *c);
 bool qn__net_conn_is_dead(const qn_conn *c);
 /* The keepalive ping was acknowledged. */
 void qn__net_ping_acked(qn_conn *c);
+/* The protocol's opening arrived complete (HTTP/2: the client preface and its
+ * SETTINGS): the preface deadline is met and the idle timer starts. */
+void qn__net_conn_greeted(qn_conn *c);
+/* A complete unit of work arrived (HTTP/2: a frame that opens, carries or ends
+ * a stream, or a stream closed): the idle timer starts again. Nothing else
+ * restarts it - bytes of an unfinished frame, PINGs, SETTINGS do not. */
+void qn__net_conn_progress(qn_conn *c);
 /* "addr:port" of the peer, for logs. */
 const char *qn__net_conn_peer(const qn_conn *c);
 

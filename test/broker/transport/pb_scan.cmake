@@ -1,6 +1,8 @@
 # The request pre-scan (broker/src/transport/pb_scan.c): its check suite, and
-# with -DQN_FUZZ=ON its libFuzzer target. pb_scan.c is compiled here directly
-# until the broker library lists it (it is not yet wired into the broker).
+# with -DQN_FUZZ=ON its libFuzzer target. pb_scan.c is compiled into each
+# directly (it needs only protobuf-c and the generated queen.v1 descriptors),
+# so neither links the broker library, which also lists it (call.c runs it on
+# every request message).
 set(QN_PB_SCAN_SRC ${PROJECT_SOURCE_DIR}/broker/src/transport/pb_scan.c)
 add_executable(test_pb_scan ${CMAKE_CURRENT_LIST_DIR}/test_pb_scan.c ${QN_PB_SCAN_SRC})
 target_include_directories(test_pb_scan PRIVATE ${PROJECT_SOURCE_DIR}/broker/src/transport)
