@@ -5,7 +5,7 @@
  *
  * Does: decompress each segment once and slice exactly its span; copy payloads
  * and names into the response's arena; budget a pop's bytes so its response
- * fits QUEEN_MAX_SEND_BYTES.
+ * fits QUEEN_MAX_SEND_BYTES and the outbound budget it reserved.
  * Does not: touch a call's lifecycle (the RPC files do) or park anything.
  *
  * Invariant: a built message never points into the decompression buffer (the
@@ -199,6 +199,25 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
 }
 
 /* ---------------------------------------------------------------- batches */
+
+int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_args *a, size_t *min,
+                   char *why, size_t cap)
+{
+    /* 1024: the response's own envelope, as the send limit allows for it */
+    int64_t one = (int64_t)a->max_msg_bytes + a->msg_overhead + 1024;
+    int64_t want = a->budget > 0 ? (int64_t)a->budget * (a->max_msg_bytes + a->msg_overhead) + 1024
+                                 : cfg->max_send_bytes;
+    if (want > cfg->max_send_bytes)
+        want = cfg->max_send_bytes;
+    if (one > want)
+        one = want;
+    size_t granted = 0;
+    *min = (size_t)one;
+    int rc = qn_call_reserve(call, (size_t)one, (size_t)want, &granted, why, cap);
+    if (rc == QN_OK)
+        a->max_bytes = (int64_t)granted - 1024;
+    return rc;
+}
 
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
                        const struct qn_pop_result *res, bool wrap)

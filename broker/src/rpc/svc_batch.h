@@ -44,6 +44,15 @@ struct qn_pop_params {
 bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
                     struct qn_pop_args *a, const char *worker, char *why, size_t cap);
 
+/* Reserves outbound budget for the next batch of a (qn_call_reserve: a client
+ * that does not read stops the reads for it) and sizes a->max_bytes to the
+ * grant: at least one message as large as allowed, at most what
+ * QUEEN_MAX_SEND_BYTES holds, no more than a->budget such messages. *min is
+ * the least it asks for (for qn_call_on_budget). Returns qn_call_reserve's
+ * result: QN_OK, QN_EBUSY (why says which limit) or QN_ECLOSED. */
+int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_args *a, size_t *min,
+                   char *why, size_t cap);
+
 /* Sends one PopResponse built from res on call (Pop) or inside a
  * ConsumeResponse (wrap: Consume, request_id 0), and counts the messages as
  * delivered. Returns the number of messages sent, or a negative error (a codec

@@ -4,7 +4,9 @@
  *
  * Does: subscribe (the first request: the same pop parameters as Pop, checked
  * the same way); pop the next batch whenever the stream has credits, nothing is
- * in flight and the client has read what was sent (qn_call_pending_bytes() = 0);
+ * in flight, the client has read what was sent (qn_call_pending_bytes() = 0)
+ * and the outbound budget has room (qn_pop_reserve; else it waits for room:
+ * qn_call_on_budget);
  * park on the waiters while its queue is empty (woken by commits, re-checked
  * every QUEEN_WAKE_RECHECK_MS); apply in-band acks (ack_apply.h) and renewals and
  * answer each with its request_id; release the stream's leases when it ends.
@@ -241,6 +243,7 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     }
     if (res->n > 0) {
         long sent = qn_pop_send_batch(c->app, c->call, &c->args, res, true);
+        qn_call_unreserve(c->call); /* the batch counts as queued bytes now */
         if (sent < 0) {
             consume_end(c, qn_pop_batch_error_code((int)sent), qn_strerror((int)sent));
             return;
@@ -250,6 +253,7 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
             consume_pump(c);
         return;
     }
+    qn_call_unreserve(c->call); /* an idle stream holds no budget */
     if (consume_maybe_finish(c))
         return;
     if (c->rewake) {
@@ -261,6 +265,13 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
 }
 
 static void consume_drained(qn_call *call)
+{
+    struct consume_rpc *c = qn_call_data(call);
+    if (c != NULL)
+        consume_pump(c);
+}
+
+static void consume_budget(qn_call *call)
 {
     struct consume_rpc *c = qn_call_data(call);
     if (c != NULL)
@@ -286,9 +297,22 @@ static void consume_pump(struct consume_rpc *c)
             return;
         }
     }
+    size_t min;
+    char why[300];
+    int rc = qn_pop_reserve(c->call, c->app->cfg, &c->args, &min, why, sizeof why);
+    if (rc == QN_EBUSY) {
+        /* clients (this one or others) hold the budget: resume as they read */
+        if (qn_call_on_budget(c->call, min, consume_budget) != QN_OK)
+            consume_end(c, QN_GRPC_INTERNAL, "the call ended");
+        return;
+    }
+    if (rc != QN_OK) {
+        consume_end(c, QN_GRPC_INTERNAL, "the call ended");
+        return;
+    }
     evtimer_del(c->timer);
     c->rewake = false;
-    int rc = qn_store_pop(c->app->store, &c->args, NULL, consume_pop_done, c, &c->pop_req);
+    rc = qn_store_pop(c->app->store, &c->args, NULL, consume_pop_done, c, &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

@@ -5,7 +5,9 @@
  * with the shared batch builder; when every entry came back empty and the client
  * allows a wait, park on each named queue until a commit, the wait's end or the
  * re-check timer, then read again.
- * Does not: move any cursor or take any lease.
+ * Does not: move any cursor or take any lease; read for a client over its
+ * outbound budget (each fetch_v1 is sized to what qn_call_reserve granted;
+ * none granted: RESOURCE_EXHAUSTED).
  */
 #include <event2/event.h>
 #include <stdlib.h>
@@ -154,6 +156,7 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
         fetch_answer(f, r);
         return;
     }
+    qn_call_unreserve(f->call); /* a waiting fetch holds no budget */
     if (f->rewake) {
         f->rewake = false;
         fetch_issue(f);
@@ -185,12 +188,34 @@ static void fetch_issue(struct fetch_rpc *f)
     struct qn_fetch_args a;
     a.entries = f->entries;
     a.n = f->req->n_entries;
-    a.budget = app->cfg->max_send_bytes - 1024;
     a.max_records = FETCH_MAX_RECORDS;
     a.msg_overhead = 4 * 38 + 2 * 255 + 48;
     a.max_msg_bytes = (int32_t)(app->cfg->max_payload_bytes + 2 * 65535 + 64);
+    /* Outbound budget: what the entries may return (the first segment of the
+     * call is always delivered, so at least one message as large as allowed),
+     * within the send limit; 1024 for the response's envelope, 64 per entry
+     * for its result header. */
+    int64_t frame = 1024 + 64 * (int64_t)a.n;
+    int64_t one = a.max_msg_bytes + a.msg_overhead + frame, want = frame;
+    for (size_t i = 0; i < a.n && want < app->cfg->max_send_bytes; i++)
+        want += f->entries[i].max_bytes;
+    if (want > app->cfg->max_send_bytes)
+        want = app->cfg->max_send_bytes;
+    if (one > want)
+        want = one;
+    size_t granted = 0;
+    char why[300];
+    int rc = qn_call_reserve(f->call, (size_t)one, (size_t)want, &granted, why, sizeof why);
+    if (rc != QN_OK) {
+        qn_call *call = f->call;
+        qn_call_set_data(call, NULL);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, rc == QN_EBUSY ? why : "the call ended");
+        fetch_free(f);
+        return;
+    }
+    a.budget = (int64_t)granted - frame;
     struct qn_call_opts opts = {qn_call_deadline_ms(f->call), NULL};
-    int rc = qn_store_fetch(app->store, &a, &opts, fetch_done, f, &f->sreq);
+    rc = qn_store_fetch(app->store, &a, &opts, fetch_done, f, &f->sreq);
     if (rc != QN_OK) {
         f->sreq = NULL;
         qn_call *call = f->call;

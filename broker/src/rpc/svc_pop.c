@@ -7,7 +7,9 @@
  * queue, its wait's end or its re-check timer; answer with the batch (built by
  * svc_batch.c) or empty.
  * Does not: hold a database connection while parked or held; give up a leased
- * batch silently (a pop whose call ended while pop_v1 ran releases what it got).
+ * batch silently (a pop whose call ended while pop_v1 ran releases what it got);
+ * read for a client over its outbound budget (each pop_v1 is sized to what
+ * qn_pop_reserve granted; none granted: RESOURCE_EXHAUSTED).
  *
  * Lifecycle (enum pop_state; the one storage call in flight is p->sreq):
  *
@@ -203,6 +205,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         pop_answer_empty(p);
         return;
     }
+    qn_call_unreserve(p->call); /* a parked pop holds no budget */
     if (p->rewake) {
         p->rewake = false;
         pop_issue(p);
@@ -286,8 +289,15 @@ static void pop_issue(struct pop_rpc *p)
     /* No database deadline: a pop abandoned at the deadline could still commit
      * its lease unseen. The transport ends the call at the deadline instead and
      * qn_svc_pop_cancel waits for this pop's answer (invariant 3). */
+    size_t min;
+    char why[300];
+    int rc = qn_pop_reserve(p->call, app->cfg, &p->args, &min, why, sizeof why);
+    if (rc != QN_OK) {
+        pop_finish(p, QN_GRPC_RESOURCE_EXHAUSTED, rc == QN_EBUSY ? why : "the call ended");
+        return;
+    }
     p->state = POP_POPPING;
-    int rc = qn_store_pop(app->store, &p->args, NULL, pop_done, p, &p->sreq);
+    rc = qn_store_pop(app->store, &p->args, NULL, pop_done, p, &p->sreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         p->sreq = NULL;
