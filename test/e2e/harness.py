@@ -335,11 +335,14 @@ class RawH2:
     flow-control checks. Windows are opened as data arrives unless
     auto_window=False; PINGs are acknowledged unless mute() was called."""
 
-    def __init__(self, port, tls=None, auto_window=True, timeout=10):
+    def __init__(self, port, tls=None, auto_window=True, timeout=10, source=None):
         import h2.config
         import h2.connection
 
-        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        # source: the local address to connect from (another loopback address
+        # is another peer to the broker)
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                        source_address=(source, 0) if source else None)
         if tls is not None:
             sock = tls.wrap_socket(sock, server_hostname="localhost")
         self.sock = sock

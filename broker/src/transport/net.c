@@ -124,6 +124,7 @@ struct qn_conn {
     int pings_unanswered;    /* consecutive periods without an ACK */
     bool read_paused;        /* reading stopped because output is backed up */
     bool greeted;            /* the protocol's opening arrived (qn__net_conn_greeted) */
+    bool idle_bye;           /* closing as idle: the goodbye has FLUSH_TIMEOUT_MS to go out */
     int64_t last_active_ms;  /* last progress (qn__net_conn_progress) */
     struct event *stall_ev;  /* output soft limit: armed while over_soft */
     bool over_soft;          /* unread output at or above QUEEN_CONN_SEND_SOFT_BYTES */
@@ -636,6 +637,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             conn_kill(c, "no preface in time");
             return;
         }
+        if (c->idle_bye) {
+            /* a peer that reads nothing cannot hold the slot with our goodbye */
+            conn_kill(c, "goodbye not written in time");
+            return;
+        }
         int64_t idle = n->idle_ms;
         if (c->h->active(c->session) > 0) {
             arm(c->timer_ev, idle);
@@ -649,6 +655,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         QN_DEBUG("closing idle connection peer=%s", c->peer);
         c->h->goaway(c->session, false);
         c->state = CONN_DRAINING;
+        c->idle_bye = true;
+        arm(c->timer_ev, FLUSH_TIMEOUT_MS);
         conn_flush(c);
         return;
     }
