@@ -4,6 +4,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "transport_test.h"
@@ -33,6 +34,37 @@ START_TEST(timeout_units)
     ck_assert_int_eq(tmo("0m"), 0);
     ck_assert_int_eq(tmo("0n"), 0);
     ck_assert_int_eq(tmo("00000001S"), 1000); /* 8 digits with leading zeros */
+}
+END_TEST
+
+/* Every positive timeout rounds up, at each unit's boundary: "1u" is 1 ms, not
+ * 0 (a deadline of 0 ms would expire the call at once). Exhaustive over the
+ * values where rounding changes, against the exact ceiling. */
+START_TEST(timeout_rounds_up_at_the_boundaries)
+{
+    ck_assert_int_eq(tmo("1u"), 1);
+    ck_assert_int_eq(tmo("999u"), 1);
+    ck_assert_int_eq(tmo("1001u"), 2);
+    ck_assert_int_eq(tmo("999999n"), 1);
+    ck_assert_int_eq(tmo("1999999n"), 2);
+    ck_assert_int_eq(tmo("2000001n"), 3);
+    char buf[32];
+    for (int64_t v = 0; v <= 5000; v++) {
+        snprintf(buf, sizeof buf, "%lldu", (long long)v);
+        ck_assert_msg(tmo(buf) == (v + 999) / 1000, "%s -> %lld", buf, (long long)tmo(buf));
+    }
+    for (int64_t k = 0; k <= 99; k++) {
+        const int64_t around[] = {k * 1000000 - 1, k * 1000000, k * 1000000 + 1};
+        for (size_t i = 0; i < 3; i++) {
+            int64_t v = around[i];
+            if (v < 0)
+                continue;
+            snprintf(buf, sizeof buf, "%lldn", (long long)v);
+            int64_t want = v / 1000000 + (v % 1000000 != 0);
+            ck_assert_msg(tmo(buf) == want, "%s -> %lld, want %lld", buf, (long long)tmo(buf),
+                          (long long)want);
+        }
+    }
 }
 END_TEST
 
@@ -423,6 +455,7 @@ Suite *qn_test_grpc_wire_suite(void)
     Suite *s = suite_create("grpc_wire");
     TCase *t = tcase_create("timeout");
     tcase_add_test(t, timeout_units);
+    tcase_add_test(t, timeout_rounds_up_at_the_boundaries);
     tcase_add_test(t, timeout_limits);
     tcase_add_test(t, timeout_garbage);
     suite_add_tcase(s, t);

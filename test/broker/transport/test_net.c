@@ -8,11 +8,16 @@
  * makes the connection write the goodbye the session queued and then close;
  * any other error closes it at once, goodbye unsent; QN_OK keeps it serving; a
  * closed connection's session is closed once and the owner hears it freed.
+ * The hostile-client limits: the preface deadline (the fake greets on any input
+ * but "SLOW..."), the idle timer restarted only by progress (any input but
+ * "NOOP..."), the per-peer cap, and the output limits (a session's backlog is
+ * set by the input "B=<bytes>").
  * Every wait is for the event itself (bytes, EOF, the close), bounded by
  * WAIT_MS.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -36,7 +41,8 @@ struct fake_session {
     qn_conn *conn;
     char out[512];
     size_t outlen, sent;
-    bool bye; /* a goodbye was queued: done once it is written */
+    bool bye;       /* a goodbye was queued: done once it is written */
+    size_t backlog; /* what backlog() reports ("B=<bytes>") */
 };
 
 static struct {
@@ -80,6 +86,17 @@ static int f_recv(void *session, const uint8_t *data, size_t len)
         s->bye = true;
         return rc;
     }
+    if (!(len >= 4 && memcmp(data, "SLOW", 4) == 0))
+        qn__net_conn_greeted(s->conn);
+    if (!(len >= 4 && memcmp(data, "NOOP", 4) == 0))
+        qn__net_conn_progress(s->conn);
+    if (len > 2 && memcmp(data, "B=", 2) == 0) {
+        char num[32] = "";
+        memcpy(num, data + 2, len - 2 < sizeof num - 1 ? len - 2 : sizeof num - 1);
+        s->backlog = (size_t)strtoull(num, NULL, 10);
+    }
+    if (len > 40)
+        len = 40; /* the echo stays within out[] however long a test runs */
     queue_out(s, "OK:", 3);
     queue_out(s, (const char *)data, len);
     return QN_OK;
@@ -92,6 +109,11 @@ static ssize_t f_send(void *session, const uint8_t **data)
     *data = (const uint8_t *)s->out + s->sent;
     s->sent = s->outlen;
     return (ssize_t)n;
+}
+
+static size_t f_backlog(void *session)
+{
+    return ((struct fake_session *)session)->backlog;
 }
 
 static bool f_done(void *session)
@@ -138,13 +160,19 @@ static struct qn_config cfg;
 static qn_net *net;
 static int port;
 
+/* Variables a test sets before setup() (name, value; NULL-terminated). */
+static const char *const *overrides;
+
 static const char *cfg_get(const char *name, void *ud)
 {
     (void)ud;
+    for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i += 2)
+        if (strcmp(name, overrides[i]) == 0)
+            return overrides[i + 1];
     if (strcmp(name, "QUEEN_PORT") == 0)
         return "0";
     if (strcmp(name, "QUEEN_BIND_ADDR") == 0)
-        return "127.0.0.1";
+        return "0.0.0.0"; /* 127.0.0.2 is another peer on loopback */
     return NULL;
 }
 
@@ -162,6 +190,7 @@ static void setup(void)
         .send = f_send,
         .done = f_done,
         .active = f_active,
+        .backlog = f_backlog,
         .ping = f_ping,
         .goaway = f_goaway,
         .close = f_close,
@@ -180,6 +209,7 @@ static void teardown(void)
     net = NULL;
     qn_config_free(&cfg);
     event_base_free(base);
+    overrides = NULL;
 }
 
 /* A loopback client whose reads run on the test's loop. */
@@ -205,11 +235,17 @@ static void client_read(evutil_socket_t fd, short what, void *ud)
     }
 }
 
-static void client_open(struct client *c)
+/* Connects from source (a loopback address) or from whatever the kernel picks. */
+static void client_open_from(struct client *c, const char *source)
 {
     memset(c, 0, sizeof *c);
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(c->fd, 0);
+    if (source != NULL) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        ck_assert_int_eq(inet_pton(AF_INET, source, &src.sin_addr), 1);
+        ck_assert_int_eq(bind(c->fd, (struct sockaddr *)&src, sizeof src), 0);
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
@@ -217,6 +253,11 @@ static void client_open(struct client *c)
     c->ev = event_new(base, c->fd, EV_READ | EV_PERSIST, client_read, c);
     ck_assert_ptr_nonnull(c->ev);
     event_add(c->ev, NULL);
+}
+
+static void client_open(struct client *c)
+{
+    client_open_from(c, NULL);
 }
 
 static void client_send(struct client *c, const char *text)
@@ -359,6 +400,157 @@ START_TEST(free_closes_open_sessions)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- hostile clients */
+
+static bool freed_n(void *ud)
+{
+    return F.freed == *(int *)ud;
+}
+
+START_TEST(preface_deadline_closes_a_silent_connection)
+{
+    static const char *const env[] = {"QUEEN_PREFACE_TIMEOUT_MS", "300", NULL};
+    overrides = env;
+    setup();
+    struct client slow, fine;
+    client_open(&slow);
+    client_open(&fine);
+    int64_t t0 = qn_store_now_ms();
+    client_send(&slow, "SLOW"); /* bytes, but never the opening */
+    client_send(&fine, "hello");
+    ck_assert(run_until(got_reply, &fine));
+    ck_assert_msg(run_until(got_eof, &slow), "a connection without its preface was kept");
+    ck_assert_int_ge(qn_store_now_ms() - t0, 300);
+    /* the greeted one is past the deadline and still served */
+    ck_assert(!fine.eof);
+    fine.len = 0;
+    client_send(&fine, "again");
+    ck_assert(run_until(got_reply, &fine));
+    client_close(&slow);
+    client_close(&fine);
+    teardown();
+}
+END_TEST
+
+START_TEST(idle_is_restarted_by_progress_only)
+{
+    static const char *const env[] = {"QUEEN_IDLE_TIMEOUT_MS", "1000", NULL};
+    overrides = env;
+    setup();
+    struct client c;
+    client_open(&c);
+    int64_t t0 = qn_store_now_ms(); /* before the last progress */
+    client_send(&c, "hello");
+    ck_assert(run_until(got_reply, &c));
+    /* input that is not progress, every 100 ms: the connection is idle anyway */
+    while (!c.eof && qn_store_now_ms() - t0 < WAIT_MS) {
+        client_send(&c, "NOOP");
+        int64_t until = qn_store_now_ms() + 100;
+        while (!c.eof && qn_store_now_ms() < until) {
+            struct timeval tick = {0, 20000};
+            event_base_loopexit(base, &tick);
+            event_base_dispatch(base);
+        }
+    }
+    ck_assert_msg(c.eof, "bytes that are not progress kept an idle connection open");
+    ck_assert_int_ge(qn_store_now_ms() - t0, 1000);
+    client_close(&c);
+    teardown();
+}
+END_TEST
+
+START_TEST(per_peer_cap)
+{
+    static const char *const env[] = {"QUEEN_MAX_CONNECTIONS_PER_PEER", "2", NULL};
+    overrides = env;
+    setup();
+    struct client a, b, third, other;
+    client_open_from(&a, "127.0.0.1");
+    client_open_from(&b, "127.0.0.1");
+    client_send(&a, "a");
+    client_send(&b, "b");
+    ck_assert(run_until(got_reply, &a));
+    ck_assert(run_until(got_reply, &b));
+    client_open_from(&third, "127.0.0.1");
+    ck_assert_msg(run_until(got_eof, &third), "a third connection from one address was served");
+    ck_assert_uint_eq(third.len, 0);
+    ck_assert_int_eq(F.opened, 2);
+    client_open_from(&other, "127.0.0.2");
+    client_send(&other, "o");
+    ck_assert_msg(run_until(got_reply, &other), "another address was refused");
+    /* a slot of the first address comes back once one of its connections is gone */
+    client_close(&a);
+    int one = 1;
+    ck_assert(run_until(freed_n, &one));
+    client_close(&third);
+    client_open_from(&third, "127.0.0.1");
+    client_send(&third, "t");
+    ck_assert(run_until(got_reply, &third));
+    client_close(&b);
+    client_close(&third);
+    client_close(&other);
+    teardown();
+}
+END_TEST
+
+static const char *const output_env[] = {"QUEEN_MAX_PAYLOAD_BYTES",
+                                         "1",
+                                         "QUEEN_MAX_SEND_BYTES",
+                                         "262144",
+                                         "QUEEN_MAX_CONN_SEND_BYTES",
+                                         "262144",
+                                         "QUEEN_CONN_SEND_HARD_BYTES",
+                                         "1000000",
+                                         "QUEEN_CONN_SEND_SOFT_BYTES",
+                                         "100000",
+                                         "QUEEN_CONN_SEND_SOFT_MS",
+                                         "300",
+                                         NULL};
+
+START_TEST(output_hard_limit_closes_at_once)
+{
+    overrides = output_env;
+    setup();
+    struct client c;
+    client_open(&c);
+    client_send(&c, "B=900000"); /* under (with the reply it writes): served */
+    ck_assert(run_until(got_reply, &c));
+    client_send(&c, "B=1000000");
+    ck_assert_msg(run_until(got_eof, &c), "a backlog at the hard limit was kept");
+    int one = 1;
+    ck_assert(run_until(freed_n, &one));
+    client_close(&c);
+    teardown();
+}
+END_TEST
+
+START_TEST(output_soft_limit_closes_after_its_time)
+{
+    overrides = output_env;
+    setup();
+    struct client over, back;
+    client_open(&over);
+    client_open(&back);
+    int64_t t0 = qn_store_now_ms();
+    client_send(&over, "B=100000");
+    client_send(&back, "B=150000");
+    ck_assert(run_until(got_reply, &back));
+    back.len = 0;
+    client_send(&back, "B=99999"); /* falls below the soft limit in time */
+    ck_assert(run_until(got_reply, &back));
+    ck_assert_msg(run_until(got_eof, &over), "a backlog over the soft limit was kept");
+    ck_assert_int_ge(qn_store_now_ms() - t0, 300);
+    /* the one that fell below is still served */
+    ck_assert(!back.eof);
+    back.len = 0;
+    client_send(&back, "still");
+    ck_assert(run_until(got_reply, &back));
+    client_close(&over);
+    client_close(&back);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_net_suite(void)
 {
     Suite *s = suite_create("net");
@@ -369,6 +561,11 @@ Suite *qn_test_net_suite(void)
     tcase_add_test(tc, other_error_closes_at_once);
     tcase_add_test(tc, ok_keeps_serving);
     tcase_add_test(tc, free_closes_open_sessions);
+    tcase_add_test(tc, preface_deadline_closes_a_silent_connection);
+    tcase_add_test(tc, idle_is_restarted_by_progress_only);
+    tcase_add_test(tc, per_peer_cap);
+    tcase_add_test(tc, output_hard_limit_closes_at_once);
+    tcase_add_test(tc, output_soft_limit_closes_after_its_time);
     suite_add_tcase(s, tc);
     return s;
 }
