@@ -1,9 +1,9 @@
 """Runs one language's example producer and consumer against a live broker and
 checks what they did through the API.
 
-    /usr/bin/python3 examples/test/run_examples.py python|node [unittest args]
+    /usr/bin/python3 examples/test/run_examples.py python|node|c [unittest args]
 
-ctest runs it as examples_python and examples_node (test/e2e/CMakeLists.txt),
+ctest runs it as examples_python, examples_node and examples_c (test/e2e/CMakeLists.txt),
 with a broker started by test/e2e/harness.py on the `pg` fixture's PostgreSQL,
 serving h2c and TLS with the harness's test CA. A missing toolchain (protoc and
 grpc_python_plugin; node, npm and examples/node/node_modules) fails the suite:
@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(SOURCE, "test", "e2e"))
 
 from harness import Broker, certs, stubs  # noqa: E402
 
-LANGS = ("python", "node")
+LANGS = ("python", "node", "c")
 LANG = None  # set by main()
 RUN_TIMEOUT = 120  # seconds one producer or consumer run may take
 TOKEN = "example-token"  # sent as a bearer token; the broker accepts any while auth is off
@@ -87,9 +87,20 @@ def check_node():
     return [node, os.path.join(dist, "producer.js")], [node, os.path.join(dist, "consumer.js")]
 
 
+def check_c():
+    """The C programs are built by CMake (examples/c) and passed in by ctest."""
+    progs = []
+    for var in ("QN_EXAMPLE_C_PRODUCER", "QN_EXAMPLE_C_CONSUMER"):
+        p = os.environ.get(var)
+        if not p or not os.access(p, os.X_OK):
+            fail_setup("%s does not name a built program (run through ctest)" % var)
+        progs.append([p])
+    return progs[0], progs[1]
+
+
 def setUpModule():
     global broker, PRODUCER, CONSUMER, CA
-    PRODUCER, CONSUMER = check_python() if LANG == "python" else check_node()
+    PRODUCER, CONSUMER = {"python": check_python, "node": check_node, "c": check_c}[LANG]()
     stubs()  # the harness's own stubs, for the API checks below
     CA = certs().ca
     broker = Broker("product", tls=True, db="examples_" + LANG).start()
@@ -293,7 +304,7 @@ class Examples(unittest.TestCase):
 def main():
     global LANG
     if len(sys.argv) < 2 or sys.argv[1] not in LANGS:
-        sys.exit("usage: run_examples.py python|node [unittest args]")
+        sys.exit("usage: run_examples.py python|node|c [unittest args]")
     LANG = sys.argv[1]
     prog = unittest.main(module=__name__, argv=[sys.argv[0], "-v"] + sys.argv[2:], exit=False)
     sys.exit(0 if prog.result.wasSuccessful() and prog.result.testsRun > 0 else 1)

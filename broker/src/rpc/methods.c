@@ -41,6 +41,8 @@ static const struct qn_method templates[] = {
     Q("RenewLease", renew_lease_request, false, false, qn_svc_renew, NULL, qn_svc_renew_cancel),
     Q("Transact", transact_request, false, false, qn_svc_transact, NULL, qn_svc_transact_cancel),
     Q("Fetch", fetch_request, false, false, qn_svc_fetch, NULL, qn_svc_fetch_cancel),
+    Q("PushSegments", push_segments_request, false, false, qn_svc_push_segments, NULL,
+      qn_svc_push_segments_cancel),
     ADMIN("ConfigureQueue", configure_queue_request, qn_svc_configure_queue),
     ADMIN("GetQueue", get_queue_request, qn_svc_get_queue),
     ADMIN("ListQueues", list_queues_request, qn_svc_list_queues),

@@ -36,6 +36,8 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg);
 void qn_svc_transact_cancel(qn_call *call, int reason);
 void qn_svc_fetch(qn_call *call, ProtobufCMessage *msg);
 void qn_svc_fetch_cancel(qn_call *call, int reason);
+void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg); /* svc_segments.c */
+void qn_svc_push_segments_cancel(qn_call *call, int reason);
 
 /* AdminService (svc_queues.c, svc_groups.c, svc_dlq.c, svc_stats.c); every
  * admin method cancels with qn_admin_cancel (admin_call.h). */

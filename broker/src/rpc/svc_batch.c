@@ -219,19 +219,52 @@ int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_arg
     return rc;
 }
 
+/* PopResponse.segments: one slice per popped segment row, borrowing its blob. */
+static int build_slices(struct qn_arena *arena, const struct qn_pop_args *a,
+                        const struct qn_pop_result *res, Queen__V1__PopResponse *pr, size_t *count)
+{
+    Queen__V1__SegmentSlice *sl = qn_arena_alloc(arena, (res->n ? res->n : 1) * sizeof *sl);
+    Queen__V1__SegmentSlice **ptrs = qn_arena_alloc(arena, (res->n ? res->n : 1) * sizeof *ptrs);
+    char *pids = qn_arena_alloc(arena, (res->n ? res->n : 1) * QN_UUID_STR_LEN);
+    if (sl == NULL || ptrs == NULL || pids == NULL)
+        return QN_ENOMEM;
+    size_t total = 0;
+    for (size_t i = 0; i < res->n; i++) {
+        const struct qn_pop_segment *s = &res->segs[i];
+        queen__v1__segment_slice__init(&sl[i]);
+        sl[i].queue = (char *)(s->queue && *s->queue ? s->queue : a->queue);
+        sl[i].partition = (char *)(s->partition && *s->partition ? s->partition : a->partition);
+        qn_uuid_format(s->pid, pids + i * QN_UUID_STR_LEN);
+        sl[i].partition_id = pids + i * QN_UUID_STR_LEN;
+        sl[i].base_offset = s->base;
+        sl[i].first_index = (uint32_t)s->start_idx;
+        sl[i].count = (uint32_t)s->take;
+        sl[i].segment.data = (uint8_t *)s->blob;
+        sl[i].segment.len = s->blob_len;
+        sl[i].created_at_us = s->created_at_us;
+        ptrs[i] = &sl[i];
+        total += (size_t)s->take;
+    }
+    pr->n_segments = res->n;
+    pr->segments = ptrs;
+    *count = total;
+    return QN_OK;
+}
+
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
-                       const struct qn_pop_result *res, bool wrap)
+                       const struct qn_pop_result *res, unsigned flags)
 {
     struct qn_arena arena;
     qn_arena_init(&arena);
     Queen__V1__Message **msgs = NULL;
     size_t n = 0;
     const char *lease = a->auto_ack ? "" : a->worker;
-    int rc = qn_build_messages(app, &arena, res->segs, res->n, a->queue, a->partition, a->group,
-                               lease, &msgs, &n);
+    Queen__V1__PopResponse pr = QUEEN__V1__POP_RESPONSE__INIT;
+    int rc = (flags & QN_BATCH_RAW) ? build_slices(&arena, a, res, &pr, &n)
+                                    : qn_build_messages(app, &arena, res->segs, res->n, a->queue,
+                                                        a->partition, a->group, lease, &msgs, &n);
     if (rc == QN_OK) {
-        Queen__V1__PopResponse pr = QUEEN__V1__POP_RESPONSE__INIT;
-        pr.n_messages = n;
+        pr.n_messages = (flags & QN_BATCH_RAW) ? 0 : n;
         pr.messages = msgs;
         pr.lease_id = (char *)lease;
         int64_t exp = 0;
@@ -249,7 +282,7 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
         }
         pr.lease_expires_at_us = a->auto_ack ? 0 : exp;
         pr.partitions_claimed = (uint32_t)nseen;
-        if (wrap) {
+        if (flags & QN_BATCH_WRAP) {
             Queen__V1__ConsumeResponse cr = QUEEN__V1__CONSUME_RESPONSE__INIT;
             cr.kind_case = QUEEN__V1__CONSUME_RESPONSE__KIND_BATCH;
             cr.batch = &pr;

@@ -53,12 +53,17 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
 int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_args *a, size_t *min,
                    char *why, size_t cap);
 
+/* qn_pop_send_batch's flags. */
+#define QN_BATCH_WRAP 1u /* inside a ConsumeResponse (Consume, request_id 0) */
+#define QN_BATCH_RAW 2u  /* the stored segments (PopResponse.segments), not messages */
+
 /* Sends one PopResponse built from res on call (Pop) or inside a
- * ConsumeResponse (wrap: Consume, request_id 0), and counts the messages as
+ * ConsumeResponse (QN_BATCH_WRAP), with decoded messages or, with QN_BATCH_RAW,
+ * the segments as stored (never decompressed), and counts the messages as
  * delivered. Returns the number of messages sent, or a negative error (a codec
  * error, QN_ENOMEM, or qn_call_send's). */
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
-                       const struct qn_pop_result *res, bool wrap);
+                       const struct qn_pop_result *res, unsigned flags);
 
 /* Releases every lease held under worker, fire and forget (a failure is
  * logged; the leases then expire). */

@@ -242,7 +242,9 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         return;
     }
     if (res->n > 0) {
-        long sent = qn_pop_send_batch(c->app, c->call, &c->args, res, true);
+        long sent =
+            qn_pop_send_batch(c->app, c->call, &c->args, res,
+                              QN_BATCH_WRAP | (c->sub->subscribe->raw_segments ? QN_BATCH_RAW : 0));
         qn_call_unreserve(c->call); /* the batch counts as queued bytes now */
         if (sent < 0) {
             consume_end(c, qn_pop_batch_error_code((int)sent), qn_strerror((int)sent));

@@ -185,7 +185,8 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     }
     if (res->n > 0) {
         qn_call *call = p->call;
-        long sent = qn_pop_send_batch(p->app, call, &p->args, res, false);
+        long sent =
+            qn_pop_send_batch(p->app, call, &p->args, res, p->req->raw_segments ? QN_BATCH_RAW : 0);
         qn_call_set_data(call, NULL);
         if (sent < 0) {
             if (!p->args.auto_ack)

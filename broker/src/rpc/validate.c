@@ -52,6 +52,19 @@ static size_t utf8_seq(const unsigned char *p, size_t n)
     return len;
 }
 
+bool qn_text_ok(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (p[i] == 0)
+            return false;
+        size_t k = utf8_seq(p + i, n - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
 bool qn_name_problem(const char *s, const char *what, bool allow_empty, char *buf, size_t cap)
 {
     size_t n = s ? strlen(s) : 0;

@@ -23,6 +23,10 @@ struct qn_config;
 /* A name is 1..255 bytes of valid UTF-8 without control characters. */
 bool qn_valid_name(const char *s);
 
+/* True when p[0..n) is valid UTF-8 without a NUL byte (a proto3 string's
+ * rules, for text that arrives inside bytes, e.g. a raw frame's transaction id). */
+bool qn_text_ok(const uint8_t *p, size_t n);
+
 /* NULL or "" -> dflt; else s. */
 const char *qn_or_default(const char *s, const char *dflt);
 
