@@ -302,7 +302,7 @@ static void consume_pump(struct consume_rpc *c)
     size_t min;
     char why[300];
     int rc = qn_pop_reserve(c->call, c->app->cfg, &c->args, &min, why, sizeof why);
-    if (rc == QN_EBUSY) {
+    if (rc == QN_EBUSY || rc == QN_ELIMIT) {
         /* clients (this one or others) hold the budget: resume as they read */
         if (qn_call_on_budget(c->call, min, consume_budget) != QN_OK)
             consume_end(c, QN_GRPC_INTERNAL, "the call ended");

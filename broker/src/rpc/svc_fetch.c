@@ -7,7 +7,8 @@
  * re-check timer, then read again.
  * Does not: move any cursor or take any lease; read for a client over its
  * outbound budget (each fetch_v1 is sized to what qn_call_reserve granted;
- * none granted: RESOURCE_EXHAUSTED).
+ * none granted because the client does not read: RESOURCE_EXHAUSTED; because
+ * other reads in flight reserved it: wait for them).
  */
 #include <event2/event.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #define FETCH_DEFAULT_BYTES (1024 * 1024)
 #define FETCH_MAX_BYTES (8 * 1024 * 1024)
 #define FETCH_MAX_RECORDS 10000
+#define BUDGET_RECHECK_MS 50 /* a read waiting for budget looks again this often */
 
 struct fetch_rpc {
     struct qn_app *app;
@@ -68,6 +70,16 @@ static void fetch_wake(struct qn_waiter *w)
     }
     evtimer_del(f->timer);
     fetch_issue(f);
+}
+
+/* Budget freed after other calls' reads held it (qn_call_reserve QN_ELIMIT). */
+static void fetch_budget(qn_call *call)
+{
+    struct fetch_rpc *f = qn_call_data(call);
+    if (f != NULL && f->sreq == NULL) {
+        evtimer_del(f->timer);
+        fetch_issue(f);
+    }
 }
 
 static void fetch_timer_cb(evutil_socket_t fd, short what, void *ud)
@@ -206,6 +218,13 @@ static void fetch_issue(struct fetch_rpc *f)
     size_t granted = 0;
     char why[300];
     int rc = qn_call_reserve(f->call, (size_t)one, (size_t)want, &granted, why, sizeof why);
+    if (rc == QN_ELIMIT && qn_call_on_budget(f->call, (size_t)one, fetch_budget) == QN_OK) {
+        /* other reads hold the budget: go on as they end, and look again soon
+         * in case what they produced stays unread (then: RESOURCE_EXHAUSTED) */
+        struct timeval tv = {0, BUDGET_RECHECK_MS * 1000};
+        evtimer_add(f->timer, &tv);
+        return;
+    }
     if (rc != QN_OK) {
         qn_call *call = f->call;
         qn_call_set_data(call, NULL);

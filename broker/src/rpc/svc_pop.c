@@ -9,7 +9,8 @@
  * Does not: hold a database connection while parked or held; give up a leased
  * batch silently (a pop whose call ended while pop_v1 ran releases what it got);
  * read for a client over its outbound budget (each pop_v1 is sized to what
- * qn_pop_reserve granted; none granted: RESOURCE_EXHAUSTED).
+ * qn_pop_reserve granted; none granted because the client does not read:
+ * RESOURCE_EXHAUSTED; because other reads in flight reserved it: BUDGET).
  *
  * Lifecycle (enum pop_state; the one storage call in flight is p->sreq):
  *
@@ -25,7 +26,10 @@
  *   WAITING --timer after the wait's end, gated--> (answered empty)
  *   POPPING --call ended (deadline, reset, shutdown)--> ORPHANED
  *   ORPHANED --pop_v1 answers--> (what it leased is released; freed)
- *   GATING|HELD|WAITING --call ended--> (freed; a gate call is cancelled)
+ *   (before POPPING) --other reads hold the outbound budget--> BUDGET
+ *   BUDGET --budget freed, or its 50 ms re-check--> POPPING (through the same
+ *          checks; RESOURCE_EXHAUSTED once unread responses are what blocks)
+ *   GATING|HELD|WAITING|BUDGET --call ended--> (freed; a gate call is cancelled)
  *   any live state --storage error / no room to park--> (answered; freed)
  *
  * Invariants:
@@ -55,12 +59,15 @@
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
 
+#define BUDGET_RECHECK_MS 50 /* a pop waiting for budget looks again this often */
+
 enum pop_state {
     POP_NEW,      /* validated, nothing asked yet */
     POP_GATING,   /* pop_gate_v1 in flight */
     POP_HELD,     /* the gate holds it: parked, timer armed */
     POP_POPPING,  /* pop_v1 in flight */
     POP_WAITING,  /* empty, parked, timer armed */
+    POP_BUDGET,   /* waiting for outbound budget other reads reserved */
     POP_ORPHANED, /* the call is gone; pop_v1 still in flight */
 };
 
@@ -141,6 +148,10 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
     struct pop_rpc *p = ud;
     if (p->sreq != NULL)
         return; /* the call in flight decides */
+    if (p->state == POP_BUDGET) {
+        pop_issue(p);
+        return;
+    }
     assert(p->state == POP_HELD || p->state == POP_WAITING);
     if (p->gated && qn_store_now_ms() >= p->wait_until_ms) {
         pop_answer_empty(p);
@@ -152,6 +163,8 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
 static void pop_wake(struct qn_waiter *w)
 {
     struct pop_rpc *p = w->ud;
+    if (p->state == POP_BUDGET)
+        return; /* it pops as soon as it has room */
     if (p->sreq != NULL) {
         assert(p->state == POP_GATING || p->state == POP_POPPING);
         p->rewake = true;
@@ -263,7 +276,16 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
     arm_at(p, now, at < p->hold_until_ms ? at : p->hold_until_ms);
 }
 
-/* Asks the gate or pops: NEW|HELD|WAITING|GATING(answered) -> GATING|POPPING. */
+static void pop_budget(qn_call *call)
+{
+    struct pop_rpc *p = qn_call_data(call);
+    if (p != NULL && p->state == POP_BUDGET) {
+        evtimer_del(p->timer);
+        pop_issue(p);
+    }
+}
+
+/* Asks the gate or pops: NEW|HELD|WAITING|BUDGET|GATING(answered) -> GATING|POPPING|BUDGET. */
 static void pop_issue(struct pop_rpc *p)
 {
     struct qn_app *app = p->app;
@@ -293,6 +315,15 @@ static void pop_issue(struct pop_rpc *p)
     size_t min;
     char why[300];
     int rc = qn_pop_reserve(p->call, app->cfg, &p->args, &min, why, sizeof why);
+    if (rc == QN_ELIMIT && qn_call_on_budget(p->call, min, pop_budget) == QN_OK) {
+        /* other reads hold the budget: go on as they end, and look again soon
+         * in case what they produced stays unread (then: RESOURCE_EXHAUSTED) */
+        p->state = POP_BUDGET;
+        int64_t now = qn_store_now_ms();
+        evtimer_del(p->timer);
+        arm_at(p, now, now + BUDGET_RECHECK_MS);
+        return;
+    }
     if (rc != QN_OK) {
         pop_finish(p, QN_GRPC_RESOURCE_EXHAUSTED, rc == QN_EBUSY ? why : "the call ended");
         return;
@@ -387,6 +418,7 @@ void qn_svc_pop_cancel(qn_call *call, int reason)
         evtimer_del(p->timer);
         return;
     }
-    assert(p->state == POP_GATING || p->state == POP_HELD || p->state == POP_WAITING);
+    assert(p->state == POP_GATING || p->state == POP_HELD || p->state == POP_WAITING ||
+           p->state == POP_BUDGET);
     pop_free(p);
 }

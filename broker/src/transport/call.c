@@ -1053,6 +1053,10 @@ int qn_call_reserve(qn_call *c, size_t min, size_t want, size_t *granted, char *
     size_t broker = room(set->max_send_buffer, set->queued + set->reserved);
     size_t avail = conn < broker ? conn : broker;
     if (avail < min) {
+        /* only other calls' reads in flight stand in the way: they end soon */
+        if (room(set->max_conn_send, cc->queued) >= min &&
+            room(set->max_send_buffer, set->queued) >= min)
+            return QN_ELIMIT;
         if (cap > 0 && conn < min)
             snprintf(why, cap,
                      "the connection holds %zu bytes of responses its client has not read "

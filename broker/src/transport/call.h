@@ -131,9 +131,12 @@ int qn_call_on_drain(qn_call *call, void (*cb)(qn_call *call));
  * qn_call_unreserve(), qn_call_finish() or the end of the call (a response
  * queued with qn_call_send() counts as queued bytes on its own; the producer
  * unreserves once it sent what it reserved for). Returns QN_OK; QN_EBUSY when
- * less than min is free (nothing reserved; why[0..cap) says which limit, for
- * the client); QN_ECLOSED when the call can no longer send. why may be NULL
- * when cap is 0.
+ * responses its client (or the broker's clients) have not read leave less than
+ * min free: the client does not read, refuse (nothing reserved; why[0..cap)
+ * says which limit, for the client); QN_ELIMIT when less than min is free only
+ * because other calls reserved for reads in flight: wait (qn_call_on_budget),
+ * they release it soon; QN_ECLOSED when the call can no longer send. why may
+ * be NULL when cap is 0.
  */
 int qn_call_reserve(qn_call *call, size_t min, size_t want, size_t *granted, char *why, size_t cap);
 void qn_call_unreserve(qn_call *call);
