@@ -22,6 +22,7 @@ TARGETS=(
   "fuzz_codec|codec/fuzz/fuzz_codec|fuzz_codec_seed|codec/fuzz/fuzz_codec_seed|65536"
   "fuzz_envelope|codec/fuzz/fuzz_envelope|fuzz_envelope_seed|codec/fuzz/fuzz_envelope_seed|16384"
   "fuzz_pb_scan|test/broker/fuzz_pb_scan|-|-|8192"
+  "fuzz_grpc_wire|test/broker/fuzz_grpc_wire|fuzz_grpc_wire_seed|test/broker/fuzz_grpc_wire_seed|4096"
   "fuzz_client|client/fuzz/fuzz_client|fuzz_client_seed|client/fuzz/fuzz_client_seed|65536"
   "fuzz_store|storage/fuzz/fuzz_store|fuzz_store_seed|storage/fuzz/fuzz_store_seed|16384"
 )
