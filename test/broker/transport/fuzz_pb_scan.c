@@ -41,6 +41,7 @@ static const ProtobufCMessageDescriptor *const descs[] = {
     &queen__v1__renew_lease_request__descriptor,
     &queen__v1__transact_request__descriptor,
     &queen__v1__fetch_request__descriptor,
+    &queen__v1__push_segments_request__descriptor,
     &queen__v1__configure_queue_request__descriptor,
     &queen__v1__get_queue_request__descriptor,
     &queen__v1__list_queues_request__descriptor,
