@@ -26,6 +26,7 @@ struct qn_fusion;
 struct qn_method;
 struct qn_notifier;
 struct qn_pop_gates;
+struct qn_pop_release;
 struct qn_waiters;
 
 struct qn_app {
@@ -33,17 +34,20 @@ struct qn_app {
     const struct qn_config *cfg;
     qn_store *store;
     qn_rpc_server *rpc;
-    qn_zctx *zctx;                /* compression/decompression for the loop thread */
-    struct qn_uuid7_gen ids;      /* message ids and lease ids */
-    struct qn_fusion *fusion;     /* push batching */
-    struct qn_waiters *waiters;   /* parked pops and consume streams */
-    struct qn_notifier *notifier; /* wake-ups from commits, ours and other brokers' */
-    struct qn_pop_gates *gates;   /* queues' min_pop_wait_time */
-    struct qn_dedup *dedup;       /* NULL when QUEEN_DEDUP_CACHE is off */
-    qn_maint *maint;              /* the process's maintenance loop; NULL when none */
-    struct qn_method *methods;    /* the registered method table (rpc/methods.c) */
-    int64_t started_ms;           /* qn_store_now_ms() at start */
+    qn_zctx *zctx;                   /* compression/decompression for the loop thread */
+    struct qn_uuid7_gen ids;         /* message ids and lease ids */
+    struct qn_fusion *fusion;        /* push batching */
+    struct qn_waiters *waiters;      /* parked pops and consume streams */
+    struct qn_notifier *notifier;    /* wake-ups from commits, ours and other brokers' */
+    struct qn_pop_gates *gates;      /* queues' min_pop_wait_time */
+    struct qn_dedup *dedup;          /* NULL when QUEEN_DEDUP_CACHE is off */
+    qn_maint *maint;                 /* the process's maintenance loop; NULL when none */
+    struct qn_method *methods;       /* the registered method table (rpc/methods.c) */
+    struct qn_pop_release *releases; /* lease releases retried in the background
+                                        (rpc/svc_batch.c) */
+    int64_t started_ms;              /* qn_store_now_ms() at start */
     bool shutting_down;
+    bool schema_ready; /* the schema was applied at start: the services may use the store */
     /* counters for GetStats */
     uint64_t pushed;    /* messages committed outside fusion (Transact, replays);
                            fusion counts its own (qn_fusion_stats.committed) */

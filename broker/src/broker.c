@@ -7,8 +7,8 @@
  * QUEEN_PORT_FILE), serve; on the first SIGTERM/SIGINT report NOT_SERVING, let
  * modules stop taking work, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS
  * and return; a second signal ends the loop at once.
- * Does not: run migrations (main.c does, before), block once the loop runs, know
- * what a module does.
+ * Does not: run migrations (the product's module applies the schema off the
+ * loop), block once the loop runs, know what a module does.
  *
  * Invariants:
  *   1. Teardown runs in reverse: server (cancels every call) -> modules -> health
@@ -115,6 +115,10 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     if (rc != QN_OK)
         goto out;
     qn_health_set_serving(r.ctx.health, "", true);
+    /* the health service itself answers whatever the modules report */
+    rc = qn_health_set_serving(r.ctx.health, "grpc.health.v1.Health", true);
+    if (rc != QN_OK)
+        goto out;
 
     for (const struct qn_broker_module *m = modules; m != NULL && m->name != NULL; m++) {
         if (nmods == MAX_MODULES) {

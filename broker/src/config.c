@@ -123,6 +123,30 @@ const struct qn_config_var qn_config_vars[] = {
     {"METRICS_RETENTION_DAYS", QN_CFG_INT, "90", 1, 36500, OFF(metrics_retention_days),
      "days of retention history kept"},
     {"QUEEN_LOG_LEVEL", QN_CFG_STRING, "info", 0, 0, OFF(log_level), "debug, info, warn or error"},
+    /* database faults (hung connections, write lanes, starting without the
+     * database, database calls per client connection); defaults and bounds are
+     * the storage module's (queen/store.h) */
+    {"QUEEN_DB_WRITE_RESERVE", QN_CFG_INT, "-1", -1, 255, OFF(db_write_reserve),
+     "pool connections only writes use (below QUEEN_DB_POOL_SIZE); -1 = a quarter of the pool "
+     "(1 for a pool of 2 or 3)"},
+    {"QUEEN_DB_CALL_TIMEOUT_MS", QN_CFG_INT, "0", 0, 3600000, OFF(db_call_timeout_ms),
+     "a database connection silent this long with a call in flight is declared hung and closed; "
+     "0 = QUEEN_STMT_TIMEOUT_MS + 5000"},
+    {"QUEEN_DB_CANCEL_GRACE_MS", QN_CFG_INT, "2000", 1, 3600000, OFF(db_cancel_grace_ms),
+     "a database connection that does not answer a cancel within this is declared hung"},
+    {"QUEEN_DB_KEEPALIVE_IDLE_S", QN_CFG_INT, "10", 0, 86400, OFF(db_keepalive_idle_s),
+     "TCP keepalive idle time of database connections; 0 turns keepalives off"},
+    {"QUEEN_DB_KEEPALIVE_INTERVAL_S", QN_CFG_INT, "5", 1, 3600, OFF(db_keepalive_interval_s),
+     "seconds between unanswered TCP keepalive probes"},
+    {"QUEEN_DB_KEEPALIVE_COUNT", QN_CFG_INT, "3", 1, 1000, OFF(db_keepalive_count),
+     "unanswered keepalive probes before the kernel drops a database connection"},
+    {"QUEEN_DB_TCP_USER_TIMEOUT_MS", QN_CFG_INT, "20000", 0, 3600000, OFF(db_tcp_user_timeout_ms),
+     "unacknowledged data older than this drops a database connection; 0 = the system's"},
+    {"QUEEN_DB_START_RETRY_MAX_MS", QN_CFG_INT, "5000", 100, 600000, OFF(db_start_retry_max_ms),
+     "longest wait between attempts to reach the database and apply the schema at start"},
+    {"QUEEN_MAX_CONN_DB_CALLS", QN_CFG_INT, "64", 1, 100000, OFF(max_conn_db_calls),
+     "calls of one client connection waiting on the database at once (RESOURCE_EXHAUSTED past "
+     "it)"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 
@@ -261,6 +285,14 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         snprintf(err, errcap,
                  "QUEEN_MAX_RECV_BUFFER_BYTES (%lld) must be at least QUEEN_MAX_RECV_BYTES (%lld)",
                  (long long)cfg->max_recv_buffer_bytes, (long long)cfg->max_recv_bytes);
+        return QN_EINVAL;
+    }
+    /* database faults (dbrobust) */
+    if (cfg->db_write_reserve >= cfg->db_pool_size) {
+        snprintf(err, errcap,
+                 "QUEEN_DB_WRITE_RESERVE (%lld) must be below QUEEN_DB_POOL_SIZE (%lld): reads "
+                 "need a connection too",
+                 (long long)cfg->db_write_reserve, (long long)cfg->db_pool_size);
         return QN_EINVAL;
     }
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {

@@ -68,6 +68,17 @@ struct qn_config {
     int64_t metrics_retention_days; /* METRICS_RETENTION_DAYS */
     /* logging */
     char *log_level; /* QUEEN_LOG_LEVEL */
+    /* database faults: hung connections, lanes, start without the database,
+     * database calls per client connection */
+    int64_t db_write_reserve;        /* QUEEN_DB_WRITE_RESERVE (-1 = derived) */
+    int64_t db_call_timeout_ms;      /* QUEEN_DB_CALL_TIMEOUT_MS (0 = derived) */
+    int64_t db_cancel_grace_ms;      /* QUEEN_DB_CANCEL_GRACE_MS */
+    int64_t db_keepalive_idle_s;     /* QUEEN_DB_KEEPALIVE_IDLE_S (0 = off) */
+    int64_t db_keepalive_interval_s; /* QUEEN_DB_KEEPALIVE_INTERVAL_S */
+    int64_t db_keepalive_count;      /* QUEEN_DB_KEEPALIVE_COUNT */
+    int64_t db_tcp_user_timeout_ms;  /* QUEEN_DB_TCP_USER_TIMEOUT_MS (0 = the system's) */
+    int64_t db_start_retry_max_ms;   /* QUEEN_DB_START_RETRY_MAX_MS */
+    int64_t max_conn_db_calls;       /* QUEEN_MAX_CONN_DB_CALLS */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };

@@ -1,8 +1,11 @@
 /*
  * main.c - the queen-broker executable.
  *
- *   queen-broker                 serve gRPC (plain and/or TLS) until SIGTERM/SIGINT
- *   queen-broker migrate         apply the schema and exit
+ *   queen-broker                 serve gRPC (plain and/or TLS) until SIGTERM/SIGINT; the
+ *                                schema is applied while it already listens, retried
+ *                                until the database answers (modules.c)
+ *   queen-broker migrate         apply the schema and exit (fails at once when the
+ *                                database cannot be reached)
  *   queen-broker --print-config  print the effective configuration and exit
  *   queen-broker --config-table  print the configuration table as Markdown and exit
  *
@@ -71,9 +74,7 @@ int main(int argc, char **argv)
     } else if (argc == 2) {
         status = migrate(&cfg);
     } else {
-        status = migrate(&cfg);
-        if (status == 0)
-            status = qn_broker_serve(&cfg, qn_product_modules) == QN_OK ? 0 : 1;
+        status = qn_broker_serve(&cfg, qn_product_modules) == QN_OK ? 0 : 1;
     }
     qn_config_free(&cfg);
     return status;

@@ -5,21 +5,29 @@
  * notifier, the pop gate cache, the dedup cache, the maintenance loop, and the
  * queen.v1 method table.
  *
- * Does: start them in dependency order, report NOT_SERVING while no database
- * connection is up, log a rates line every RATES_INTERVAL_S, refuse new work and
- * answer parked pops at shutdown, and tear everything down in reverse once the
- * server is gone.
+ * Does: start them in dependency order; apply the schema off the loop and
+ * retry it with backoff until the database answers (boot_schema.c), so the
+ * broker listens at once; report NOT_SERVING (health "", queen.v1.QueueService,
+ * queen.v1.AdminService) until the schema is applied and while no database
+ * connection is up; tell fusion when the pool is up again (pushes in doubt
+ * resolve then); pass the pool's own log lines to the broker log; log a rates
+ * line every RATES_INTERVAL_S; refuse new work and answer parked pops at
+ * shutdown; tear everything down in reverse once the server is gone.
  * Does not: serve anything itself (the handlers are in rpc/), run a second loop
  * (one app per loop: a multi-loop process makes one per loop).
  *
  * Invariants:
  *   1. Start order: ids, zctx, store, waiters, fusion, dedup cache, notifier,
- *      gates, methods, maintenance loop. Stop frees the maintenance loop first,
+ *      gates, methods, the schema attempts; the maintenance loop once the schema
+ *      is applied. Stop ends the schema attempts and frees the maintenance loop
+ *      first,
  *      then the notifier (LISTEN off) and the store (its pending callbacks still
  *      find fusion, waiters and the dedup cache alive), then those, then the
  *      contexts and the method table (the server that used it is gone).
  *   2. Shutdown marks the app shutting down before waking parked pops, so a
  *      woken pop answers at once instead of parking again.
+ *   3. Until app->schema_ready the services answer UNAVAILABLE without touching
+ *      the store (rpc/svc.h, qn_svc_refused).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +35,7 @@
 #include <event2/event.h>
 
 #include "app.h"
+#include "boot_schema.h"
 #include "config.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
@@ -40,6 +49,7 @@
 #include "queen/segment.h"
 #include "queen/store.h"
 #include "rpc/methods.h"
+#include "rpc/svc_batch.h"
 #include "transport/health.h"
 
 /* Seconds between rate log lines (only written when something moved). */
@@ -48,6 +58,8 @@
 struct queue_module {
     struct qn_app app;
     qn_health *health;
+    qn_boot_schema *boot;        /* applies the schema; NULL once it did */
+    bool db_up;                  /* the pool has a connection (qn_store_on_state) */
     struct event *rates;         /* periodic rate line */
     struct qn_fusion_stats last; /* fusion counters at the previous line */
     uint64_t last_delivered;
@@ -79,14 +91,57 @@ static void rates_cb(evutil_socket_t fd, short what, void *ud)
     m->last_delivered = m->app.delivered;
 }
 
+/* The queen.v1 services serve once the schema is applied and while the pool
+ * has a connection; "" (the broker as a whole) follows them. */
+static void set_serving(struct queue_module *m)
+{
+    bool serving = m->app.schema_ready && m->db_up && !m->app.shutting_down;
+    static const char *const names[] = {"", "queen.v1.QueueService", "queen.v1.AdminService"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (qn_health_set_serving(m->health, names[i], serving) != QN_OK)
+            QN_WARN("cannot record the health of %s", names[i][0] ? names[i] : "the broker");
+}
+
 static void on_store_state(void *ud, bool up)
 {
     struct queue_module *m = ud;
-    qn_health_set_all(m->health, up);
-    if (up)
+    m->db_up = up;
+    set_serving(m);
+    if (up && m->app.schema_ready)
         QN_INFO("database connected");
+    else if (up)
+        QN_INFO("database pool connected; waiting for the schema");
     else
-        QN_WARN("database unavailable");
+        QN_WARN("database unavailable: every pool connection is down (reconnecting)");
+    if (up && m->app.fusion)
+        qn_fusion_store_up(m->app.fusion); /* pushes in doubt resolve now */
+}
+
+/* The pool's settings from the broker's configuration (QUEEN_DB_*). */
+static void store_config_from(struct qn_store_config *sc, const struct qn_config *cfg)
+{
+    qn_store_config_defaults(sc);
+    sc->conninfo = cfg->database_url;
+    sc->pool_size = (int)cfg->db_pool_size;
+    sc->stmt_timeout_ms = (int)cfg->stmt_timeout_ms;
+    sc->write_reserve = (int)cfg->db_write_reserve;
+    sc->call_timeout_ms = (int)cfg->db_call_timeout_ms;
+    sc->cancel_grace_ms = (int)cfg->db_cancel_grace_ms;
+    sc->keepalives_idle_s = (int)cfg->db_keepalive_idle_s;
+    sc->keepalives_interval_s = (int)cfg->db_keepalive_interval_s;
+    sc->keepalives_count = (int)cfg->db_keepalive_count;
+    sc->tcp_user_timeout_ms = (int)cfg->db_tcp_user_timeout_ms;
+}
+
+/* The storage module's own lines (hung connections, reconnects). */
+static void store_log(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    if (level < QN_LOG_DEBUG || level > QN_LOG_ERROR)
+        level = QN_LOG_WARN;
+    if (level == QN_LOG_DEBUG && !qn_log_enabled(QN_LOG_DEBUG))
+        return;
+    qn_log((enum qn_log_level)level, "database: %s", msg);
 }
 
 /* The maintenance loop on its own session (one per process). */
@@ -101,11 +156,27 @@ static int maint_start(struct qn_app *app)
         return rc;
     }
     rc = qn_maint_start(app->maint);
-    if (rc != QN_OK)
+    if (rc != QN_OK) {
+        QN_ERROR("cannot start the maintenance loop: %s", qn_strerror(rc));
         return rc;
+    }
     QN_INFO("maintenance loop every %lld ms batch=%d cleanup=%s", (long long)mc.interval_ms,
             (int)mc.batch_size, mc.cleanup_enabled ? "on" : "off");
     return QN_OK;
+}
+
+/* The schema is applied: the services may use the database from now on. */
+static void schema_done(void *ud)
+{
+    struct queue_module *m = ud;
+    qn_boot_schema_free(m->boot);
+    m->boot = NULL;
+    m->app.schema_ready = true;
+    set_serving(m);
+    if (m->db_up)
+        QN_INFO("database connected");
+    if (maint_start(&m->app) != QN_OK)
+        QN_ERROR("the broker serves without its maintenance loop (retention, cleanup)");
 }
 
 static int queue_start(struct qn_broker_ctx *ctx, void **state)
@@ -131,16 +202,14 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return rc;
 
     struct qn_store_config sc;
-    qn_store_config_defaults(&sc);
-    sc.conninfo = cfg->database_url;
-    sc.pool_size = (int)cfg->db_pool_size;
-    sc.stmt_timeout_ms = (int)cfg->stmt_timeout_ms;
+    store_config_from(&sc, cfg);
+    sc.log = store_log;
     if ((rc = qn_store_new(ctx->base, &sc, &app->store)) != QN_OK) {
         QN_ERROR("cannot set up the database pool: %s", qn_strerror(rc));
         return rc;
     }
-    /* SERVING only once a connection is up */
-    qn_health_set_all(m->health, false);
+    /* SERVING only once the schema is applied and a connection is up */
+    set_serving(m);
     qn_store_on_state(app->store, on_store_state, m);
 
     if ((rc = qn_waiters_new((size_t)cfg->max_parked_pops, &app->waiters)) != QN_OK)
@@ -172,13 +241,20 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return QN_ENOMEM;
     struct timeval tv = {RATES_INTERVAL_S, 0};
     event_add(m->rates, &tv);
-    return maint_start(app);
+    /* Listening starts now; the schema is applied off the loop, retried until
+     * the database answers (schema_done). */
+    if ((rc = qn_boot_schema_start(ctx->base, cfg->database_url, cfg->db_start_retry_max_ms,
+                                   schema_done, m, &m->boot)) != QN_OK)
+        return rc;
+    return QN_OK;
 }
 
 static void queue_shutdown(void *state)
 {
     struct queue_module *m = state;
     m->app.shutting_down = true;
+    qn_boot_schema_free(m->boot);
+    m->boot = NULL;
     /* parked pops answer now (empty) instead of holding the drain */
     if (m->app.waiters)
         qn_waiters_wake_all(m->app.waiters);
@@ -192,6 +268,8 @@ static void queue_stop(void *state)
     if (m == NULL)
         return;
     struct qn_app *app = &m->app;
+    qn_boot_schema_free(m->boot);
+    m->boot = NULL;
     qn_maint_free(app->maint);
     app->maint = NULL;
     if (m->rates)
@@ -203,6 +281,7 @@ static void queue_stop(void *state)
         qn_store_free(app->store);
         app->store = NULL;
     }
+    qn_pop_releases_free(app); /* after the store: none is in flight any more */
     qn_pop_gates_free(app->gates);
     qn_dedup_free(app->dedup);
     qn_fusion_free(app->fusion);

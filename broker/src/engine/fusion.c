@@ -6,15 +6,33 @@
  * compress each slot's frames into one segment; apply layer-2 dedup; resolve
  * items from push_v1's verdicts; re-send the survivors of a segment that held
  * duplicates; look up the original message ids of duplicates.
- * Does not: decide duplicates (SQL does), retry a failed bundle (a failed push
- * may or may not have committed only if the connection died mid-commit; the
- * client retries with its transaction ids and dedup makes that safe).
+ * Resolve a bundle whose push_v1 result was lost (QN_EINDOUBT): keep it on the
+ * doubt list with its slots still INFLIGHT, and send the same segments with
+ * qn_store_push_resolve when the pool is up (qn_fusion_store_up) or at the next
+ * backoff, again and again while that is in doubt or refused, for up to
+ * QN_FUSION_RESOLVE_MAX_MS. Its answer is applied as a push's, except that a
+ * duplicate whose original turns out to be the item itself (same message id,
+ * read back from the stored segment) is the lost commit: QUEUED at that offset.
+ * Does not: decide duplicates (SQL does); retry a failed bundle (a failure other
+ * than QN_EINDOUBT means nothing was written: the client retries, and dedup
+ * makes that safe with transaction ids).
  *
  * Slot lifecycle:
  *
  *     (absent) --submit--> READY --dispatch--> INFLIGHT --done, frames waiting--> READY
- *                                                 |
+ *                                                 |  ^
+ *                                                 |  +--in doubt: stays INFLIGHT
+ *                                                 |     until resolved or failed
  *                                                 +--done, nothing waiting--> (freed)
+ *
+ * Bundle lifecycle (a bundle in doubt is not counted in `inflight`):
+ *
+ *     SENT --answer--> (applied, freed)
+ *     SENT --QN_EINDOUBT--> DOUBT --pool up / backoff--> RESOLVING
+ *     RESOLVING --answer--> (applied, freed)
+ *     RESOLVING --in doubt, refused, failed--> DOUBT (backoff)
+ *     DOUBT|RESOLVING --QN_FUSION_RESOLVE_MAX_MS, or shutdown--> (items failed
+ *                                                   with QN_EINDOUBT, freed)
  *
  * Invariants:
  *   1. At most one flush per slot is in flight (state INFLIGHT), so a partition's
@@ -25,6 +43,11 @@
  *      a job's done() runs exactly once, when its last item is resolved.
  *   4. Survivors of a segment with duplicates go back to the FRONT of their slot,
  *      so their order relative to later arrivals is kept.
+ *   5. A slot whose flush is in doubt stays INFLIGHT until the flush is resolved,
+ *      so no later frame of that partition is sent before the lost one's fate
+ *      is known and applied (its survivors, if any, go first).
+ *   6. An item is answered QUEUED only for a segment the database answered
+ *      QUEUED, or whose frame the database holds with the item's own message id.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -35,8 +58,8 @@
 
 #include "config.h"
 #include "engine/fusion.h"
-#include "log.h"
 #include "engine/map.h"
+#include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"
@@ -49,6 +72,9 @@
 #define FUSION_MAX_PENDING_BYTES (256ull * 1024u * 1024u)
 /* Bundles in flight at once. */
 #define FUSION_MAX_INFLIGHT 4
+/* Backoff between attempts to resolve a bundle in doubt. */
+#define RESOLVE_MIN_MS 50
+#define RESOLVE_MAX_MS 2000
 
 enum slot_state { SLOT_READY = 1, SLOT_INFLIGHT = 2 };
 
@@ -79,6 +105,14 @@ struct bundle {
     struct qn_fusion *f;
     struct seg *segs;
     size_t nsegs;
+    /* in doubt (its push_v1 result was lost): on f->doubt until resolved */
+    bool doubt;
+    bool resolving;         /* a qn_store_push_resolve is in flight */
+    int64_t doubt_since_ms; /* when the result was lost */
+    int64_t next_try_ms;    /* the next resolve attempt, at the earliest */
+    int64_t backoff_ms;
+    unsigned attempts;
+    struct bundle *dprev, *dnext;
 };
 
 /* Original-message-id lookup for duplicates of one segment. */
@@ -88,6 +122,13 @@ struct lookup {
     struct qn_item_ref *refs;
     int64_t *offsets;
     size_t n;
+    /* The segment was a resolve's: a duplicate whose original carries the item's
+     * own message id is the lost commit (QUEUED). own_guess: what to assume when
+     * the originals cannot be read (every frame listed at consecutive offsets,
+     * as a committed segment would be). */
+    bool resolve;
+    bool own_guess;
+    char *queue, *partition; /* resolve: for the commit hook (copies) */
 };
 
 struct qn_fusion {
@@ -105,6 +146,9 @@ struct qn_fusion {
     struct qn_fusion_dedup_hooks dedup;
     void (*on_commit)(void *ud, const char *queue, const char *partition);
     void *on_commit_ud;
+    struct bundle *doubt; /* bundles in doubt, oldest first */
+    struct bundle *doubt_tail;
+    struct event *resolve_ev; /* the next resolve pass */
     struct qn_fusion_stats stats;
 };
 
@@ -428,50 +472,107 @@ static bool seg_all_minted(const struct seg *sg)
     return true;
 }
 
+static void lookup_free(struct lookup *lk)
+{
+    free(lk->refs);
+    free(lk->offsets);
+    free(lk->queue);
+    free(lk->partition);
+    free(lk);
+}
+
+/* Resolves the duplicates of lk: ids[i] is the original's message id of entry i
+ * when known[i] (either may be NULL: nothing known; the zero id is answered).
+ * Frees lk. */
+static void lookup_apply(struct qn_fusion *f, struct lookup *lk, uint8_t (*ids)[QN_UUID_LEN],
+                         const bool *known)
+{
+    /* Which entries are the item itself (a resolve's lost commit), decided before
+     * anything is resolved: resolving the last item of a job frees it. */
+    size_t own = 0;
+    bool *is_own = lk->resolve ? calloc(lk->n ? lk->n : 1, sizeof *is_own) : NULL;
+    for (size_t i = 0; is_own && i < lk->n; i++) {
+        const struct qn_push_item *it = item_of(lk->refs[i]);
+        bool k = known != NULL && ids != NULL && known[i];
+        is_own[i] = k ? memcmp(ids[i], it->frame.message_id, QN_UUID_LEN) == 0 : lk->own_guess;
+        own += is_own[i];
+    }
+    if (lk->resolve && is_own == NULL && lk->own_guess)
+        own = lk->n; /* out of memory: the store's own rule (every frame listed) */
+    if (own > 0) {
+        f->stats.resolved_committed += own;
+        f->stats.committed += own;
+        f->stats.duplicates -= own;
+        if (f->on_commit && lk->queue && lk->partition)
+            f->on_commit(f->on_commit_ud, lk->queue, lk->partition);
+    }
+    for (size_t i = 0; i < lk->n; i++) {
+        struct qn_item_ref r = lk->refs[i];
+        bool mine = is_own ? is_own[i] : (lk->resolve && lk->own_guess);
+        if (mine) {
+            uint8_t id[QN_UUID_LEN];
+            memcpy(id, item_of(r)->frame.message_id, sizeof id);
+            qn_push_item_resolve(r.job, r.idx, QN_ITEM_QUEUED, lk->offsets[i], lk->pid, id, QN_OK);
+        } else {
+            bool k = known != NULL && ids != NULL && known[i];
+            qn_push_item_resolve(r.job, r.idx, QN_ITEM_DUPLICATE, lk->offsets[i], lk->pid,
+                                 k ? ids[i] : NULL, QN_OK);
+        }
+    }
+    free(is_own);
+    lookup_free(lk);
+}
+
 static void lookup_done(void *ud, const struct qn_store_status *st,
                         const struct qn_segments_result *res)
 {
     struct lookup *lk = ud;
     struct qn_fusion *f = lk->f;
-    for (size_t i = 0; i < lk->n; i++) {
-        uint8_t id[QN_UUID_LEN] = {0};
-        if (st->code == QN_OK) {
-            for (size_t k = 0; k < res->n; k++) {
-                const struct qn_segment_row *row = &res->rows[k];
-                if (lk->offsets[i] < row->base || lk->offsets[i] > row->end)
-                    continue;
-                const uint8_t *raw;
-                size_t rawlen;
-                struct qn_frame fr;
-                if (qn_segment_decompress(f->zctx, row->blob, row->blob_len,
-                                          (size_t)f->cfg->segment_raw_max, &raw,
-                                          &rawlen) == QN_OK &&
-                    qn_segment_frame_at(raw, rawlen, row->base, lk->offsets[i], &fr, NULL) == QN_OK)
-                    memcpy(id, fr.message_id, sizeof id);
-                break;
-            }
-        }
-        qn_push_item_resolve(lk->refs[i].job, lk->refs[i].idx, QN_ITEM_DUPLICATE, lk->offsets[i],
-                             lk->pid, id, QN_OK);
-    }
     f->lookups--;
-    free(lk->refs);
-    free(lk->offsets);
-    free(lk);
+    uint8_t(*ids)[QN_UUID_LEN] = calloc(lk->n ? lk->n : 1, QN_UUID_LEN);
+    bool *known = calloc(lk->n ? lk->n : 1, sizeof *known);
+    for (size_t i = 0; ids != NULL && known != NULL && i < lk->n; i++) {
+        if (st->code != QN_OK)
+            continue;
+        for (size_t k = 0; k < res->n; k++) {
+            const struct qn_segment_row *row = &res->rows[k];
+            if (lk->offsets[i] < row->base || lk->offsets[i] > row->end)
+                continue;
+            const uint8_t *raw;
+            size_t rawlen;
+            struct qn_frame fr;
+            if (qn_segment_decompress(f->zctx, row->blob, row->blob_len,
+                                      (size_t)f->cfg->segment_raw_max, &raw, &rawlen) == QN_OK &&
+                qn_segment_frame_at(raw, rawlen, row->base, lk->offsets[i], &fr, NULL) == QN_OK) {
+                memcpy(ids[i], fr.message_id, QN_UUID_LEN);
+                known[i] = true;
+            }
+            break;
+        }
+    }
+    lookup_apply(f, lk, ids, known);
+    free(ids);
+    free(known);
 }
 
 /* Resolves duplicates (after looking up the originals' ids) and puts the
- * survivors back at the front of the slot. */
-static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_push_seg_result *r)
+ * survivors back at the front of the slot. resolve: r answers a resolve (see
+ * struct lookup). */
+static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_push_seg_result *r,
+                           bool resolve)
 {
     struct slot *s = sg->slot;
     struct lookup *lk = calloc(1, sizeof *lk);
     bool *dup = calloc(sg->nleaders, sizeof *dup);
     int64_t *orig = calloc(sg->nleaders, sizeof *orig);
     if (lk)
-        lk->refs = calloc(r->ndups, sizeof *lk->refs);
+        lk->refs = calloc(r->ndups ? r->ndups : 1, sizeof *lk->refs);
     if (lk)
-        lk->offsets = calloc(r->ndups, sizeof *lk->offsets);
+        lk->offsets = calloc(r->ndups ? r->ndups : 1, sizeof *lk->offsets);
+    if (lk && resolve) {
+        lk->queue = strdup(s->queue);
+        lk->partition = strdup(s->partition);
+    }
     size_t nsurv = sg->nleaders;
     for (size_t k = 0; dup && orig && k < r->ndups; k++) {
         uint32_t i = r->dups[k].idx;
@@ -482,13 +583,20 @@ static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_
         }
     }
     if (lk == NULL || lk->refs == NULL || lk->offsets == NULL || dup == NULL || orig == NULL ||
+        (resolve && (lk->queue == NULL || lk->partition == NULL)) ||
         slot_reserve(s, nsurv) != QN_OK) {
-        /* Out of memory on a rare path: fail the segment rather than guess. */
-        seg_fail(sg, QN_ENOMEM);
+        /* Out of memory on a rare path: fail the segment rather than guess (a
+         * resolve's items: their outcome stays unknown). */
+        seg_fail(sg, resolve ? QN_EINDOUBT : QN_ENOMEM);
         goto out;
     }
     memcpy(lk->pid, r->pid, 16);
     lk->f = f;
+    lk->resolve = resolve;
+    /* A committed segment comes back whole, at consecutive offsets in frame order. */
+    lk->own_guess = resolve && nsurv == 0;
+    for (size_t i = 1; lk->own_guess && i < sg->nleaders; i++)
+        lk->own_guess = orig[i] == orig[i - 1] + 1;
     /* survivors first, in order, ahead of later arrivals */
     memmove(s->pending + nsurv, s->pending, s->npending * sizeof *s->pending);
     size_t w = 0;
@@ -509,23 +617,18 @@ static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_
     if (lk->n > 0) {
         f->lookups++;
         if (qn_store_segment_at(f->store, r->pid, lk->offsets, lk->n, NULL, lookup_done, lk,
-                                NULL) == QN_OK)
+                                NULL) == QN_OK) {
             lk = NULL;
-        else
+        } else {
             f->lookups--;
-    }
-    if (lk != NULL) {
-        /* lookup not sent: answer with the zero id (the original cannot be read) */
-        for (size_t i = 0; i < lk->n; i++)
-            qn_push_item_resolve(lk->refs[i].job, lk->refs[i].idx, QN_ITEM_DUPLICATE,
-                                 lk->offsets[i], r->pid, NULL, QN_OK);
+            /* lookup not sent: the originals cannot be read */
+            lookup_apply(f, lk, NULL, NULL);
+            lk = NULL;
+        }
     }
 out:
-    if (lk) {
-        free(lk->refs);
-        free(lk->offsets);
-        free(lk);
-    }
+    if (lk)
+        lookup_free(lk);
     free(dup);
     free(orig);
 }
@@ -538,12 +641,11 @@ static void slot_settle(struct qn_fusion *f, struct slot *s)
         slot_free(f, s);
 }
 
-static void push_done(void *ud, const struct qn_store_status *st, const struct qn_push_result *res)
+/* Applies the database's answer (or failure) to every segment of b, settles
+ * their slots and frees b. resolve: the answer is a resolve's. */
+static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_store_status *st,
+                         const struct qn_push_result *res, bool resolve)
 {
-    struct bundle *b = ud;
-    struct qn_fusion *f = b->f;
-    f->inflight--;
-    f->stats.inflight = f->inflight;
     bool ok = st->code == QN_OK && res != NULL && res->n == b->nsegs;
     if (st->code == QN_OK && !ok)
         QN_ERROR("push: database answered %zu segment results for %zu segments", res ? res->n : 0,
@@ -570,13 +672,232 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
                 if (f->on_commit)
                     f->on_commit(f->on_commit_ud, sg->slot->queue, sg->slot->partition);
             } else {
-                seg_duplicates(f, sg, r);
+                seg_duplicates(f, sg, r, resolve);
             }
         }
         slot_settle(f, sg->slot);
     }
     bundle_free(b);
     schedule_dispatch(f);
+}
+
+/* ---------------------------------------------------------------- flushes in doubt */
+
+static void doubt_unlink(struct qn_fusion *f, struct bundle *b)
+{
+    assert(b->doubt);
+    if (b->dprev)
+        b->dprev->dnext = b->dnext;
+    else
+        f->doubt = b->dnext;
+    if (b->dnext)
+        b->dnext->dprev = b->dprev;
+    else
+        f->doubt_tail = b->dprev;
+    b->dprev = b->dnext = NULL;
+    b->doubt = false;
+    f->stats.doubt_now--;
+}
+
+static size_t bundle_frames(const struct bundle *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->nsegs; i++)
+        n += b->segs[i].nleaders;
+    return n;
+}
+
+/* Marks every item of b (leaders and their followers) in doubt and tells their
+ * jobs (each job once per run of consecutive items). */
+static void bundle_mark_doubt(struct bundle *b)
+{
+    struct qn_push_job *last = NULL;
+    for (size_t i = 0; i < b->nsegs; i++) {
+        const struct seg *sg = &b->segs[i];
+        for (size_t j = 0; j < sg->nleaders; j++) {
+            struct qn_item_ref r = sg->leaders[j];
+            for (struct qn_item_ref x = r; x.job != NULL; x = x.job == r.job && x.idx == r.idx
+                                                                  ? item_of(r)->first_follower
+                                                                  : item_of(x)->next_follower) {
+                item_of(x)->in_doubt = true;
+                if (x.job != last && x.job->doubt != NULL)
+                    x.job->doubt(x.job);
+                last = x.job;
+            }
+        }
+    }
+}
+
+static void resolve_arm(struct qn_fusion *f, int64_t now);
+
+/* Its push_v1 was sent and its result lost: keep b until it is resolved. */
+static void bundle_doubt(struct qn_fusion *f, struct bundle *b)
+{
+    int64_t now = qn_store_now_ms();
+    b->doubt = true;
+    b->doubt_since_ms = now;
+    b->backoff_ms = RESOLVE_MIN_MS;
+    b->next_try_ms = now;
+    b->dprev = f->doubt_tail;
+    b->dnext = NULL;
+    if (f->doubt_tail)
+        f->doubt_tail->dnext = b;
+    else
+        f->doubt = b;
+    f->doubt_tail = b;
+    f->stats.in_doubt++;
+    f->stats.doubt_now++;
+    QN_WARN("push in doubt: the database connection was lost after a flush of %zu partition(s), "
+            "%zu message(s) was sent (first partition %s/%s); resolving it before answering",
+            b->nsegs, bundle_frames(b), b->segs[0].slot->queue, b->segs[0].slot->partition);
+    bundle_mark_doubt(b);
+    resolve_arm(f, now);
+}
+
+/* Fails b's items with QN_EINDOUBT ("outcome unknown") and frees it. */
+static void bundle_give_up(struct qn_fusion *f, struct bundle *b)
+{
+    doubt_unlink(f, b);
+    f->stats.doubt_failed += bundle_frames(b);
+    struct qn_store_status st = {QN_EINDOUBT, "", ""};
+    bundle_apply(f, b, &st, NULL, true);
+}
+
+static void resolve_done(void *ud, const struct qn_store_status *st,
+                         const struct qn_push_result *res)
+{
+    struct bundle *b = ud;
+    struct qn_fusion *f = b->f;
+    b->resolving = false;
+    int64_t now = qn_store_now_ms();
+    if (st->code == QN_OK && res != NULL && res->n == b->nsegs) {
+        size_t frames = bundle_frames(b);
+        doubt_unlink(f, b);
+        QN_INFO("push in doubt resolved after %lld ms and %u attempt(s): %zu message(s) in %zu "
+                "partition(s) (first %s/%s)",
+                (long long)(now - b->doubt_since_ms), b->attempts, frames, b->nsegs,
+                b->segs[0].slot->queue, b->segs[0].slot->partition);
+        bundle_apply(f, b, st, res, true);
+        return;
+    }
+    if (st->code == QN_ESHUTDOWN) {
+        QN_WARN("push in doubt left unresolved at shutdown: %zu message(s) answered outcome "
+                "unknown",
+                bundle_frames(b));
+        bundle_give_up(f, b);
+        return;
+    }
+    if (now - b->doubt_since_ms >= QN_FUSION_RESOLVE_MAX_MS) {
+        QN_ERROR("push in doubt not resolved within %d s (%u attempts, last: %s): %zu "
+                 "message(s) answered outcome unknown",
+                 QN_FUSION_RESOLVE_MAX_MS / 1000, b->attempts,
+                 st->message && *st->message ? st->message : qn_strerror(st->code),
+                 bundle_frames(b));
+        bundle_give_up(f, b);
+        return;
+    }
+    QN_DEBUG("push resolve attempt %u: %s; retrying in %lld ms", b->attempts, qn_strerror(st->code),
+             (long long)b->backoff_ms);
+    b->next_try_ms = now + b->backoff_ms;
+    b->backoff_ms = b->backoff_ms * 2 > RESOLVE_MAX_MS ? RESOLVE_MAX_MS : b->backoff_ms * 2;
+    resolve_arm(f, now);
+}
+
+/* Sends b's segments again with qn_store_push_resolve. */
+static void resolve_send(struct qn_fusion *f, struct bundle *b)
+{
+    struct qn_push_segment *ps = calloc(b->nsegs, sizeof *ps);
+    int rc = QN_ENOMEM;
+    if (ps != NULL) {
+        for (size_t i = 0; i < b->nsegs; i++) {
+            const struct seg *sg = &b->segs[i];
+            ps[i].queue = sg->slot->queue;
+            ps[i].partition = sg->slot->partition;
+            ps[i].count = (uint32_t)sg->nleaders;
+            ps[i].hashes = sg->hashes;
+            ps[i].verified = -1; /* a resolve probes the whole sidecar anyway */
+            ps[i].blob = sg->blob.data;
+            ps[i].blob_len = sg->blob.len;
+        }
+        b->resolving = true;
+        b->attempts++;
+        f->stats.resolves++;
+        rc = qn_store_push_resolve(f->store, ps, b->nsegs, NULL, resolve_done, b, NULL);
+        free(ps);
+    }
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        resolve_done(b, &st, NULL); /* refused: nothing was sent; backoff */
+    }
+}
+
+/* Sends the resolves that are due (when the pool is up); arms the timer for
+ * the next one. */
+static void resolve_pass(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct qn_fusion *f = arg;
+    int64_t now = qn_store_now_ms();
+    bool up = qn_store_is_up(f->store);
+    for (struct bundle *b = f->doubt, *next; b != NULL; b = next) {
+        next = b->dnext;
+        if (b->resolving || b->next_try_ms > now)
+            continue;
+        if (!up) {
+            if (now - b->doubt_since_ms >= QN_FUSION_RESOLVE_MAX_MS) {
+                struct qn_store_status st = {QN_EUNAVAILABLE, "", "database unavailable"};
+                resolve_done(b, &st, NULL); /* gives up */
+                continue;
+            }
+            /* waits for qn_fusion_store_up; the timer is the fallback */
+            b->next_try_ms = now + RESOLVE_MAX_MS;
+            continue;
+        }
+        resolve_send(f, b); /* may unlink b (a refusal); next was taken before */
+    }
+    resolve_arm(f, qn_store_now_ms());
+}
+
+/* Arms the resolve timer for the earliest due bundle (none: disarmed). */
+static void resolve_arm(struct qn_fusion *f, int64_t now)
+{
+    int64_t due = INT64_MAX;
+    for (const struct bundle *b = f->doubt; b != NULL; b = b->dnext)
+        if (!b->resolving && b->next_try_ms < due)
+            due = b->next_try_ms;
+    evtimer_del(f->resolve_ev);
+    if (due == INT64_MAX)
+        return;
+    int64_t ms = due > now ? due - now : 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    evtimer_add(f->resolve_ev, &tv);
+}
+
+void qn_fusion_store_up(struct qn_fusion *f)
+{
+    if (f->doubt == NULL)
+        return;
+    int64_t now = qn_store_now_ms();
+    for (struct bundle *b = f->doubt; b != NULL; b = b->dnext)
+        if (!b->resolving)
+            b->next_try_ms = now;
+    resolve_arm(f, now); /* from the loop, not inside the store's callback */
+}
+
+static void push_done(void *ud, const struct qn_store_status *st, const struct qn_push_result *res)
+{
+    struct bundle *b = ud;
+    struct qn_fusion *f = b->f;
+    f->inflight--;
+    f->stats.inflight = f->inflight;
+    if (st->code == QN_EINDOUBT) {
+        /* it may have committed: resolve before answering (invariant 5) */
+        bundle_doubt(f, b);
+        schedule_dispatch(f);
+        return;
+    }
+    bundle_apply(f, b, st, res, false);
 }
 
 static void dispatch(evutil_socket_t fd, short what, void *arg)
@@ -684,7 +1005,10 @@ int qn_fusion_new(struct event_base *base, const struct qn_config *cfg, qn_store
     f->zctx = zctx;
     qn_map_init(&f->slots, 10u * 1000u * 1000u);
     f->dispatch_ev = event_new(base, -1, 0, dispatch, f);
-    if (f->dispatch_ev == NULL) {
+    f->resolve_ev = evtimer_new(base, resolve_pass, f);
+    if (f->dispatch_ev == NULL || f->resolve_ev == NULL) {
+        if (f->dispatch_ev)
+            event_free(f->dispatch_ev);
         free(f);
         return QN_ENOMEM;
     }
@@ -707,10 +1031,21 @@ void qn_fusion_free(struct qn_fusion *f)
 {
     if (f == NULL)
         return;
+    /* Flushes still in doubt: their outcome stays unknown (the store, freed
+     * before, answered their resolves with QN_ESHUTDOWN already). Their slots
+     * are INFLIGHT and freed below. */
+    while (f->doubt != NULL) {
+        struct bundle *b = f->doubt;
+        doubt_unlink(f, b);
+        for (size_t i = 0; i < b->nsegs; i++)
+            seg_fail(&b->segs[i], QN_EINDOUBT);
+        bundle_free(b);
+    }
     f->ready_head = f->ready_tail = NULL;
     qn_map_each(&f->slots, fail_slot, f);
     qn_map_destroy(&f->slots);
     event_free(f->dispatch_ev);
+    event_free(f->resolve_ev);
     free(f);
 }
 

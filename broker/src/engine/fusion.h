@@ -13,6 +13,16 @@
  * same transaction-id hash keep the first as leader; later ones are followers
  * that inherit the leader's final result (DUPLICATE with the leader's id and
  * offset, or the leader's failure). SQL (push_v1) is the authority.
+ *
+ * A flush whose result never came (QN_EINDOUBT: the connection was lost or
+ * declared hung after it was sent) is resolved, never failed: its segments and
+ * items are kept, its partitions stay in flight (nothing later overtakes them),
+ * and once the pool is up the same segments are sent with
+ * qn_store_push_resolve until it answers. A segment that committed the first
+ * time is answered QUEUED with its original offsets; one that had not is stored
+ * then. Only a flush still unresolved after QN_FUSION_RESOLVE_MAX_MS fails, with
+ * QN_EINDOUBT (the client hears "outcome unknown"). QN_EUNAVAILABLE (nothing was
+ * sent) fails the items at once: nothing was written.
  */
 #ifndef QN_BROKER_FUSION_H
 #define QN_BROKER_FUSION_H
@@ -35,6 +45,11 @@ struct qn_push_job;
 #define QN_ITEM_DUPLICATE 2
 #define QN_ITEM_FAILED 3
 
+/* How long fusion keeps resolving a flush in doubt before it fails its items
+ * with QN_EINDOUBT: below the 900 s for which storage can resolve a push
+ * (qn_store_push_resolve). */
+#define QN_FUSION_RESOLVE_MAX_MS (600 * 1000)
+
 /* A reference to one item of one job (follower chains link these). */
 struct qn_item_ref {
     struct qn_push_job *job;
@@ -53,6 +68,9 @@ struct qn_push_item {
     /* follower links (fusion-internal) */
     struct qn_item_ref first_follower;
     struct qn_item_ref next_follower;
+    /* set by fusion while the item's flush is in doubt (sent, result lost) and
+     * being resolved; status stays PENDING until it is */
+    bool in_doubt;
     /* result */
     int status;                     /* QN_ITEM_* */
     int64_t offset;                 /* queued: own offset; duplicate: the original's */
@@ -69,6 +87,10 @@ struct qn_push_job {
      * qn_fusion_submit() (always from a later loop callback); an owner that
      * resolves items itself may complete the job earlier. */
     void (*done)(struct qn_push_job *job);
+    /* May be NULL. Called (from a loop callback, possibly several times) when
+     * items of the job become in doubt (their in_doubt is set): the owner may
+     * answer "outcome unknown" before its deadline instead of waiting. */
+    void (*doubt)(struct qn_push_job *job);
     void *ud;
 };
 
@@ -122,14 +144,23 @@ void qn_push_item_resolve(struct qn_push_job *job, uint32_t idx, int status, int
 void qn_push_item_follow(struct qn_push_job *ljob, uint32_t leader, struct qn_push_job *fjob,
                          uint32_t follower);
 
+/* The pool is up again (qn_store_on_state): flushes in doubt are resolved now
+ * rather than at their next backoff. */
+void qn_fusion_store_up(struct qn_fusion *f);
+
 struct qn_fusion_stats {
-    uint64_t flushes;       /* bundles sent */
-    uint64_t segments;      /* segments sent */
-    uint64_t frames;        /* frames sent (re-sends counted again) */
-    uint64_t duplicates;    /* frames answered DUPLICATE by SQL */
-    uint64_t committed;     /* frames committed (QUEUED) */
-    uint32_t inflight;      /* bundles in flight now */
-    uint64_t pending_bytes; /* payload bytes waiting in slots */
+    uint64_t flushes;            /* bundles sent */
+    uint64_t segments;           /* segments sent */
+    uint64_t frames;             /* frames sent (re-sends counted again) */
+    uint64_t duplicates;         /* frames answered DUPLICATE by SQL */
+    uint64_t committed;          /* frames committed (QUEUED) */
+    uint32_t inflight;           /* bundles in flight now */
+    uint64_t pending_bytes;      /* payload bytes waiting in slots */
+    uint64_t in_doubt;           /* flushes whose result was lost (QN_EINDOUBT) */
+    uint64_t resolves;           /* qn_store_push_resolve calls sent */
+    uint64_t resolved_committed; /* frames found committed by their lost flush */
+    uint32_t doubt_now;          /* flushes in doubt now */
+    uint64_t doubt_failed;       /* frames failed after QN_FUSION_RESOLVE_MAX_MS */
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 

@@ -7,6 +7,15 @@
  * ack_v1 call (all groups in flight at once, pipelined by storage); file the
  * dead letter a group hands off (decode the poison frame from the segment the
  * database returned, then dlq_head_v1); answer per item in request order.
+ * A group whose ack_v1 was sent and never answered (QN_EINDOUBT) is sent again,
+ * with backoff, until it answers or the op's deadline (30 s without one)
+ * passes, when it holds completed acks only (a repeated completed ack is noop:
+ * nothing moves twice); a positional item the re-send finds LEASE_INVALID while
+ * the cursor is at or past it was acknowledged by the first attempt (which
+ * released the lease) and is reported NOOP. A group with failed / retry / dlq
+ * items is never repeated (the retry budget would be spent twice): in doubt, the
+ * op fails with UNKNOWN (outcome unknown), as does a group whose re-sends run
+ * out of time.
  * Does not: validate the request (qn_ack_request_ok, validate.h, before),
  * resolve transaction ids itself (SQL does, bounded to the leased span).
  *
@@ -33,6 +42,12 @@
 #include "rpc/validate.h"
 
 #define DLQ_DEFAULT_ERROR "Retries exhausted"
+/* Backoff between re-sends of an ack in doubt, and how long an ack without a
+ * deadline (Consume's in-band acks) keeps re-sending before its outcome is
+ * answered unknown. */
+#define ACK_RESEND_MIN_MS 50
+#define ACK_RESEND_MAX_MS 1000
+#define ACK_RESOLVE_MAX_MS 30000
 
 static int store_status_of(Queen__V1__AckStatus s)
 {
@@ -106,7 +121,10 @@ struct ack_group {
     size_t n;
     qn_store_req *sreq;
     struct qn_dlq_job dlq;
-    long dlq_item; /* request index of the dead-lettered item, -1 none */
+    long dlq_item;        /* request index of the dead-lettered item, -1 none */
+    bool resent;          /* the first ack_v1 was in doubt: this group was sent again */
+    int64_t resend_ms;    /* next backoff between re-sends */
+    struct event *resend; /* re-send timer (made on the first doubt) */
 };
 
 struct qn_ack_op {
@@ -125,7 +143,8 @@ struct qn_ack_op {
     void *ud;
     enum qn_grpc_code fail_code;
     char fail_msg[256];
-    struct event *defer; /* completes an op whose every group failed to send */
+    struct event *defer;   /* completes an op whose every group failed to send */
+    int64_t resolve_until; /* monotonic ms: re-sends of groups in doubt stop here */
 };
 
 static void ack_op_free(struct qn_ack_op *op)
@@ -134,6 +153,9 @@ static void ack_op_free(struct qn_ack_op *op)
         return;
     if (op->defer)
         event_free(op->defer);
+    for (size_t g = 0; g < op->ngroups; g++)
+        if (op->groups[g].resend)
+            event_free(op->groups[g].resend);
     free(op->groups);
     free(op->idx_store);
     free(op->results);
@@ -149,7 +171,7 @@ void qn_ack_cancel(struct qn_ack_op *op)
         qn_store_cancel(op->groups[g].sreq);
         qn_store_cancel(op->groups[g].dlq.sreq);
     }
-    ack_op_free(op);
+    ack_op_free(op); /* frees the re-send timers too */
 }
 
 static void ack_op_step(struct qn_ack_op *op)
@@ -185,18 +207,85 @@ static void group_dlq_done(void *ud, bool filed)
     ack_op_step(op);
 }
 
+/* Whether sending the group again is harmless: completed acks only (a repeated
+ * completed ack is noop). A failed / retry / dlq ack spends the retry budget or
+ * releases the lease, so it is not repeated. */
+static bool group_idempotent(const struct ack_group *g)
+{
+    for (size_t k = 0; k < g->n; k++)
+        if (store_status_of(g->op->req->items[g->idx[k]]->status) != QN_ACK_COMPLETED)
+            return false;
+    return true;
+}
+
+static int group_send(struct ack_group *g);
+static void group_done(void *ud, const struct qn_store_status *st, const struct qn_ack_result *r);
+
+static void group_fail(struct ack_group *g, const struct qn_store_status *st)
+{
+    struct qn_ack_op *op = g->op;
+    if (op->fail_code == QN_GRPC_OK) {
+        op->fail_code = qn_grpc_from_status(st);
+        snprintf(op->fail_msg, sizeof op->fail_msg, "%s", qn_status_message(st));
+    }
+    ack_op_step(op);
+}
+
+static void group_resend_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct ack_group *g = ud;
+    int rc = group_send(g);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        group_done(g, &st, NULL);
+    }
+}
+
+/* The group's ack_v1 was sent and its result never came (QN_EINDOUBT), or a
+ * re-send could not be sent: sends it again after a backoff while the op may
+ * still resolve. Returns false when it will not (the caller fails the group as
+ * outcome unknown). */
+static bool group_resend_later(struct ack_group *g)
+{
+    struct qn_ack_op *op = g->op;
+    if (!group_idempotent(g) || qn_store_now_ms() + g->resend_ms >= op->resolve_until)
+        return false;
+    if (g->resend == NULL)
+        g->resend = evtimer_new(op->app->base, group_resend_cb, g);
+    if (g->resend == NULL)
+        return false;
+    if (!g->resent)
+        QN_INFO("ack in doubt (database connection lost after it was sent): sending it again");
+    g->resent = true;
+    struct timeval tv = {(time_t)(g->resend_ms / 1000),
+                         (suseconds_t)((g->resend_ms % 1000) * 1000)};
+    evtimer_add(g->resend, &tv);
+    g->resend_ms = g->resend_ms * 2 > ACK_RESEND_MAX_MS ? ACK_RESEND_MAX_MS : g->resend_ms * 2;
+    return true;
+}
+
 static void group_done(void *ud, const struct qn_store_status *st, const struct qn_ack_result *r)
 {
     struct ack_group *g = ud;
     struct qn_ack_op *op = g->op;
     g->sreq = NULL;
     if (st->code != QN_OK) {
-        if (op->fail_code == QN_GRPC_OK) {
-            op->fail_code = qn_grpc_from_store(st->code);
-            snprintf(op->fail_msg, sizeof op->fail_msg, "%s",
-                     st->message && *st->message ? st->message : qn_strerror(st->code));
+        /* In doubt, or a re-send that did not go out (the first attempt may
+         * still have committed): send again. Anything else after a doubt
+         * leaves the outcome unknown. */
+        bool doubt = st->code == QN_EINDOUBT ||
+                     (g->resent && (st->code == QN_EUNAVAILABLE || st->code == QN_ETIMEOUT ||
+                                    st->code == QN_EBUSY));
+        if (doubt && group_resend_later(g))
+            return;
+        if (doubt || g->resent) {
+            struct qn_store_status unknown = {QN_EINDOUBT, "", ""};
+            group_fail(g, &unknown);
+            return;
         }
-        ack_op_step(op);
+        group_fail(g, st);
         return;
     }
     long head = -1;
@@ -206,17 +295,27 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
         Queen__V1__AckResult *res = &op->results[i];
         const struct qn_ack_item_result *ir = &r->items[k];
         const Queen__V1__AckItem *in = op->req->items[i];
-        res->outcome = (Queen__V1__AckOutcome)ir->outcome;
-        res->success = ir->outcome == QN_ACK_APPLIED || ir->outcome == QN_ACK_NOOP;
-        res->offset = ir->offset;
+        int outcome = ir->outcome;
+        int64_t off = ir->offset;
+        if (g->resent && outcome == QN_ACK_LEASE_INVALID &&
+            in->target_case == QUEEN__V1__ACK_ITEM__TARGET_OFFSET && r->committed >= 0 &&
+            in->offset <= r->committed) {
+            /* Sent again after a doubt: the first attempt committed (the cursor is
+             * past the item) and released the lease. It is acknowledged. */
+            outcome = QN_ACK_NOOP;
+            off = in->offset;
+        }
+        res->outcome = (Queen__V1__AckOutcome)outcome;
+        res->success = outcome == QN_ACK_APPLIED || outcome == QN_ACK_NOOP;
+        res->offset = off;
         res->lease_released = (r->flags & QN_ACKF_RELEASED) != 0;
         int s = store_status_of(in->status);
-        if (ir->outcome == QN_ACK_APPLIED && (s == QN_ACK_FAILED || s == QN_ACK_DLQ) &&
+        if (outcome == QN_ACK_APPLIED && (s == QN_ACK_FAILED || s == QN_ACK_DLQ) &&
             ir->offset >= 0 && ir->offset < head_off) {
             head = (long)i;
             head_off = ir->offset;
         }
-        switch (ir->outcome) {
+        switch (outcome) {
         case QN_ACK_UNRESOLVED:
             res->error = "transaction id not found in the ackable span of this partition";
             break;
@@ -262,6 +361,44 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
     ack_op_step(op);
 }
 
+/* Sends the group's ack_v1 (again, after a doubt: the same items). Returns
+ * QN_OK (group_done will run) or an error (it will not). */
+static int group_send(struct ack_group *g)
+{
+    struct qn_ack_op *op = g->op;
+    const Queen__V1__AckRequest *req = op->req;
+    struct qn_ack_item *items = calloc(g->n, sizeof *items);
+    uint8_t(*hashes)[16] = calloc(g->n, 16);
+    int rc = QN_ENOMEM;
+    if (items == NULL || hashes == NULL)
+        goto out;
+    for (size_t k = 0; k < g->n; k++) {
+        const Queen__V1__AckItem *in = req->items[g->idx[k]];
+        struct qn_ack_item *it = &items[k];
+        it->status = store_status_of(in->status);
+        if (in->target_case == QUEEN__V1__ACK_ITEM__TARGET_TRANSACTION_ID) {
+            qn_txn_hash(in->transaction_id, strlen(in->transaction_id), hashes[k]);
+            it->hash = hashes[k];
+        } else {
+            it->offset = in->offset;
+        }
+    }
+    struct qn_ack_args args;
+    memcpy(args.pid, g->pid, 16);
+    args.group = op->group;
+    args.worker = g->lease ? g->lease : "";
+    args.items = items;
+    args.n = g->n;
+    struct qn_call_opts opts = {op->deadline, NULL};
+    rc = qn_store_ack(op->app->store, &args, &opts, group_done, g, &g->sreq);
+    if (rc != QN_OK)
+        g->sreq = NULL;
+out:
+    free(items);
+    free(hashes);
+    return rc;
+}
+
 static void ack_op_defer_cb(evutil_socket_t fd, short what, void *ud)
 {
     (void)fd;
@@ -305,14 +442,11 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
     op->ptrs = calloc(n, sizeof *op->ptrs);
     op->idx_store = calloc(n, sizeof *op->idx_store);
     op->groups = calloc(n, sizeof *op->groups);
-    struct qn_ack_item *items = calloc(n, sizeof *items);
-    uint8_t(*hashes)[16] = calloc(n, 16);
-    if (!op->results || !op->ptrs || !op->idx_store || !op->groups || !items || !hashes) {
-        free(items);
-        free(hashes);
+    if (!op->results || !op->ptrs || !op->idx_store || !op->groups) {
         ack_op_free(op);
         return QN_ENOMEM;
     }
+    op->resolve_until = deadline_ms > 0 ? deadline_ms : qn_store_now_ms() + ACK_RESOLVE_MAX_MS;
     for (size_t i = 0; i < n; i++) {
         queen__v1__ack_result__init(&op->results[i]);
         op->results[i].index = (uint32_t)i;
@@ -339,31 +473,13 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
         g->idx = op->idx_store + s;
         g->n = e - s;
         g->dlq_item = -1;
+        g->resend_ms = ACK_RESEND_MIN_MS;
         s = e;
     }
     op->outstanding = op->ngroups + 1; /* +1 while sending, see below */
     for (size_t gi = 0; gi < op->ngroups; gi++) {
         struct ack_group *g = &op->groups[gi];
-        for (size_t k = 0; k < g->n; k++) {
-            const Queen__V1__AckItem *in = req->items[g->idx[k]];
-            struct qn_ack_item *it = &items[k];
-            memset(it, 0, sizeof *it);
-            it->status = store_status_of(in->status);
-            if (in->target_case == QUEEN__V1__ACK_ITEM__TARGET_TRANSACTION_ID) {
-                qn_txn_hash(in->transaction_id, strlen(in->transaction_id), hashes[k]);
-                it->hash = hashes[k];
-            } else {
-                it->offset = in->offset;
-            }
-        }
-        struct qn_ack_args args;
-        memcpy(args.pid, g->pid, 16);
-        args.group = op->group;
-        args.worker = g->lease ? g->lease : "";
-        args.items = items;
-        args.n = g->n;
-        struct qn_call_opts opts = {deadline_ms, NULL};
-        int rc = qn_store_ack(app->store, &args, &opts, group_done, g, &g->sreq);
+        int rc = group_send(g);
         if (rc != QN_OK) {
             struct qn_store_status st = {rc, "", qn_strerror(rc)};
             g->sreq = NULL;
@@ -372,8 +488,6 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
             group_done(g, &st, NULL);
         }
     }
-    free(items);
-    free(hashes);
     if (out)
         *out = op;
     if (op->outstanding > 1) {

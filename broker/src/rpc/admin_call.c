@@ -17,6 +17,13 @@
 
 struct qn_admin_call *qn_admin_new(qn_call *call, ProtobufCMessage *msg, size_t size)
 {
+    const char *refusal = qn_svc_refusal(qn_svc_app(call));
+    if (refusal != NULL) {
+        qn_svc_app(call)->rpcs++;
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
+        return NULL;
+    }
     struct qn_admin_call *a = calloc(1, size);
     if (a == NULL) {
         protobuf_c_message_free_unpacked(msg, NULL);

@@ -31,17 +31,43 @@ enum qn_grpc_code qn_grpc_from_store(int code)
         return QN_GRPC_RESOURCE_EXHAUSTED;
     case QN_ECANCELLED:
         return QN_GRPC_CANCELLED;
+    case QN_EINDOUBT:
+        /* a write was sent and its result never came: it may have committed */
+        return QN_GRPC_UNKNOWN;
     default:
         return QN_GRPC_INTERNAL;
     }
 }
 
+/* SQLSTATEs a procedure raises on purpose, and what they mean to a client. */
+static const struct {
+    const char *sqlstate;
+    enum qn_grpc_code code;
+} sqlstates[] = {
+    {"22023", QN_GRPC_INVALID_ARGUMENT},    /* invalid_parameter_value: the caller's mistake */
+    {"55000", QN_GRPC_FAILED_PRECONDITION}, /* object_not_in_prerequisite_state: e.g. a group
+                                               Queen MQ consumes by conflation */
+};
+
+enum qn_grpc_code qn_grpc_from_status(const struct qn_store_status *st)
+{
+    if (st->code == QN_EDB && st->sqlstate != NULL)
+        for (size_t i = 0; i < sizeof sqlstates / sizeof sqlstates[0]; i++)
+            if (strcmp(st->sqlstate, sqlstates[i].sqlstate) == 0)
+                return sqlstates[i].code;
+    return qn_grpc_from_store(st->code);
+}
+
+const char *qn_status_message(const struct qn_store_status *st)
+{
+    if (st->code == QN_EINDOUBT)
+        return QN_MSG_OUTCOME_UNKNOWN;
+    if (st->code == QN_EUNAVAILABLE)
+        return QN_MSG_NOTHING_WRITTEN;
+    return st->message && *st->message ? st->message : qn_strerror(st->code);
+}
+
 void qn_finish_store_error(qn_call *call, const struct qn_store_status *st)
 {
-    enum qn_grpc_code code = qn_grpc_from_store(st->code);
-    /* invalid_parameter_value raised by a procedure is the caller's mistake */
-    if (st->code == QN_EDB && strcmp(st->sqlstate, "22023") == 0)
-        code = QN_GRPC_INVALID_ARGUMENT;
-    const char *msg = st->message && *st->message ? st->message : qn_strerror(st->code);
-    qn_call_finish(call, code, msg);
+    qn_call_finish(call, qn_grpc_from_status(st), qn_status_message(st));
 }

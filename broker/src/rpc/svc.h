@@ -19,6 +19,19 @@ static inline struct qn_app *qn_svc_app(const qn_call *call)
     return qn_call_method(call)->data;
 }
 
+/* Why the app takes no new call now (answered UNAVAILABLE: nothing was written),
+ * or NULL when it does: shutting down, or the schema not applied yet (a broker
+ * started before its database). */
+static inline const char *qn_svc_refusal(const struct qn_app *app)
+{
+    if (app->shutting_down)
+        return "the broker is shutting down";
+    if (!app->schema_ready)
+        return "the database is not ready: the broker is waiting for it to apply its schema; "
+               "nothing was written, retry";
+    return NULL;
+}
+
 /* QueueService (svc_push.c, svc_pop.c, svc_consume.c, svc_ack.c, svc_txn.c,
  * svc_fetch.c) */
 void qn_svc_push(qn_call *call, ProtobufCMessage *msg);

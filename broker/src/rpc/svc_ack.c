@@ -4,6 +4,8 @@
  * Does: validate (validate.h); hand the request to the ack engine
  * (ack_apply.h) and answer with its per-item results; renew a lease with one
  * renew_lease_v1 call.
+ * A renewal whose result was lost is sent again until it answers (see
+ * RENEW_RESOLVE_MAX_MS); a re-send that cannot get through answers UNKNOWN.
  * Does not: apply acks itself; keep anything after the call ends (a cancelled
  * call cancels its storage work).
  *
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "queen/error.h"
 #include "rpc/ack_apply.h"
@@ -55,8 +59,8 @@ void qn_svc_ack(qn_call *call, ProtobufCMessage *msg)
     enum qn_grpc_code bad = QN_GRPC_OK;
     if (!qn_ack_request_ok(app->cfg, req, why, sizeof why))
         bad = QN_GRPC_INVALID_ARGUMENT;
-    if (bad == QN_GRPC_OK && app->shutting_down) {
-        snprintf(why, sizeof why, "the broker is shutting down");
+    if (bad == QN_GRPC_OK && qn_svc_refusal(app) != NULL) {
+        snprintf(why, sizeof why, "%s", qn_svc_refusal(app));
         bad = QN_GRPC_UNAVAILABLE;
     }
     if (bad != QN_GRPC_OK) {
@@ -95,18 +99,81 @@ void qn_svc_ack_cancel(qn_call *call, int reason)
 
 /* ---------------------------------------------------------------- RenewLease */
 
+/* A renewal whose result was lost (QN_EINDOUBT) is sent again with backoff
+ * until it answers or the deadline (30 s without one) is near: renewing sets
+ * the expiry from now, so a repeat extends it once more, never less. */
+#define RENEW_RESEND_MIN_MS 50
+#define RENEW_RESEND_MAX_MS 1000
+#define RENEW_RESOLVE_MAX_MS 30000
+
 struct renew_rpc {
+    struct qn_app *app;
     qn_call *call;
     qn_store_req *sreq;
+    char lease[QN_UUID_STR_LEN + 1];
+    int32_t seconds;
+    int64_t deadline;      /* 0 = none */
+    int64_t resolve_until; /* re-sends stop here */
+    int64_t backoff_ms;
+    bool resent;
+    struct event *timer; /* re-send (made on the first doubt) */
 };
+
+static void renew_free(struct renew_rpc *r)
+{
+    qn_store_cancel(r->sreq);
+    if (r->timer)
+        event_free(r->timer);
+    free(r);
+}
+
+static int renew_send(struct renew_rpc *r);
+
+static void renew_done(void *ud, const struct qn_store_status *st, int32_t renewed,
+                       int64_t expires_at_us);
+
+static void renew_timer_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct renew_rpc *r = ud;
+    int rc = renew_send(r);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        renew_done(r, &st, 0, 0);
+    }
+}
 
 static void renew_done(void *ud, const struct qn_store_status *st, int32_t renewed,
                        int64_t expires_at_us)
 {
     struct renew_rpc *r = ud;
+    r->sreq = NULL;
+    bool doubt = st->code == QN_EINDOUBT ||
+                 (r->resent &&
+                  (st->code == QN_EUNAVAILABLE || st->code == QN_ETIMEOUT || st->code == QN_EBUSY));
+    if (doubt && qn_store_now_ms() + r->backoff_ms < r->resolve_until) {
+        if (r->timer == NULL)
+            r->timer = evtimer_new(r->app->base, renew_timer_cb, r);
+        if (r->timer != NULL) {
+            r->resent = true;
+            struct timeval tv = {(time_t)(r->backoff_ms / 1000),
+                                 (suseconds_t)((r->backoff_ms % 1000) * 1000)};
+            evtimer_add(r->timer, &tv);
+            r->backoff_ms =
+                r->backoff_ms * 2 > RENEW_RESEND_MAX_MS ? RENEW_RESEND_MAX_MS : r->backoff_ms * 2;
+            return;
+        }
+    }
     qn_call *call = r->call;
+    bool unknown = st->code != QN_OK && (doubt || r->resent);
     qn_call_set_data(call, NULL);
-    free(r);
+    renew_free(r);
+    if (unknown) {
+        struct qn_store_status u = {QN_EINDOUBT, "", ""};
+        qn_finish_store_error(call, &u);
+        return;
+    }
     if (st->code != QN_OK) {
         qn_finish_store_error(call, st);
         return;
@@ -121,24 +188,34 @@ static void renew_done(void *ud, const struct qn_store_status *st, int32_t renew
         qn_call_finish(call, QN_GRPC_INTERNAL, "cannot send the response");
 }
 
+static int renew_send(struct renew_rpc *r)
+{
+    struct qn_call_opts opts = {r->deadline, NULL};
+    int rc =
+        qn_store_renew_lease(r->app->store, r->lease, r->seconds, &opts, renew_done, r, &r->sreq);
+    if (rc != QN_OK)
+        r->sreq = NULL;
+    return rc;
+}
+
 void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
 {
     struct qn_app *app = qn_svc_app(call);
     Queen__V1__RenewLeaseRequest *req = (Queen__V1__RenewLeaseRequest *)msg;
     app->rpcs++;
-    char why[200];
-    if (req->lease_id == NULL || *req->lease_id == '\0') {
-        snprintf(why, sizeof why, "lease_id is required");
-    } else if (strlen(req->lease_id) > 255) {
-        snprintf(why, sizeof why, "lease_id is longer than 255 bytes");
-    } else if (req->seconds > 86400) {
+    char why[300] = "";
+    if (!qn_lease_problem(req->lease_id, "lease_id", false, why, sizeof why) &&
+        req->seconds > 86400)
         snprintf(why, sizeof why, "seconds %u is over the limit of 86400", req->seconds);
-    } else {
-        why[0] = '\0';
-    }
     if (why[0]) {
         protobuf_c_message_free_unpacked(msg, NULL);
         qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
         return;
     }
     struct renew_rpc *r = calloc(1, sizeof *r);
@@ -147,16 +224,19 @@ void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
         qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
+    r->app = app;
     r->call = call;
-    qn_call_set_data(call, r);
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-    int rc =
-        qn_store_renew_lease(app->store, req->lease_id, (int32_t)(req->seconds ? req->seconds : 60),
-                             &opts, renew_done, r, &r->sreq);
+    snprintf(r->lease, sizeof r->lease, "%s", req->lease_id);
+    r->seconds = (int32_t)(req->seconds ? req->seconds : 60);
+    r->deadline = qn_call_deadline_ms(call);
+    r->resolve_until = r->deadline > 0 ? r->deadline : qn_store_now_ms() + RENEW_RESOLVE_MAX_MS;
+    r->backoff_ms = RENEW_RESEND_MIN_MS;
     protobuf_c_message_free_unpacked(msg, NULL);
+    qn_call_set_data(call, r);
+    int rc = renew_send(r);
     if (rc != QN_OK) {
         qn_call_set_data(call, NULL);
-        free(r);
+        renew_free(r);
         qn_call_finish(call, qn_grpc_from_store(rc), qn_strerror(rc));
     }
 }
@@ -165,8 +245,6 @@ void qn_svc_renew_cancel(qn_call *call, int reason)
 {
     (void)reason;
     struct renew_rpc *r = qn_call_data(call);
-    if (r == NULL)
-        return;
-    qn_store_cancel(r->sreq);
-    free(r);
+    if (r != NULL)
+        renew_free(r);
 }

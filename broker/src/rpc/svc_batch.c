@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "app.h"
 #include "config.h"
 #include "log.h"
@@ -162,9 +164,16 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
         a->sub_mode = QN_SUB_NEW;
         break;
     case QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_FROM_TIMESTAMP:
-        if (pp->from_us <= 0) {
+        if (pp->from_us == 0) {
             snprintf(why, cap,
                      "subscription_from_us is required with SUBSCRIPTION_MODE_FROM_TIMESTAMP");
+            return false;
+        }
+        if (pp->from_us < 0) {
+            snprintf(why, cap,
+                     "subscription_from_us %lld is negative: expected microseconds since the "
+                     "Unix epoch (1970-01-01), e.g. 1700000000000000",
+                     (long long)pp->from_us);
             return false;
         }
         a->sub_mode = QN_SUB_TIMESTAMP;
@@ -298,18 +307,157 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
     return (long)n;
 }
 
+/* ---------------------------------------------------------------- lease release */
+
+/*
+ * A release of a worker's leases, sent again until the database answers: a pop
+ * whose result was lost may hold a lease nobody will ack, and a release lost
+ * with the connection would leave it until it expires. release_lease_v1 is
+ * idempotent, so repeating it is harmless.
+ *
+ *     SENT --answered--> (first() told; freed)
+ *     SENT --in doubt, refused, unavailable--> WAITING --backoff--> SENT
+ *     WAITING|SENT --RELEASE_MAX_MS, or the store shut down--> (logged; freed)
+ */
+#define RELEASE_MIN_MS 50
+#define RELEASE_MAX_BACKOFF_MS 2000
+#define RELEASE_MAX_MS (10 * 60 * 1000)
+
+struct qn_pop_release {
+    struct qn_app *app;
+    struct qn_pop_release *prev, *next; /* app->releases */
+    char worker[QN_UUID_STR_LEN + 1];
+    qn_store_req *sreq; /* SENT */
+    struct event *timer;
+    int64_t started_ms, backoff_ms;
+    unsigned attempts;
+    void (*first)(void *ud, int code); /* after the first attempt; NULL once told */
+    void *ud;
+};
+
+static void release_free(struct qn_pop_release *r)
+{
+    struct qn_app *app = r->app;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        app->releases = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    if (r->timer)
+        event_free(r->timer);
+    free(r);
+}
+
+static void release_tell(struct qn_pop_release *r, int code)
+{
+    void (*first)(void *, int) = r->first;
+    r->first = NULL;
+    if (first)
+        first(r->ud, code);
+}
+
+static void release_send(struct qn_pop_release *r);
+
+static void release_timer_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    release_send(ud);
+}
+
 static void release_done(void *ud, const struct qn_store_status *st, int64_t value)
 {
-    (void)ud;
     (void)value;
-    if (st->code != QN_OK)
-        QN_WARN("releasing leases failed: %s", st->message);
+    struct qn_pop_release *r = ud;
+    r->sreq = NULL;
+    int64_t now = qn_store_now_ms();
+    bool again = st->code == QN_EINDOUBT || st->code == QN_EUNAVAILABLE ||
+                 st->code == QN_ETIMEOUT || st->code == QN_EBUSY || st->code == QN_ECONFLICT;
+    if (st->code == QN_OK) {
+        if (r->attempts > 1)
+            QN_INFO("leases of %s released after %u attempts", r->worker, r->attempts);
+    } else if (again && now - r->started_ms < RELEASE_MAX_MS) {
+        if (r->attempts == 1)
+            QN_WARN("releasing leases of %s: %s; retrying until the database answers", r->worker,
+                    qn_strerror(st->code));
+        release_tell(r, st->code);
+        struct timeval tv = {(time_t)(r->backoff_ms / 1000),
+                             (suseconds_t)((r->backoff_ms % 1000) * 1000)};
+        evtimer_add(r->timer, &tv);
+        r->backoff_ms =
+            r->backoff_ms * 2 > RELEASE_MAX_BACKOFF_MS ? RELEASE_MAX_BACKOFF_MS : r->backoff_ms * 2;
+        return;
+    } else if (st->code != QN_ESHUTDOWN) {
+        QN_WARN("releasing leases of %s failed (%u attempts): %s; they expire on their own",
+                r->worker, r->attempts,
+                st->message && *st->message ? st->message : qn_strerror(st->code));
+    }
+    release_tell(r, st->code);
+    release_free(r);
+}
+
+static void release_send(struct qn_pop_release *r)
+{
+    r->attempts++;
+    int rc = qn_store_release_lease(r->app->store, r->worker, NULL, release_done, r, &r->sreq);
+    if (rc != QN_OK) {
+        /* nothing was sent: go through the same path from the loop */
+        r->sreq = NULL;
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        release_done(r, &st, 0);
+    }
+}
+
+int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
+                               void (*first)(void *ud, int code), void *ud)
+{
+    struct qn_pop_release *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return QN_ENOMEM;
+    r->timer = evtimer_new(app->base, release_timer_cb, r);
+    if (r->timer == NULL) {
+        free(r);
+        return QN_ENOMEM;
+    }
+    r->app = app;
+    snprintf(r->worker, sizeof r->worker, "%s", worker);
+    r->started_ms = qn_store_now_ms();
+    r->backoff_ms = RELEASE_MIN_MS;
+    r->first = first;
+    r->ud = ud;
+    r->next = app->releases;
+    if (app->releases)
+        app->releases->prev = r;
+    app->releases = r;
+    /* the first attempt from the loop, so first() never runs inside this call */
+    struct timeval zero = {0, 0};
+    evtimer_add(r->timer, &zero);
+    return QN_OK;
 }
 
 void qn_pop_release_worker(struct qn_app *app, const char *worker)
 {
-    if (qn_store_release_lease(app->store, worker, NULL, release_done, NULL, NULL) != QN_OK)
-        QN_WARN("releasing leases of %s could not be sent", worker);
+    if (qn_pop_release_worker_then(app, worker, NULL, NULL) != QN_OK)
+        QN_WARN("releasing leases of %s could not be started (out of memory); they expire on "
+                "their own",
+                worker);
+}
+
+void qn_pop_release_cancel(struct qn_app *app, void *ud)
+{
+    for (struct qn_pop_release *r = app->releases; r != NULL; r = r->next)
+        if (r->ud == ud)
+            r->first = NULL;
+}
+
+void qn_pop_releases_free(struct qn_app *app)
+{
+    while (app->releases != NULL) {
+        struct qn_pop_release *r = app->releases;
+        qn_store_cancel(r->sreq);
+        release_free(r);
+    }
 }
 
 enum qn_grpc_code qn_pop_batch_error_code(int rc)

@@ -65,9 +65,22 @@ int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_arg
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
                        const struct qn_pop_result *res, unsigned flags);
 
-/* Releases every lease held under worker, fire and forget (a failure is
- * logged; the leases then expire). */
+/* Releases every lease held under worker, in the background: sent again with
+ * backoff while the database is unreachable or the result is lost, for up to
+ * 10 minutes (then logged; the leases expire on their own). */
 void qn_pop_release_worker(struct qn_app *app, const char *worker);
+
+/* Same; first(ud, code) runs once, from a later loop callback, with the outcome
+ * of the first attempt (QN_OK: released; otherwise it goes on in the
+ * background). Returns QN_OK or QN_ENOMEM (nothing started, first never runs). */
+int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
+                               void (*first)(void *ud, int code), void *ud);
+
+/* first() of the releases started with ud will not run (ud is going away). */
+void qn_pop_release_cancel(struct qn_app *app, void *ud);
+
+/* Stops every background release (the module's stop, after the store). */
+void qn_pop_releases_free(struct qn_app *app);
 
 /* The status for a batch that could not be built or sent (qn_pop_send_batch's
  * error). */

@@ -234,6 +234,14 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         consume_release_free(c);
         return;
     }
+    if (st->code == QN_EINDOUBT && !c->args.auto_ack) {
+        /* The lease may have committed: ending the stream releases every lease
+         * of its worker, retried until the database answers. */
+        consume_end(c, QN_GRPC_UNAVAILABLE,
+                    "the database connection was lost during a pop; the stream's leases are "
+                    "released (that batch was not delivered): subscribe again");
+        return;
+    }
     if (st->code != QN_OK) {
         qn_call *call = c->call;
         qn_call_set_data(call, NULL);
@@ -379,9 +387,10 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
     struct consume_rpc *c = qn_call_data(call);
     if (c == NULL) {
         app->rpcs++;
-        if (app->shutting_down) {
+        const char *refusal = qn_svc_refusal(app);
+        if (refusal != NULL) {
             protobuf_c_message_free_unpacked(msg, NULL);
-            qn_call_finish(call, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
+            qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
             return;
         }
         if (qn_rpc_stream_acquire(app->rpc) != QN_OK) {
@@ -463,6 +472,12 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
             const char *lease =
                 req->renew->lease_id && *req->renew->lease_id ? req->renew->lease_id : c->worker;
             uint32_t secs = req->renew->seconds ? req->renew->seconds : 60;
+            char why[300];
+            if (qn_lease_problem(req->renew->lease_id, "renew.lease_id", true, why, sizeof why)) {
+                op_unlink(c, op);
+                consume_end(c, QN_GRPC_INVALID_ARGUMENT, why);
+                return;
+            }
             if (secs > 86400) {
                 op_unlink(c, op);
                 consume_end(c, QN_GRPC_INVALID_ARGUMENT, "renew.seconds is over 86400");

@@ -282,6 +282,12 @@ void qn_svc_fetch(qn_call *call, ProtobufCMessage *msg)
         qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
         return;
     }
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
+        return;
+    }
     struct fetch_rpc *f = calloc(1, sizeof *f);
     if (f)
         f->entries = calloc(req->n_entries, sizeof *f->entries);

@@ -140,6 +140,12 @@ void qn_svc_seek_group(qn_call *call, ProtobufCMessage *msg)
         to_end = true;
     } else if (req->target_case == QUEEN__V1__SEEK_CONSUMER_GROUP_REQUEST__TARGET_TO_TIMESTAMP_US) {
         ts = req->to_timestamp_us;
+        if (ts < 0) {
+            qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT,
+                            "to_timestamp_us is negative: expected microseconds since the Unix "
+                            "epoch (1970-01-01)");
+            return;
+        }
     } else {
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "set to_end or to_timestamp_us");
         return;

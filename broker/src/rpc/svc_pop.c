@@ -24,8 +24,14 @@
  *   POPPING --empty, wait left--> WAITING --wake / re-check timer--> POPPING
  *                                 (or GATING when the gate entry went stale)
  *   WAITING --timer after the wait's end, gated--> (answered empty)
+ *   POPPING --result lost (QN_EINDOUBT)--> RELEASING (its worker's leases are
+ *            released, in the background until the database answers)
+ *   RELEASING --first release attempt answered--> (answered UNAVAILABLE; freed)
+ *   RELEASING --call ended--> (freed when the release attempt answers)
+ *   POPPING --auto-ack result lost--> (answered UNKNOWN: the cursor may have moved)
  *   POPPING --call ended (deadline, reset, shutdown)--> ORPHANED
- *   ORPHANED --pop_v1 answers--> (what it leased is released; freed)
+ *   ORPHANED --pop_v1 answers, or its result is lost--> (what it may have leased
+ *            is released; freed)
  *   (before POPPING) --other reads hold the outbound budget--> BUDGET
  *   BUDGET --budget freed, or its 50 ms re-check--> POPPING (through the same
  *          checks; RESOURCE_EXHAUSTED once unread responses are what blocks)
@@ -34,6 +40,9 @@
  *
  * Invariants:
  *   1. p->sreq != NULL exactly in GATING, POPPING and ORPHANED.
+ *   5. A pop whose lease may have committed is never answered before a release
+ *      of that lease was attempted, and the release goes on until the database
+ *      answers it: the group is not blocked until the lease expires.
  *   2. A pop with wait_ms > 0 is parked from before its first database call
  *      (p->waiting), so a commit that lands while a call is in flight is
  *      remembered (rewake) and the empty answer is followed at once by a second
@@ -62,13 +71,14 @@
 #define BUDGET_RECHECK_MS 50 /* a pop waiting for budget looks again this often */
 
 enum pop_state {
-    POP_NEW,      /* validated, nothing asked yet */
-    POP_GATING,   /* pop_gate_v1 in flight */
-    POP_HELD,     /* the gate holds it: parked, timer armed */
-    POP_POPPING,  /* pop_v1 in flight */
-    POP_WAITING,  /* empty, parked, timer armed */
-    POP_BUDGET,   /* waiting for outbound budget other reads reserved */
-    POP_ORPHANED, /* the call is gone; pop_v1 still in flight */
+    POP_NEW,       /* validated, nothing asked yet */
+    POP_GATING,    /* pop_gate_v1 in flight */
+    POP_HELD,      /* the gate holds it: parked, timer armed */
+    POP_POPPING,   /* pop_v1 in flight */
+    POP_WAITING,   /* empty, parked, timer armed */
+    POP_BUDGET,    /* waiting for outbound budget other reads reserved */
+    POP_ORPHANED,  /* the call is gone; pop_v1 still in flight */
+    POP_RELEASING, /* pop_v1's result was lost; its lease is being released */
 };
 
 struct pop_rpc {
@@ -179,6 +189,22 @@ static void pop_wake(struct qn_waiter *w)
     pop_issue(p);
 }
 
+/* The first release attempt of a pop in doubt answered (invariant 5). */
+static void pop_released(void *ud, int code)
+{
+    struct pop_rpc *p = ud;
+    assert(p->state == POP_RELEASING);
+    if (p->call == NULL) {
+        pop_free(p);
+        return;
+    }
+    pop_finish(p, QN_GRPC_UNAVAILABLE,
+               code == QN_OK ? "the database connection was lost during the pop; what it may "
+                               "have leased was released (nothing delivered): retry"
+                             : "the database connection was lost during the pop; nothing was "
+                               "delivered and what it may have leased is being released: retry");
+}
+
 static void pop_done(void *ud, const struct qn_store_status *st, const struct qn_pop_result *res)
 {
     struct pop_rpc *p = ud;
@@ -186,10 +212,26 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     p->sreq = NULL;
     if (p->state == POP_ORPHANED) {
         /* nobody receives what this pop leased: release it now that it has
-         * committed (invariant 3) */
-        if (st->code == QN_OK && res->n > 0 && !p->args.auto_ack)
+         * committed, or may have (invariant 3) */
+        if (((st->code == QN_OK && res->n > 0) || st->code == QN_EINDOUBT) && !p->args.auto_ack)
             qn_pop_release_worker(p->app, p->worker);
         pop_free(p);
+        return;
+    }
+    if (st->code == QN_EINDOUBT && p->args.auto_ack) {
+        pop_finish(p, QN_GRPC_UNKNOWN,
+                   "outcome unknown: the database connection was lost during an auto-ack pop; "
+                   "the cursor may have moved past messages that were not delivered");
+        return;
+    }
+    if (st->code == QN_EINDOUBT) {
+        /* invariant 5: release before answering */
+        p->state = POP_RELEASING;
+        p->waiting = false;
+        qn_waiters_unpark(p->app->waiters, &p->waiter);
+        evtimer_del(p->timer);
+        if (qn_pop_release_worker_then(p->app, p->worker, pop_released, p) != QN_OK)
+            pop_finish(p, QN_GRPC_UNKNOWN, QN_MSG_OUTCOME_UNKNOWN);
         return;
     }
     if (st->code != QN_OK) {
@@ -367,8 +409,9 @@ void qn_svc_pop(qn_call *call, ProtobufCMessage *msg)
                                req->auto_ack,
                                req->subscription_mode,
                                req->subscription_from_us};
-    if (app->shutting_down) {
-        pop_finish(p, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        pop_finish(p, QN_GRPC_UNAVAILABLE, refusal);
         return;
     }
     if (!qn_pop_prepare(app->cfg, &pp, &p->args, p->worker, why, sizeof why)) {
@@ -409,6 +452,10 @@ void qn_svc_pop_cancel(qn_call *call, int reason)
     struct pop_rpc *p = qn_call_data(call);
     if (p == NULL)
         return;
+    if (p->state == POP_RELEASING) {
+        p->call = NULL; /* pop_released frees */
+        return;
+    }
     if (p->state == POP_POPPING) {
         /* pop_done releases what this pop leased (invariant 3) */
         p->state = POP_ORPHANED;

@@ -6,6 +6,12 @@
  * mint message ids; dedup layer 1 (first wins inside the request, per queue and
  * partition); hand each (queue, partition) group to fusion; answer once every
  * item is resolved, in request order.
+ * When items become in doubt (their flush was sent and its result lost; fusion
+ * resolves it), a call with a deadline is answered just before it
+ * (DOUBT_MARGIN_MS) if they are not resolved by then: resolved items with their
+ * results, the rest PUSH_STATUS_UNKNOWN (all of them: the status UNKNOWN), so
+ * the client learns "outcome unknown" rather than DEADLINE_EXCEEDED or, worse,
+ * UNAVAILABLE. A call without a deadline waits for the resolution.
  * Does not: decide duplicates across requests (fusion layer 2 and SQL do), retry.
  *
  * Invariants:
@@ -13,9 +19,13 @@
  *   2. The job holds one extra reference while items are being submitted, so
  *      done() cannot run (and free the RPC) in the middle of submission.
  *   3. The request message stays alive until done(): frames borrow its bytes.
+ *   4. The call is answered once: by done(), or by the doubt timer (which then
+ *      detaches the call as a cancel does; done() frees later).
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "config.h"
 #include "engine/fusion.h"
@@ -25,15 +35,23 @@
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
+/* A push in doubt answers this long before its deadline (as a long poll does),
+ * so the answer reaches the client before it gives up on its own. */
+#define DOUBT_MARGIN_MS 20
+
 struct push_rpc {
     struct qn_push_job job;
-    qn_call *call;               /* NULL once the call was cancelled */
+    qn_call *call;               /* NULL once the call was cancelled or answered */
     Queen__V1__PushRequest *req; /* owned */
     char (*minted)[QN_UUID_STR_LEN];
+    struct event *doubt_timer; /* armed when items became in doubt */
+    struct qn_app *app;
 };
 
 static void push_free(struct push_rpc *p)
 {
+    if (p->doubt_timer)
+        event_free(p->doubt_timer);
     protobuf_c_message_free_unpacked(&p->req->base, NULL);
     free(p->job.items);
     free(p->minted);
@@ -47,26 +65,27 @@ static const char *item_txn(const struct qn_push_item *it, char *buf)
     return buf;
 }
 
-/* Answers the call: per-item results, or one status when every item failed for
- * the same database reason (nothing was written). */
-static void push_done(struct qn_push_job *job)
+/* Answers the call from the items' states: per-item results, or one status
+ * when every item failed for the same reason (nothing was written), or UNKNOWN
+ * when no item has a known outcome. Items still pending (answered before they
+ * were resolved, see the doubt timer) are PUSH_STATUS_UNKNOWN. */
+static void push_answer(struct push_rpc *p, qn_call *call)
 {
-    struct push_rpc *p = (struct push_rpc *)job;
-    qn_call *call = p->call;
-    if (call == NULL) {
-        push_free(p);
-        return;
-    }
-    qn_call_set_data(call, NULL);
+    struct qn_push_job *job = &p->job;
     size_t n = job->nitems;
-    int common_err = job->items[0].status == QN_ITEM_FAILED ? job->items[0].err : QN_OK;
-    for (size_t i = 1; i < n && common_err != QN_OK; i++)
-        if (job->items[i].status != QN_ITEM_FAILED || job->items[i].err != common_err)
+    int common_err = job->items[0].status == QN_ITEM_FAILED    ? job->items[0].err
+                     : job->items[0].status == QN_ITEM_PENDING ? QN_EINDOUBT
+                                                               : QN_OK;
+    for (size_t i = 1; i < n && common_err != QN_OK; i++) {
+        int e = job->items[i].status == QN_ITEM_FAILED    ? job->items[i].err
+                : job->items[i].status == QN_ITEM_PENDING ? QN_EINDOUBT
+                                                          : QN_OK;
+        if (e != common_err)
             common_err = QN_OK;
+    }
     if (common_err != QN_OK) {
         struct qn_store_status st = {common_err, "", qn_strerror(common_err)};
         qn_finish_store_error(call, &st);
-        push_free(p);
         return;
     }
 
@@ -105,9 +124,19 @@ static void push_done(struct qn_push_job *job)
             r->partition_id = pids[i];
             r->offset = it->offset;
             break;
+        case QN_ITEM_PENDING:
+            r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_UNKNOWN;
+            r->error = (char *)QN_MSG_OUTCOME_UNKNOWN;
+            r->offset = -1;
+            break;
         default:
-            r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_FAILED;
-            r->error = (char *)qn_strerror(it->err);
+            if (it->err == QN_EINDOUBT) {
+                r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_UNKNOWN;
+                r->error = (char *)QN_MSG_OUTCOME_UNKNOWN;
+            } else {
+                r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_FAILED;
+                r->error = (char *)qn_strerror(it->err);
+            }
             r->offset = -1;
             break;
         }
@@ -126,7 +155,53 @@ out:
     free(ids);
     free(pids);
     free(txns);
+}
+
+/* Every item is resolved: answer (unless answered or cancelled) and free. */
+static void push_done(struct qn_push_job *job)
+{
+    struct push_rpc *p = (struct push_rpc *)job;
+    qn_call *call = p->call;
+    if (call != NULL) {
+        qn_call_set_data(call, NULL);
+        push_answer(p, call);
+    }
     push_free(p);
+}
+
+/* The deadline is near and items are still in doubt: answer now (invariant 4).
+ * Resolution goes on; done() frees. */
+static void push_doubt_timer(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct push_rpc *p = ud;
+    qn_call *call = p->call;
+    if (call == NULL)
+        return;
+    p->call = NULL;
+    qn_call_set_data(call, NULL);
+    push_answer(p, call);
+}
+
+/* Fusion marked items in doubt: answer before the deadline if they are not
+ * resolved by then. */
+static void push_doubt(struct qn_push_job *job)
+{
+    struct push_rpc *p = (struct push_rpc *)job;
+    if (p->call == NULL || p->doubt_timer != NULL)
+        return;
+    int64_t dl = qn_call_deadline_ms(p->call);
+    if (dl <= 0)
+        return; /* no deadline: the answer waits for the resolution */
+    p->doubt_timer = evtimer_new(p->app->base, push_doubt_timer, p);
+    if (p->doubt_timer == NULL)
+        return; /* the transport answers DEADLINE_EXCEEDED at the deadline */
+    int64_t ms = dl - DOUBT_MARGIN_MS - qn_store_now_ms();
+    if (ms < 0)
+        ms = 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    evtimer_add(p->doubt_timer, &tv);
 }
 
 /* Checks every item; writes a message naming the first bad one. */
@@ -222,9 +297,10 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
     Queen__V1__PushRequest *req = (Queen__V1__PushRequest *)msg;
     char why[300];
     app->rpcs++;
-    if (app->shutting_down) {
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
         protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
         return;
     }
     if (!push_validate(app->cfg, req, why, sizeof why)) {
@@ -252,9 +328,11 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
     }
     p->call = call;
     p->req = req;
+    p->app = app;
     p->job.nitems = n;
     p->job.pending = n + 1; /* invariant 2 */
     p->job.done = push_done;
+    p->job.doubt = push_doubt;
     qn_call_set_data(call, p);
 
     uint64_t now = qn_now_ms();
@@ -308,6 +386,9 @@ void qn_svc_push_cancel(qn_call *call, int reason)
 {
     (void)reason;
     struct push_rpc *p = qn_call_data(call);
-    if (p != NULL)
+    if (p != NULL) {
         p->call = NULL; /* frames stay in flight; done() frees */
+        if (p->doubt_timer)
+            evtimer_del(p->doubt_timer);
+    }
 }

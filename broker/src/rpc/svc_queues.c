@@ -226,9 +226,8 @@ static void getq_step(struct getq *a)
 static void getq_fail(struct getq *a, const struct qn_store_status *st)
 {
     if (a->fail == QN_GRPC_OK) {
-        a->fail = qn_grpc_from_store(st->code);
-        snprintf(a->failmsg, sizeof a->failmsg, "%s",
-                 st->message && *st->message ? st->message : qn_strerror(st->code));
+        a->fail = qn_grpc_from_status(st);
+        snprintf(a->failmsg, sizeof a->failmsg, "%s", qn_status_message(st));
     }
 }
 

@@ -137,7 +137,7 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
     if (st->code != QN_OK) {
         char msg[400];
         int step = r ? r->failed_step : -1;
-        const char *detail = st->message && *st->message ? st->message : qn_strerror(st->code);
+        const char *detail = qn_status_message(st);
         int checks = t->req->n_required_leases > 0 ? 1 : 0;
         int ackbase = checks + (t->nsegs > 0 ? 1 : 0);
         if (st->code == QN_EDUPLICATE)
@@ -272,8 +272,10 @@ static bool txn_validate(const struct qn_config *cfg, const Queen__V1__TransactR
                 snprintf(why, cap, "ops[%zu].ack: %s", i, tmp);
                 return false;
             }
-            if (qn_ack_item_check(op->ack->item, i, tmp, sizeof tmp) != QN_OK) {
-                snprintf(why, cap, "ops[%zu].ack: %s", i, tmp);
+            if (qn_ack_item_check(op->ack->item, 0, tmp, sizeof tmp) != QN_OK) {
+                /* the check names the item "items[0]": here it is ops[i].ack.item */
+                snprintf(why, cap, "ops[%zu].ack.item%s", i,
+                         strncmp(tmp, "items[0]", 8) == 0 ? tmp + 8 : tmp);
                 return false;
             }
         } else {
@@ -282,11 +284,10 @@ static bool txn_validate(const struct qn_config *cfg, const Queen__V1__TransactR
         }
     }
     for (size_t i = 0; i < req->n_required_leases; i++) {
-        const char *l = req->required_leases[i];
-        if (l == NULL || *l == '\0' || strlen(l) > 255) {
-            snprintf(why, cap, "required_leases[%zu] is empty or longer than 255 bytes", i);
+        char what[48];
+        snprintf(what, sizeof what, "required_leases[%zu]", i);
+        if (qn_lease_problem(req->required_leases[i], what, false, why, cap))
             return false;
-        }
     }
     return true;
 }
@@ -467,9 +468,10 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
         qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
         return;
     }
-    if (app->shutting_down) {
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
         protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
         return;
     }
     struct txn_rpc *t = calloc(1, sizeof *t);

@@ -144,6 +144,25 @@ bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it,
     return true;
 }
 
+bool qn_lease_problem(const char *s, const char *what, bool allow_empty, char *buf, size_t cap)
+{
+    uint8_t u[16];
+    if (s == NULL || *s == '\0') {
+        if (allow_empty)
+            return false;
+        snprintf(buf, cap, "%s is required", what);
+        return true;
+    }
+    if (qn_uuid_parse(s, strlen(s), u) != QN_OK) {
+        snprintf(buf, cap,
+                 "%s is not a lease id: expected the UUID a Pop or Consume batch carries "
+                 "(36 characters, xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
+                 what);
+        return true;
+    }
+    return false;
+}
+
 int qn_ack_item_check(const Queen__V1__AckItem *it, size_t i, char *buf, size_t cap)
 {
     uint8_t pid[16];
@@ -180,10 +199,10 @@ int qn_ack_item_check(const Queen__V1__AckItem *it, size_t i, char *buf, size_t 
         snprintf(buf, cap, "items[%zu].error is longer than %d bytes", i, ACK_ERROR_MAX);
         return QN_EBADREQUEST;
     }
-    if (it->lease_id && strlen(it->lease_id) > 255) {
-        snprintf(buf, cap, "items[%zu].lease_id is longer than 255 bytes", i);
+    char what[48];
+    snprintf(what, sizeof what, "items[%zu].lease_id", i);
+    if (qn_lease_problem(it->lease_id, what, true, buf, cap))
         return QN_EBADREQUEST;
-    }
     return QN_OK;
 }
 

@@ -42,6 +42,11 @@ bool qn_parse_uuid_str(const char *s, uint8_t out[16]);
 bool qn_push_item_ok(const struct qn_config *cfg, const Queen__V1__PushItem *it, const char *prefix,
                      char *buf, size_t cap);
 
+/* Writes into buf why `s` is not a lease id for `what` (a lease id is the UUID a
+ * Pop or Consume answered with), or returns false when it is one. Empty is
+ * invalid unless allow_empty. */
+bool qn_lease_problem(const char *s, const char *what, bool allow_empty, char *buf, size_t cap);
+
 /* Validates one AckItem (i names it): writes a message into buf and returns
  * QN_EBADREQUEST when bad, QN_OK when good. */
 int qn_ack_item_check(const Queen__V1__AckItem *it, size_t i, char *buf, size_t cap);
