@@ -37,6 +37,10 @@ struct qn_dd_alloc_stats qn_dd_alloc_now(void);
 struct qn_dd_alloc_stats qn_dd_alloc_stop(void);
 void qn_dd_alloc_fail_after(long n);
 
+/* The monotonic clock the engines see (the runner wraps qn_store_now_ms in
+ * test_dedup.c to return it); suites set it to move time. */
+extern int64_t qt_engine_mono_ms;
+
 /* A deterministic 16-byte "hash" for (seed, i): uniform like xxh3 output. */
 void qn_dd_hash(uint64_t seed, uint64_t i, uint8_t out[16]);
 

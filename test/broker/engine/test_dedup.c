@@ -49,7 +49,8 @@ struct fake_req {
 #define FAKE_MAX 512
 static struct fake_req reqs[FAKE_MAX];
 static size_t nreqs;
-static int64_t mono_ms = 1000000;
+#define mono_ms qt_engine_mono_ms
+int64_t qt_engine_mono_ms = 1000000;
 static int64_t wall_ms = 1700000000000LL;
 
 int64_t __wrap_qn_store_now_ms(void);

@@ -16,6 +16,12 @@
  * four bundles fly at once; every item is resolved exactly once and every job's
  * done() runs exactly once, never inside qn_fusion_submit(); a duplicate gets the
  * original's offset and message id; a failure fails every item of the bundle.
+ * And for a flush whose result was lost (QN_EINDOUBT): its items are marked in
+ * doubt and their jobs told, nothing later of the partition is sent before it is
+ * resolved, the resolve carries the same frames, waits for the pool to be up, is
+ * repeated while in doubt, answers QUEUED with the original offsets when the
+ * stored frames carry the items' own message ids (and DUPLICATE otherwise), and
+ * gives up with QN_EINDOUBT only after QN_FUSION_RESOLVE_MAX_MS.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,6 +57,7 @@ struct fake_seg {
 struct fake_push {
     struct fake_seg segs[MAX_SEGS];
     size_t nsegs;
+    bool resolve; /* qn_store_push_resolve, not qn_store_push */
     qn_push_cb cb;
     void *ud;
     bool answered;
@@ -70,6 +77,7 @@ static size_t npushes;
 static struct fake_lookup lookups[MAX_CALLS];
 static size_t nlookups;
 static int push_refuse; /* != QN_OK: qn_store_push refuses with it */
+static bool store_up;   /* what qn_store_is_up answers */
 static qn_zctx *test_zctx;
 static bool in_submit; /* a done() now would run inside qn_fusion_submit */
 
@@ -80,6 +88,30 @@ int __wrap_qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_
                                size_t n, const struct qn_call_opts *opts, qn_segments_cb cb,
                                void *ud, qn_store_req **req);
 
+int __wrap_qn_store_push_resolve(qn_store *st, const struct qn_push_segment *segs, size_t n,
+                                 const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                                 qn_store_req **req);
+bool __wrap_qn_store_is_up(const qn_store *st);
+
+bool __wrap_qn_store_is_up(const qn_store *st)
+{
+    (void)st;
+    return store_up;
+}
+
+static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve, qn_push_cb cb,
+                       void *ud, qn_store_req **req);
+
+int __wrap_qn_store_push_resolve(qn_store *st, const struct qn_push_segment *segs, size_t n,
+                                 const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                                 qn_store_req **req)
+{
+    (void)st;
+    (void)opts;
+    ck_assert_msg(store_up, "a resolve was sent while the pool was down");
+    return record_push(segs, n, true, cb, ud, req);
+}
+
 int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
                          const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
                          qn_store_req **req)
@@ -87,12 +119,19 @@ int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_
     (void)st;
     (void)opts;
     ck_assert(!strict); /* fusion never sends strict pushes */
+    return record_push(segs, n, false, cb, ud, req);
+}
+
+static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve, qn_push_cb cb,
+                       void *ud, qn_store_req **req)
+{
     if (push_refuse != QN_OK)
         return push_refuse;
     ck_assert_uint_lt(npushes, MAX_CALLS);
     ck_assert_uint_le(n, MAX_SEGS);
     struct fake_push *p = &pushes[npushes++];
     memset(p, 0, sizeof *p);
+    p->resolve = resolve;
     p->cb = cb;
     p->ud = ud;
     p->nsegs = n;
@@ -219,6 +258,7 @@ struct tjob {
     char payload[MAX_ITEMS][16];
     uint8_t pad[MAX_ITEMS][1024];
     int done_calls;
+    int doubt_calls; /* job.doubt() ran */
 };
 
 static struct event_base *base;
@@ -241,6 +281,12 @@ static void job_done(struct qn_push_job *j)
  * (the arrival order the test checks). txn: "t<seq>" (distinct), or minted
  * (the message id as text). pad adds that many payload bytes (size tests).
  */
+static void job_doubt(struct qn_push_job *j)
+{
+    struct tjob *t = (struct tjob *)j;
+    t->doubt_calls++;
+}
+
 static struct tjob *job_make(const char *queue, const char *partition, int seq0, size_t n,
                              bool minted, size_t pad)
 {
@@ -254,6 +300,7 @@ static struct tjob *job_make(const char *queue, const char *partition, int seq0,
     t->job.nitems = n;
     t->job.pending = n;
     t->job.done = job_done;
+    t->job.doubt = job_doubt;
     t->job.ud = t;
     for (size_t i = 0; i < n; i++) {
         struct qn_push_item *it = &t->items[i];
@@ -305,6 +352,7 @@ static void setup_with(int64_t bundle_max, int64_t segment_raw_max)
     nlookups = 0;
     njobs = 0;
     push_refuse = QN_OK;
+    store_up = true;
     base = event_base_new();
     ck_assert_ptr_nonnull(base);
     ck_assert_int_eq(qn_zctx_new(&test_zctx), QN_OK);
@@ -690,6 +738,294 @@ START_TEST(free_fails_what_waits)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- flushes in doubt */
+
+/* Answers lookup k with one segment at base holding the frames of items
+ * [first, first + n) of job t (their own message ids), except that entries of
+ * `other` (may be NULL) carry a foreign message id instead. */
+static void answer_lookup_with(size_t k, int64_t at, const struct tjob *t, size_t first, size_t n,
+                               const bool *other)
+{
+    ck_assert_uint_lt(k, nlookups);
+    struct fake_lookup *l = &lookups[k];
+    ck_assert(!l->answered);
+    struct qn_frame f[MAX_FRAMES];
+    memset(f, 0, sizeof f);
+    for (size_t i = 0; i < n; i++) {
+        f[i] = t->items[first + i].frame;
+        if (other && other[i])
+            memset(f[i].message_id, 0xee, 16);
+    }
+    struct qn_buf blob = {0};
+    ck_assert_int_eq(qn_segment_pack(test_zctx, f, n, 1, &blob, NULL), QN_OK);
+    struct qn_segment_row row = {at, at + (int64_t)n - 1, 1, blob.data, blob.len};
+    struct qn_segments_result sr = {1, &row};
+    struct qn_store_status ok = {QN_OK, "", ""};
+    l->answered = true;
+    l->cb(l->ud, &ok, &sr);
+    qn_buf_free(&blob);
+}
+
+static void assert_same_frames(size_t a, size_t b)
+{
+    ck_assert_uint_eq(pushes[a].nsegs, pushes[b].nsegs);
+    for (size_t i = 0; i < pushes[a].nsegs; i++) {
+        ck_assert_str_eq(pushes[a].segs[i].partition, pushes[b].segs[i].partition);
+        ck_assert_uint_eq(pushes[a].segs[i].count, pushes[b].segs[i].count);
+        for (uint32_t j = 0; j < pushes[a].segs[i].count; j++)
+            ck_assert_int_eq(pushes[a].segs[i].seq[j], pushes[b].segs[i].seq[j]);
+    }
+}
+
+/* The lost flush had committed: the resolve finds every frame stored with the
+ * items' own message ids and answers QUEUED at those offsets; what arrived
+ * meanwhile for the partition goes only after that. */
+START_TEST(doubt_committed_is_queued_in_order)
+{
+    setup();
+    struct tjob *a = job_make("q", "p", 0, 3, false, 0);
+    submit(a);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    struct tjob *b = job_make("q", "p", 3, 2, false, 0);
+    submit(b);
+    turn();
+    answer_error(0, QN_EINDOUBT);
+    /* not failed: in doubt, and its job told */
+    ck_assert_int_eq(a->done_calls, 0);
+    ck_assert_int_ge(a->doubt_calls, 1);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(a->items[i].in_doubt);
+        ck_assert_int_eq(a->items[i].status, QN_ITEM_PENDING);
+    }
+    ck_assert(!b->items[0].in_doubt);
+    turn();
+    turn();
+    /* the resolve: the same frames, and nothing of b yet */
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert(pushes[1].resolve);
+    assert_same_frames(0, 1);
+    uint32_t all[] = {0, 1, 2};
+    int64_t at[] = {100, 101, 102};
+    answer_dups(1, all, at, 3);
+    /* a is stored (at 100..102): b may be sent now, behind it, while a's
+     * answer waits for the originals' ids */
+    turn();
+    ck_assert_uint_eq(nlookups, 1);
+    answer_lookup_with(0, 100, a, 0, 3, NULL);
+    ck_assert_int_eq(a->done_calls, 1);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(a->items[i].status, QN_ITEM_QUEUED);
+        ck_assert_int_eq(a->items[i].offset, 100 + i);
+        ck_assert_mem_eq(a->items[i].result_id, a->items[i].frame.message_id, 16);
+    }
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert(!pushes[2].resolve);
+    ck_assert_int_eq(pushes[2].segs[0].seq[0], 3);
+    int64_t b0[] = {103};
+    answer_queued(2, b0);
+    ck_assert_int_eq(b->items[0].offset, 103);
+    ck_assert_int_eq(b->items[1].offset, 104);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.in_doubt, 1);
+    ck_assert_uint_eq(fs.resolved_committed, 3);
+    ck_assert_uint_eq(fs.committed, 5);
+    ck_assert_uint_eq(fs.duplicates, 0);
+    ck_assert_uint_eq(fs.doubt_now, 0);
+    teardown();
+}
+END_TEST
+
+/* The lost flush had not committed: the resolve stores it, still ahead of what
+ * arrived meanwhile. */
+START_TEST(doubt_uncommitted_is_stored_by_the_resolve)
+{
+    setup();
+    stored.n = 0;
+    struct tjob *a = job_make("q", "p", 0, 4, true, 0);
+    submit(a);
+    turn();
+    struct tjob *b = job_make("q", "p", 4, 3, true, 0);
+    submit(b);
+    answer_error(0, QN_EINDOUBT);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert(pushes[1].resolve);
+    /* a resolve probes the whole sidecar: it never vouches */
+    ck_assert_int_eq(pushes[1].segs[0].verified, -1);
+    record_stored(1, "p");
+    int64_t b0[] = {7};
+    answer_queued(1, b0);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(a->items[3].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(a->items[3].offset, 10);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    record_stored(2, "p");
+    answer_queued(2, NULL);
+    ck_assert_uint_eq(stored.n, 7);
+    teardown();
+}
+END_TEST
+
+/* No resolve while the pool is down; the pool coming up sends it; a resolve in
+ * doubt is sent again; another partition is never held back meanwhile. */
+START_TEST(doubt_waits_for_the_pool_and_repeats)
+{
+    setup();
+    store_up = false;
+    struct tjob *a = job_make("q", "p", 0, 2, false, 0);
+    submit(a);
+    turn();
+    answer_error(0, QN_EINDOUBT);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    struct tjob *c = job_make("q", "other", 50, 1, false, 0);
+    submit(c);
+    turn();
+    ck_assert_uint_eq(npushes, 2); /* another partition goes */
+    ck_assert(!pushes[1].resolve);
+    answer_queued(1, NULL);
+    ck_assert_int_eq(c->done_calls, 1);
+    store_up = true;
+    qn_fusion_store_up(fusion);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert(pushes[2].resolve);
+    assert_same_frames(0, 2);
+    answer_error(2, QN_EINDOUBT); /* in doubt again */
+    ck_assert_int_eq(a->done_calls, 0);
+    qn_fusion_store_up(fusion); /* no backoff wait in the test */
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    ck_assert(pushes[3].resolve);
+    answer_error(3, QN_EUNAVAILABLE); /* the resolve was never sent */
+    ck_assert_int_eq(a->done_calls, 0);
+    qn_fusion_store_up(fusion);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 5);
+    int64_t b0[] = {20};
+    answer_queued(4, b0);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(a->items[1].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(a->items[1].offset, 21);
+    teardown();
+}
+END_TEST
+
+/* A resolve answering duplicates of another message (not the item's own id):
+ * the lost flush had not committed; those are DUPLICATE and the survivors go
+ * first, ahead of later arrivals. A frame whose original cannot be read falls
+ * back to the storage's rule (a whole segment at consecutive offsets is ours). */
+START_TEST(doubt_foreign_duplicates_stay_duplicates)
+{
+    setup();
+    struct tjob *a = job_make("q", "p", 0, 3, false, 0);
+    submit(a);
+    turn();
+    struct tjob *b = job_make("q", "p", 3, 1, false, 0);
+    submit(b);
+    answer_error(0, QN_EINDOUBT);
+    turn();
+    turn();
+    ck_assert(pushes[1].resolve);
+    uint32_t one[] = {1};
+    int64_t at[] = {5};
+    answer_dups(1, one, at, 1);
+    bool other[] = {true};
+    answer_lookup_with(0, 5, a, 1, 1, other);
+    ck_assert_int_eq(a->items[1].status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(a->items[1].offset, 5);
+    uint8_t ee[16];
+    memset(ee, 0xee, 16);
+    ck_assert_mem_eq(a->items[1].result_id, ee, 16);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert(!pushes[2].resolve);
+    ck_assert_uint_eq(pushes[2].segs[0].count, 3);
+    ck_assert_int_eq(pushes[2].segs[0].seq[0], 0);
+    ck_assert_int_eq(pushes[2].segs[0].seq[1], 2);
+    ck_assert_int_eq(pushes[2].segs[0].seq[2], 3);
+    answer_queued(2, NULL);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(b->done_calls, 1);
+
+    /* a second lost flush whose originals cannot be read: whole and consecutive */
+    struct tjob *d = job_make("q", "p2", 10, 2, false, 0);
+    submit(d);
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    answer_error(3, QN_EINDOUBT);
+    turn();
+    turn();
+    ck_assert(pushes[4].resolve);
+    uint32_t both[] = {0, 1};
+    int64_t at2[] = {30, 31};
+    answer_dups(4, both, at2, 2);
+    struct qn_store_status down = {QN_EUNAVAILABLE, "", "down"};
+    lookups[nlookups - 1].answered = true;
+    lookups[nlookups - 1].cb(lookups[nlookups - 1].ud, &down, NULL);
+    ck_assert_int_eq(d->done_calls, 1);
+    ck_assert_int_eq(d->items[0].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(d->items[1].offset, 31);
+    teardown();
+}
+END_TEST
+
+/* Unresolved after QN_FUSION_RESOLVE_MAX_MS: the items fail with QN_EINDOUBT
+ * (outcome unknown), the partition moves on. Freeing fusion with a flush in
+ * doubt answers its items the same way. */
+START_TEST(doubt_gives_up_only_after_the_limit)
+{
+    setup();
+    struct tjob *a = job_make("q", "p", 0, 2, false, 0);
+    submit(a);
+    turn();
+    struct tjob *b = job_make("q", "p", 2, 1, false, 0);
+    submit(b);
+    answer_error(0, QN_EINDOUBT);
+    turn();
+    turn();
+    ck_assert(pushes[1].resolve);
+    qt_engine_mono_ms += QN_FUSION_RESOLVE_MAX_MS - 1000;
+    answer_error(1, QN_EINDOUBT);
+    ck_assert_int_eq(a->done_calls, 0); /* not yet */
+    qt_engine_mono_ms += 1000;
+    qn_fusion_store_up(fusion);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    answer_error(2, QN_ETIMEOUT);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(a->items[0].status, QN_ITEM_FAILED);
+    ck_assert_int_eq(a->items[0].err, QN_EINDOUBT);
+    turn();
+    ck_assert_uint_eq(npushes, 4); /* b goes now */
+    ck_assert(!pushes[3].resolve);
+    answer_queued(3, NULL);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.doubt_failed, 2);
+
+    struct tjob *c = job_make("q", "p", 5, 2, false, 0);
+    submit(c);
+    turn();
+    answer_error(4, QN_EINDOUBT);
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    ck_assert_int_eq(c->done_calls, 1);
+    ck_assert_int_eq(c->items[1].err, QN_EINDOUBT);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_fusion_suite(void)
 {
     Suite *s = suite_create("fusion");
@@ -702,6 +1038,11 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, failure_fails_every_item_once);
     tcase_add_test(tc, minted_ids_are_vouched_for);
     tcase_add_test(tc, free_fails_what_waits);
+    tcase_add_test(tc, doubt_committed_is_queued_in_order);
+    tcase_add_test(tc, doubt_uncommitted_is_stored_by_the_resolve);
+    tcase_add_test(tc, doubt_waits_for_the_pool_and_repeats);
+    tcase_add_test(tc, doubt_foreign_duplicates_stay_duplicates);
+    tcase_add_test(tc, doubt_gives_up_only_after_the_limit);
     suite_add_tcase(s, tc);
     return s;
 }
