@@ -167,12 +167,14 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The defaults: the column defaults of queen.queues (test_sql checks that a
-    -- replace gives exactly the row a push creates).
+    -- The defaults: the column defaults of queen.queues. Namespace and task
+    -- default to '' (their documented default, proto QueueOptions): only a queue
+    -- a push creates takes them from its dotted name; one ConfigureQueue creates,
+    -- or replaces, has what it was given, else ''.
     d.tenant_id := p_tenant;
     d.name := p_queue;
-    d.namespace := qn.name_namespace(p_queue);
-    d.task := qn.name_task(p_queue);
+    d.namespace := '';
+    d.task := '';
     d.priority := 0;
     d.lease_time := 60;
     d.retry_limit := 3;

@@ -300,8 +300,9 @@ class AnyPartition(PopTest):
         # client must renew before the first of them runs out
         ns = "le" + uniq().replace("-", "")
         short, long_ = ns + ".t.short", ns + ".t.long"
-        self.c.configure(short, lease_time=5)
-        self.c.configure(long_, lease_time=300)
+        # ConfigureQueue does not derive the namespace from the name (a push does)
+        self.c.configure(short, lease_time=5, namespace=ns, task="t")
+        self.c.configure(long_, lease_time=300, namespace=ns, task="t")
         self.c.push(short, [b"s"])
         self.c.push(long_, [b"l"])
         t0 = now_us()

@@ -30,8 +30,9 @@ START_TEST(test_configure_merge_replace_validate)
     ck_assert_int_eq(qt_gi(r, 0, "r_lease_time"), 30);
     ck_assert_int_eq(qt_gi(r, 0, "r_retry_limit"), 5);
     ck_assert_int_eq(qt_gi(r, 0, "r_dedup_window_seconds"), 3600);
-    ck_assert_str_eq(qt_gs(r, 0, "r_namespace"), "cfg");
-    ck_assert_str_eq(qt_gs(r, 0, "r_task"), "ns");
+    /* configure does not derive namespace / task from the name (a push does) */
+    ck_assert_str_eq(qt_gs(r, 0, "r_namespace"), "");
+    ck_assert_str_eq(qt_gs(r, 0, "r_task"), "");
     ck_assert_int_eq(qt_gi(r, 0, "r_partitions"), 0);
     PQclear(r);
     /* merge: absent keys keep their values; null resets one to its default */
@@ -49,7 +50,7 @@ START_TEST(test_configure_merge_replace_validate)
     ck_assert_int_eq(qt_gi(r, 0, "r_retry_limit"), 3);
     ck_assert_int_eq(qt_gi(r, 0, "r_ttl"), 3600);
     ck_assert_str_eq(qt_gs(r, 0, "r_dead_letter_queue"), "f");
-    ck_assert_str_eq(qt_gs(r, 0, "r_namespace"), "cfg");
+    ck_assert_str_eq(qt_gs(r, 0, "r_namespace"), ""); /* reset to its default */
     PQclear(r);
     /* every option round-trips */
     r = configure(c, "cfg.all",

@@ -348,7 +348,8 @@ START_TEST(test_zstd_content_size)
 }
 END_TEST
 
-/* One default per option: a replace-configured queue equals a push-created one. */
+/* One default per option: a replace-configured queue equals a push-created one
+ * (but for namespace and task, which only a push derives from the name). */
 START_TEST(test_one_truth_for_defaults)
 {
     PGconn *c = qt_connect();
@@ -365,9 +366,14 @@ START_TEST(test_one_truth_for_defaults)
                    "SELECT (SELECT row(%s) FROM queen.queues WHERE name = 'truth.a') = "
                    "(SELECT row(%s) FROM queen.queues WHERE name = 'truth.b')",
                    cols, cols));
+    /* namespace and task: a push derives them from the dotted name; a replace
+     * resets them to their documented default, '' */
+    ck_assert_str_eq(qt_s(c, "SELECT namespace || '/' || task FROM queen.queues WHERE name = "
+                             "'truth.a'"),
+                     "truth/a");
     ck_assert_str_eq(qt_s(c, "SELECT namespace || '/' || task FROM queen.queues WHERE name = "
                              "'truth.b'"),
-                     "truth/b");
+                     "/");
     ck_assert_int_eq(qt_i(c, "SELECT lease_time FROM queen.queues WHERE name = 'truth.a'"), 60);
     PQfinish(c);
 }
