@@ -21,6 +21,7 @@
 
 struct event_base;
 struct qn_config;
+struct qn_conn_budget;
 struct qn_dedup;
 struct qn_fusion;
 struct qn_method;
@@ -41,6 +42,7 @@ struct qn_app {
     struct qn_notifier *notifier;    /* wake-ups from commits, ours and other brokers' */
     struct qn_pop_gates *gates;      /* queues' min_pop_wait_time */
     struct qn_dedup *dedup;          /* NULL when QUEEN_DEDUP_CACHE is off */
+    struct qn_conn_budget *budget;   /* database calls per client connection */
     qn_maint *maint;                 /* the process's maintenance loop; NULL when none */
     struct qn_method *methods;       /* the registered method table (rpc/methods.c) */
     struct qn_pop_release *releases; /* lease releases retried in the background

@@ -37,6 +37,7 @@
 #include "app.h"
 #include "boot_schema.h"
 #include "config.h"
+#include "engine/conn_budget.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
 #include "engine/maint_loop.h"
@@ -214,6 +215,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
 
     if ((rc = qn_waiters_new((size_t)cfg->max_parked_pops, &app->waiters)) != QN_OK)
         return rc;
+    if ((rc = qn_conn_budget_new((size_t)cfg->max_conn_db_calls, &app->budget)) != QN_OK)
+        return rc;
     if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)
         return rc;
     if (cfg->dedup_cache) {
@@ -287,6 +290,7 @@ static void queue_stop(void *state)
     qn_fusion_free(app->fusion);
     qn_waiters_free(app->waiters);
     qn_zctx_free(app->zctx);
+    qn_conn_budget_free(app->budget); /* last: every call gave its slot back */
     free(app->methods);
     free(m);
 }

@@ -1,8 +1,8 @@
 /*
  * test_engine_main.c - the engines' unit suites (test/broker/engine/) for the
  * shared runner main (test/support/check_main.c): hring (the per-partition
- * block ring), dedup (the cache manager), fusion (push batching), waiters and
- * pop_gate, driven through fake store calls, no database.
+ * block ring), dedup (the cache manager), fusion (push batching), waiters,
+ * pop_gate and conn_budget, driven through fake store calls, no database.
  *
  * Also the allocation tracker of engine_test.h: linked with
  * --wrap=malloc,calloc,realloc,free (test/broker/CMakeLists.txt).
@@ -181,7 +181,7 @@ void qn_dd_hash(uint64_t seed, uint64_t i, uint8_t out[16])
 static const struct qn_check_suite suites[] = {
     {"hring", qn_test_hring_suite, false},       {"dedup", qn_test_dedup_suite, false},
     {"fusion", qn_test_fusion_suite, false},     {"waiters", qn_test_waiters_suite, false},
-    {"pop_gate", qn_test_pop_gate_suite, false},
+    {"pop_gate", qn_test_pop_gate_suite, false}, {"conn_budget", qn_test_conn_budget_suite, false},
 };
 
 const struct qn_check_runner qn_check_runner = {"test_engine", suites, QN_CHECK_NSUITES(suites),

@@ -24,12 +24,18 @@ struct qn_admin_call *qn_admin_new(qn_call *call, ProtobufCMessage *msg, size_t 
         qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
         return NULL;
     }
-    struct qn_admin_call *a = calloc(1, size);
+    struct qn_conn_slot *slot = NULL;
+    int rc = qn_svc_take_slot(qn_svc_app(call), call, false, &slot);
+    struct qn_admin_call *a = rc == QN_OK ? calloc(1, size) : NULL;
     if (a == NULL) {
+        qn_conn_budget_give(slot);
+        qn_svc_app(call)->rpcs++;
         protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       rc == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
         return NULL;
     }
+    a->slot = slot;
     a->app = qn_svc_app(call);
     a->app->rpcs++;
     a->call = call;
@@ -46,6 +52,7 @@ static void admin_free(struct qn_admin_call *a)
     if (a->cleanup)
         a->cleanup(a);
     qn_arena_free(&a->arena);
+    qn_conn_budget_give(a->slot);
     if (a->req)
         protobuf_c_message_free_unpacked(a->req, NULL);
     free(a);

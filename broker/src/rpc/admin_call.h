@@ -30,6 +30,7 @@ struct qn_admin_call {
     /* Extra teardown of the bigger struct (its own buffers), or NULL. Runs
      * once, before the state is freed. */
     void (*cleanup)(struct qn_admin_call *a);
+    struct qn_conn_slot *slot; /* the connection's database slot (QUEEN_MAX_CONN_DB_CALLS) */
 };
 
 /* Rows a list RPC returns when the client sets no limit, and at most. */

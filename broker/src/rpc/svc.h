@@ -10,6 +10,7 @@
 #define QN_BROKER_SVC_H
 
 #include "app.h"
+#include "engine/conn_budget.h"
 #include "transport/call.h"
 
 /* The app of the call's method (rpc/methods.c registers every method with data =
@@ -30,6 +31,20 @@ static inline const char *qn_svc_refusal(const struct qn_app *app)
         return "the database is not ready: the broker is waiting for it to apply its schema; "
                "nothing was written, retry";
     return NULL;
+}
+
+#define QN_MSG_CONN_DB_BUSY                                                                        \
+    "too many calls of this connection are waiting on the database "                               \
+    "(QUEEN_MAX_CONN_DB_CALLS): wait for answers before sending more"
+
+/* Takes a database slot of the call's connection while the call waits on the
+ * database (engine/conn_budget.h). force: past the limit too (a call admitted
+ * before, asking again). QN_OK, QN_EBUSY (answer RESOURCE_EXHAUSTED with
+ * QN_MSG_CONN_DB_BUSY) or QN_ENOMEM. */
+static inline int qn_svc_take_slot(struct qn_app *app, const qn_call *call, bool force,
+                                   struct qn_conn_slot **slot)
+{
+    return qn_conn_budget_take(app->budget, call ? qn_call_conn_key(call) : NULL, force, slot);
 }
 
 /* QueueService (svc_push.c, svc_pop.c, svc_consume.c, svc_ack.c, svc_txn.c,

@@ -30,6 +30,7 @@ struct ack_rpc {
     qn_call *call;
     Queen__V1__AckRequest *req;
     struct qn_ack_op *op;
+    struct qn_conn_slot *slot;
 };
 
 static void ack_rpc_done(void *ud, enum qn_grpc_code code, const char *message,
@@ -46,6 +47,7 @@ static void ack_rpc_done(void *ud, enum qn_grpc_code code, const char *message,
     } else {
         qn_call_finish(call, code, message);
     }
+    qn_conn_budget_give(a->slot);
     protobuf_c_message_free_unpacked(&a->req->base, NULL);
     free(a);
 }
@@ -76,11 +78,20 @@ void qn_svc_ack(qn_call *call, ProtobufCMessage *msg)
     }
     a->call = call;
     a->req = req;
+    int rc = qn_svc_take_slot(app, call, false, &a->slot);
+    if (rc != QN_OK) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        free(a);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       rc == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
     qn_call_set_data(call, a);
-    int rc = qn_ack_run(app, req, ack_rpc_done, a, qn_call_deadline_ms(call), &a->op);
+    rc = qn_ack_run(app, req, ack_rpc_done, a, qn_call_deadline_ms(call), &a->op);
     if (rc != QN_OK) {
         qn_call_set_data(call, NULL);
         protobuf_c_message_free_unpacked(msg, NULL);
+        qn_conn_budget_give(a->slot);
         free(a);
         qn_call_finish(call, qn_grpc_from_store(rc), qn_strerror(rc));
     }
@@ -93,6 +104,7 @@ void qn_svc_ack_cancel(qn_call *call, int reason)
     if (a == NULL)
         return;
     qn_ack_cancel(a->op);
+    qn_conn_budget_give(a->slot);
     protobuf_c_message_free_unpacked(&a->req->base, NULL);
     free(a);
 }
@@ -117,11 +129,13 @@ struct renew_rpc {
     int64_t backoff_ms;
     bool resent;
     struct event *timer; /* re-send (made on the first doubt) */
+    struct qn_conn_slot *slot;
 };
 
 static void renew_free(struct renew_rpc *r)
 {
     qn_store_cancel(r->sreq);
+    qn_conn_budget_give(r->slot);
     if (r->timer)
         event_free(r->timer);
     free(r);
@@ -226,6 +240,14 @@ void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
     }
     r->app = app;
     r->call = call;
+    int src = qn_svc_take_slot(app, call, false, &r->slot);
+    if (src != QN_OK) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        free(r);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
     snprintf(r->lease, sizeof r->lease, "%s", req->lease_id);
     r->seconds = (int32_t)(req->seconds ? req->seconds : 60);
     r->deadline = qn_call_deadline_ms(call);

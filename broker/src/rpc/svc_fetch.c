@@ -42,12 +42,17 @@ struct fetch_rpc {
     qn_store_req *sreq;
     bool rewake;
     struct event *timer;
+    /* the connection's database slot while fetch_v1 is in flight; admitted:
+     * the first was granted, a re-read after a wait always is */
+    struct qn_conn_slot *slot;
+    bool admitted;
 };
 
 static void fetch_free(struct fetch_rpc *f)
 {
     if (f->sreq)
         qn_store_cancel(f->sreq);
+    qn_conn_budget_give(f->slot);
     for (size_t i = 0; f->waiters && i < f->nwait; i++)
         qn_waiters_unpark(f->app->waiters, &f->waiters[i]);
     if (f->timer)
@@ -174,6 +179,8 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
         fetch_issue(f);
         return;
     }
+    qn_conn_budget_give(f->slot); /* parked: no database call in flight */
+    f->slot = NULL;
     int64_t at = now + f->app->cfg->wake_recheck_ms;
     if (at > f->wait_until_ms)
         at = f->wait_until_ms;
@@ -197,6 +204,19 @@ static void fetch_issue(struct fetch_rpc *f)
         }
     }
     f->rewake = false;
+    if (f->slot == NULL) {
+        int src = qn_svc_take_slot(app, f->call, f->admitted, &f->slot);
+        if (src != QN_OK) {
+            f->slot = NULL;
+            qn_call *call = f->call;
+            qn_call_set_data(call, NULL);
+            qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                           src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+            fetch_free(f);
+            return;
+        }
+        f->admitted = true;
+    }
     struct qn_fetch_args a;
     a.entries = f->entries;
     a.n = f->req->n_entries;

@@ -99,12 +99,17 @@ struct pop_rpc {
     bool gated; /* the gate has let this pop through */
     int64_t started_ms;
     int64_t hold_until_ms;
+    /* the connection's database slot, held while a database call is in flight
+     * (not while parked); admitted: the first was granted, later ones are too */
+    struct qn_conn_slot *slot;
+    bool admitted;
 };
 
 static void pop_free(struct pop_rpc *p)
 {
     if (p->sreq)
         qn_store_cancel(p->sreq);
+    qn_conn_budget_give(p->slot);
     qn_waiters_unpark(p->app->waiters, &p->waiter);
     if (p->timer)
         event_free(p->timer);
@@ -268,6 +273,8 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         return;
     }
     p->state = POP_WAITING;
+    qn_conn_budget_give(p->slot); /* parked: no database call in flight */
+    p->slot = NULL;
     int64_t at = now + p->app->cfg->wake_recheck_ms;
     arm_at(p, now, at < p->wait_until_ms ? at : p->wait_until_ms);
 }
@@ -310,6 +317,8 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
         }
     }
     p->state = POP_HELD;
+    qn_conn_budget_give(p->slot); /* held: no database call in flight */
+    p->slot = NULL;
     if (p->rewake) {
         pop_issue(p);
         return;
@@ -340,6 +349,16 @@ static void pop_issue(struct pop_rpc *p)
         }
     }
     p->rewake = false;
+    if (p->slot == NULL) {
+        int rc = qn_svc_take_slot(app, p->call, p->admitted, &p->slot);
+        if (rc != QN_OK) {
+            p->slot = NULL;
+            pop_finish(p, QN_GRPC_RESOURCE_EXHAUSTED,
+                       rc == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+            return;
+        }
+        p->admitted = true;
+    }
     if (!p->gated && p->args.queue != NULL &&
         qn_pop_gates_get(app->gates, p->args.queue, qn_store_now_ms()) != 0) {
         /* the queue may hold under-full pops: ask before claiming anything */

@@ -46,12 +46,14 @@ struct push_rpc {
     char (*minted)[QN_UUID_STR_LEN];
     struct event *doubt_timer; /* armed when items became in doubt */
     struct qn_app *app;
+    struct qn_conn_slot *slot; /* the connection's database slot, until done */
 };
 
 static void push_free(struct push_rpc *p)
 {
     if (p->doubt_timer)
         event_free(p->doubt_timer);
+    qn_conn_budget_give(p->slot);
     protobuf_c_message_free_unpacked(&p->req->base, NULL);
     free(p->job.items);
     free(p->minted);
@@ -308,6 +310,14 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
         qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
         return;
     }
+    struct qn_conn_slot *slot = NULL;
+    int src = qn_svc_take_slot(app, call, false, &slot);
+    if (src != QN_OK) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
     size_t n = req->n_items;
     struct push_rpc *p = calloc(1, sizeof *p);
     uint32_t *order = calloc(n, sizeof *order);
@@ -323,9 +333,11 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
         }
         free(p);
         free(order);
+        qn_conn_budget_give(slot);
         qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
+    p->slot = slot;
     p->call = call;
     p->req = req;
     p->app = app;

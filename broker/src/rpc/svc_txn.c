@@ -77,10 +77,12 @@ struct txn_rpc {
     char (*ids)[QN_UUID_STR_LEN];
     char (*pids)[QN_UUID_STR_LEN];
     size_t pending_dlq;
+    struct qn_conn_slot *slot; /* the connection's database slot */
 };
 
 static void txn_free(struct txn_rpc *t)
 {
+    qn_conn_budget_give(t->slot);
     for (size_t i = 0; i < t->nsegs; i++) {
         free(t->segs[i].hashes);
         qn_buf_free(&t->segs[i].blob);
@@ -484,7 +486,14 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
     t->call = call;
     t->req = req;
     qn_store_txn *st = NULL;
-    int rc = txn_plan(t);
+    int rc = qn_svc_take_slot(app, call, false, &t->slot);
+    if (rc != QN_OK) {
+        txn_free(t);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       rc == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
+    rc = txn_plan(t);
     if (rc == QN_OK)
         rc = txn_results(t);
     /* one step for the pushes, one per ack group, one for the lease check */

@@ -1119,6 +1119,11 @@ int64_t qn_call_deadline_ms(const qn_call *c)
     return c->deadline_ms;
 }
 
+const void *qn_call_conn_key(const qn_call *c)
+{
+    return c->cc;
+}
+
 const char *qn_call_header(const qn_call *c, const char *name)
 {
     return find_header(c, name);

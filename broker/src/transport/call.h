@@ -155,6 +155,12 @@ void *qn_call_data(const qn_call *call);
  * passes; 0 when the client set none. */
 int64_t qn_call_deadline_ms(const qn_call *call);
 
+/* An opaque key of the client connection the call arrived on: the same for every
+ * call of that connection while the call is open, NULL once it is closed. A key
+ * may be reused by a later connection after this one is gone. Services use it
+ * to bound what one connection may hold (e.g. database calls in flight). */
+const void *qn_call_conn_key(const qn_call *call);
+
 /* The value of request header `name` (lower-case), or NULL. Borrowed for the
  * call's life. */
 const char *qn_call_header(const qn_call *call, const char *name);
