@@ -344,6 +344,14 @@ class PrivatePg:
         """Fast shutdown: connections are terminated."""
         self._pg_ctl("-m", "fast", "-w", "stop")
 
+    def kill(self):
+        """Immediate shutdown (a crash as far as clients see it): the server
+        processes quit without finishing anything; recovery runs at the next start."""
+        self._pg_ctl("-m", "immediate", "-w", "stop")
+
+    def port(self):
+        return urllib.parse.urlparse(self.url).port
+
     def start_again(self):
         """Starts the stopped cluster with its previous options (same port)."""
         self._pg_ctl("-l", os.path.join(self.home, "server.log"), "-w", "-t", "60", "restart")
