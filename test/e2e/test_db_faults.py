@@ -231,9 +231,10 @@ class ThroughProxy(unittest.TestCase):
                 load.wait_more(30, what="pushes answered after the cut")
         finally:
             load.stop()
+        verify(self, load, self.c)
+        # the scenario happened: pushes were in doubt, and resolved
         self.assertTrue(self.log_has("push in doubt"), "no push was in doubt: the scenario did not happen")
         self.assertTrue(self.log_has("push in doubt resolved"))
-        verify(self, load, self.c)
 
     def test_commit_forwarded_then_connection_silenced(self):
         load = PushLoad(self.b, uniq("hang")).start()
@@ -250,8 +251,8 @@ class ThroughProxy(unittest.TestCase):
             load.wait_more(30, what="pushes answered after the hang")
         finally:
             load.stop()
-        self.assertTrue(self.log_has("push in doubt"), "no push was in doubt: the scenario did not happen")
         summary = verify(self, load, self.c)
+        self.assertTrue(self.log_has("push in doubt"), "no push was in doubt: the scenario did not happen")
         # a partition's write in flight never outlives the hang detection by much
         self.assertLess(summary["max_push_s"], 15.0)
         self.assertEqual(self.c.health(), H.HealthCheckResponse.SERVING)
