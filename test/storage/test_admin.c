@@ -81,7 +81,7 @@ START_TEST(configure_get_list)
     ck_assert_int_eq(o.q[0].options.lease_time, 30);
     ck_assert(!o.q[0].options.dead_letter_queue);
     ck_assert_str_eq(o.ns[0], "sales \"quoted\"");
-    ck_assert_str_eq(o.task[0], "orders");
+    ck_assert_str_eq(o.task[0], ""); /* not derived from the dotted name: its default */
     ck_assert_int_eq(o.q[0].options.retry_limit, 3); /* default */
     ck_assert_int_eq(o.q[0].options.dedup_window_seconds, 3600);
     ck_assert_int_gt(o.q[0].created_at_us, 0);
@@ -96,6 +96,7 @@ START_TEST(configure_get_list)
     ck_assert_int_eq(configure("sales.orders.v1", &opt, true, &o), QN_OK);
     ck_assert_int_eq(o.q[0].options.lease_time, 60);
     ck_assert_int_eq(o.q[0].options.retry_limit, 7);
+    ck_assert_str_eq(o.ns[0], ""); /* replace resets the namespace too */
     /* an invalid option comes back as the procedure's message */
     memset(&opt, 0, sizeof opt);
     opt.min_pop_wait_time = -5;
