@@ -271,8 +271,9 @@ export type QueueOptions = Message$1<"queen.v1.QueueOptions"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * Used by Pop/Consume discovery. A queue created by a push takes namespace and
-   * task from its dotted name ("ns.task.rest"). Default "".
+   * Used by Pop/Consume discovery. Default "": a queue ConfigureQueue creates
+   * without them has "", and `replace` resets them to "". Only a queue created
+   * by its first push takes them from its dotted name ("ns.task.rest").
    *
    * @generated from oneof queen.v1.QueueOptions._namespace
    */
