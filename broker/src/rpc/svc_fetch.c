@@ -241,6 +241,8 @@ static void fetch_issue(struct fetch_rpc *f)
     if (rc == QN_ELIMIT && qn_call_on_budget(f->call, (size_t)one, fetch_budget) == QN_OK) {
         /* other reads hold the budget: go on as they end, and look again soon
          * in case what they produced stays unread (then: RESOURCE_EXHAUSTED) */
+        qn_conn_budget_give(f->slot); /* waiting: no database call in flight */
+        f->slot = NULL;
         struct timeval tv = {0, BUDGET_RECHECK_MS * 1000};
         evtimer_add(f->timer, &tv);
         return;

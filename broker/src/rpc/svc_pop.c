@@ -380,6 +380,8 @@ static void pop_issue(struct pop_rpc *p)
         /* other reads hold the budget: go on as they end, and look again soon
          * in case what they produced stays unread (then: RESOURCE_EXHAUSTED) */
         p->state = POP_BUDGET;
+        qn_conn_budget_give(p->slot); /* waiting: no database call in flight */
+        p->slot = NULL;
         int64_t now = qn_store_now_ms();
         evtimer_del(p->timer);
         arm_at(p, now, now + BUDGET_RECHECK_MS);
