@@ -47,7 +47,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file queen/v1/queue.proto.
  */
 export const file_queen_v1_queue: GenFile = /*@__PURE__*/
-  fileDesc("ChRxdWVlbi92MS9xdWV1ZS5wcm90bxIIcXVlZW4udjEiZwoIUHVzaEl0ZW0SDQoFcXVldWUYASABKAkSEQoJcGFydGl0aW9uGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFgoOdHJhbnNhY3Rpb25faWQYBCABKAkSEAoIdHJhY2VfaWQYBSABKAkiMAoLUHVzaFJlcXVlc3QSIQoFaXRlbXMYASADKAsyEi5xdWVlbi52MS5QdXNoSXRlbSLEAQoKUHVzaFJlc3VsdBINCgVpbmRleBgBIAEoDRIkCgZzdGF0dXMYAiABKA4yFC5xdWVlbi52MS5QdXNoU3RhdHVzEhIKCm1lc3NhZ2VfaWQYAyABKAkSFgoOdHJhbnNhY3Rpb25faWQYBCABKAkSDQoFcXVldWUYBSABKAkSEQoJcGFydGl0aW9uGAYgASgJEhQKDHBhcnRpdGlvbl9pZBgHIAEoCRIOCgZvZmZzZXQYCCABKAMSDQoFZXJyb3IYCSABKAkiNQoMUHVzaFJlc3BvbnNlEiUKB3Jlc3VsdHMYASADKAsyFC5xdWVlbi52MS5QdXNoUmVzdWx0Ip0CCgpQb3BSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEdGFzaxgEIAEoCRIWCg5jb25zdW1lcl9ncm91cBgFIAEoCRINCgViYXRjaBgGIAEoDRIWCg5tYXhfcGFydGl0aW9ucxgHIAEoDRIPCgd3YWl0X21zGAggASgNEhAKCGF1dG9fYWNrGAkgASgIEhUKDWxlYXNlX3NlY29uZHMYCiABKA0SNQoRc3Vic2NyaXB0aW9uX21vZGUYCyABKA4yGi5xdWVlbi52MS5TdWJzY3JpcHRpb25Nb2RlEhwKFHN1YnNjcmlwdGlvbl9mcm9tX3VzGAwgASgDIn0KC1BvcFJlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEucXVlZW4udjEuTWVzc2FnZRIQCghsZWFzZV9pZBgCIAEoCRIbChNsZWFzZV9leHBpcmVzX2F0X3VzGAMgASgDEhoKEnBhcnRpdGlvbnNfY2xhaW1lZBgEIAEoDSKjAgoQQ29uc3VtZVN1YnNjcmliZRINCgVxdWV1ZRgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAkSEQoJbmFtZXNwYWNlGAMgASgJEgwKBHRhc2sYBCABKAkSFgoOY29uc3VtZXJfZ3JvdXAYBSABKAkSDQoFYmF0Y2gYBiABKA0SFgoObWF4X3BhcnRpdGlvbnMYByABKA0SEAoIYXV0b19hY2sYCCABKAgSFQoNbGVhc2Vfc2Vjb25kcxgJIAEoDRI1ChFzdWJzY3JpcHRpb25fbW9kZRgKIAEoDjIaLnF1ZWVuLnYxLlN1YnNjcmlwdGlvbk1vZGUSHAoUc3Vic2NyaXB0aW9uX2Zyb21fdXMYCyABKAMSDwoHY3JlZGl0cxgMIAEoDSLDAQoOQ29uc3VtZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoBBIvCglzdWJzY3JpYmUYAiABKAsyGi5xdWVlbi52MS5Db25zdW1lU3Vic2NyaWJlSAASEQoHY3JlZGl0cxgDIAEoDUgAEiMKA2FjaxgEIAEoCzIULnF1ZWVuLnYxLkFja1JlcXVlc3RIABIsCgVyZW5ldxgFIAEoCzIbLnF1ZWVuLnYxLlJlbmV3TGVhc2VSZXF1ZXN0SABCBgoEa2luZCKqAQoPQ29uc3VtZVJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAQSJgoFYmF0Y2gYAiABKAsyFS5xdWVlbi52MS5Qb3BSZXNwb25zZUgAEiQKA2FjaxgDIAEoCzIVLnF1ZWVuLnYxLkFja1Jlc3BvbnNlSAASLQoFcmVuZXcYBCABKAsyHC5xdWVlbi52MS5SZW5ld0xlYXNlUmVzcG9uc2VIAEIGCgRraW5kIpsBCgdBY2tJdGVtEhQKDHBhcnRpdGlvbl9pZBgBIAEoCRIYCg50cmFuc2FjdGlvbl9pZBgCIAEoCUgAEhAKBm9mZnNldBgDIAEoA0gAEiMKBnN0YXR1cxgEIAEoDjITLnF1ZWVuLnYxLkFja1N0YXR1cxINCgVlcnJvchgFIAEoCRIQCghsZWFzZV9pZBgGIAEoCUIICgZ0YXJnZXQiRgoKQWNrUmVxdWVzdBIWCg5jb25zdW1lcl9ncm91cBgBIAEoCRIgCgVpdGVtcxgCIAMoCzIRLnF1ZWVuLnYxLkFja0l0ZW0ipwEKCUFja1Jlc3VsdBINCgVpbmRleBgBIAEoDRIlCgdvdXRjb21lGAIgASgOMhQucXVlZW4udjEuQWNrT3V0Y29tZRIPCgdzdWNjZXNzGAMgASgIEgsKA2RscRgEIAEoCBIPCgdkcm9wcGVkGAUgASgIEhYKDmxlYXNlX3JlbGVhc2VkGAYgASgIEg4KBm9mZnNldBgHIAEoAxINCgVlcnJvchgIIAEoCSIzCgtBY2tSZXNwb25zZRIkCgdyZXN1bHRzGAEgAygLMhMucXVlZW4udjEuQWNrUmVzdWx0IjYKEVJlbmV3TGVhc2VSZXF1ZXN0EhAKCGxlYXNlX2lkGAEgASgJEg8KB3NlY29uZHMYAiABKA0iUAoSUmVuZXdMZWFzZVJlc3BvbnNlEg8KB3JlbmV3ZWQYASABKAgSEgoKcGFydGl0aW9ucxgCIAEoDRIVCg1leHBpcmVzX2F0X3VzGAMgASgDIkYKC1RyYW5zYWN0QWNrEhYKDmNvbnN1bWVyX2dyb3VwGAEgASgJEh8KBGl0ZW0YAiABKAsyES5xdWVlbi52MS5BY2tJdGVtIlwKClRyYW5zYWN0T3ASIgoEcHVzaBgBIAEoCzISLnF1ZWVuLnYxLlB1c2hJdGVtSAASJAoDYWNrGAIgASgLMhUucXVlZW4udjEuVHJhbnNhY3RBY2tIAEIECgJvcCJNCg9UcmFuc2FjdFJlcXVlc3QSIQoDb3BzGAEgAygLMhQucXVlZW4udjEuVHJhbnNhY3RPcBIXCg9yZXF1aXJlZF9sZWFzZXMYAiADKAkiZQoOVHJhbnNhY3RSZXN1bHQSDQoFaW5kZXgYASABKA0SIgoEcHVzaBgCIAEoCzIULnF1ZWVuLnYxLlB1c2hSZXN1bHQSIAoDYWNrGAMgASgLMhMucXVlZW4udjEuQWNrUmVzdWx0Ij0KEFRyYW5zYWN0UmVzcG9uc2USKQoHcmVzdWx0cxgBIAMoCzIYLnF1ZWVuLnYxLlRyYW5zYWN0UmVzdWx0IlEKCkZldGNoRW50cnkSDQoFcXVldWUYASABKAkSEQoJcGFydGl0aW9uGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKA0iSgoMRmV0Y2hSZXF1ZXN0EiUKB2VudHJpZXMYASADKAsyFC5xdWVlbi52MS5GZXRjaEVudHJ5EhMKC21heF93YWl0X21zGAIgASgNIqoBCgtGZXRjaFJlc3VsdBINCgVxdWV1ZRgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAkSIgoHcmVjb3JkcxgDIAMoCzIRLnF1ZWVuLnYxLk1lc3NhZ2USFgoOaGlnaF93YXRlcm1hcmsYBCABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgFIAEoAxIjCgVlcnJvchgGIAEoDjIULnF1ZWVuLnYxLkZldGNoRXJyb3IiNwoNRmV0Y2hSZXNwb25zZRImCgdyZXN1bHRzGAEgAygLMhUucXVlZW4udjEuRmV0Y2hSZXN1bHQqjQEKClB1c2hTdGF0dXMSGwoXUFVTSF9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVVNIX1NUQVRVU19RVUVVRUQQARIZChVQVVNIX1NUQVRVU19EVVBMSUNBVEUQAhIWChJQVVNIX1NUQVRVU19GQUlMRUQQAxIXChNQVVNIX1NUQVRVU19VTktOT1dOEAQq3gEKCkFja091dGNvbWUSGwoXQUNLX09VVENPTUVfVU5TUEVDSUZJRUQQABIXChNBQ0tfT1VUQ09NRV9BUFBMSUVEEAESFAoQQUNLX09VVENPTUVfTk9PUBACEhUKEUFDS19PVVRDT01FX1NUQUxFEAMSGgoWQUNLX09VVENPTUVfVU5SRVNPTFZFRBAEEh0KGUFDS19PVVRDT01FX0xFQVNFX0lOVkFMSUQQBRIYChRBQ0tfT1VUQ09NRV9SRUpFQ1RFRBAGEhgKFEFDS19PVVRDT01FX0RFRkVSUkVEEAcqagoKRmV0Y2hFcnJvchIUChBGRVRDSF9FUlJPUl9OT05FEAASIQodRkVUQ0hfRVJST1JfVU5LTk9XTl9QQVJUSVRJT04QARIjCh9GRVRDSF9FUlJPUl9PRkZTRVRfT1VUX09GX1JBTkdFEAIytwMKDFF1ZXVlU2VydmljZRI1CgRQdXNoEhUucXVlZW4udjEuUHVzaFJlcXVlc3QaFi5xdWVlbi52MS5QdXNoUmVzcG9uc2USMgoDUG9wEhQucXVlZW4udjEuUG9wUmVxdWVzdBoVLnF1ZWVuLnYxLlBvcFJlc3BvbnNlEkIKB0NvbnN1bWUSGC5xdWVlbi52MS5Db25zdW1lUmVxdWVzdBoZLnF1ZWVuLnYxLkNvbnN1bWVSZXNwb25zZSgBMAESMgoDQWNrEhQucXVlZW4udjEuQWNrUmVxdWVzdBoVLnF1ZWVuLnYxLkFja1Jlc3BvbnNlEkcKClJlbmV3TGVhc2USGy5xdWVlbi52MS5SZW5ld0xlYXNlUmVxdWVzdBocLnF1ZWVuLnYxLlJlbmV3TGVhc2VSZXNwb25zZRJBCghUcmFuc2FjdBIZLnF1ZWVuLnYxLlRyYW5zYWN0UmVxdWVzdBoaLnF1ZWVuLnYxLlRyYW5zYWN0UmVzcG9uc2USOAoFRmV0Y2gSFi5xdWVlbi52MS5GZXRjaFJlcXVlc3QaFy5xdWVlbi52MS5GZXRjaFJlc3BvbnNlYgZwcm90bzM", [file_queen_v1_common]);
+  fileDesc("ChRxdWVlbi92MS9xdWV1ZS5wcm90bxIIcXVlZW4udjEiZwoIUHVzaEl0ZW0SDQoFcXVldWUYASABKAkSEQoJcGFydGl0aW9uGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFgoOdHJhbnNhY3Rpb25faWQYBCABKAkSEAoIdHJhY2VfaWQYBSABKAkiMAoLUHVzaFJlcXVlc3QSIQoFaXRlbXMYASADKAsyEi5xdWVlbi52MS5QdXNoSXRlbSLEAQoKUHVzaFJlc3VsdBINCgVpbmRleBgBIAEoDRIkCgZzdGF0dXMYAiABKA4yFC5xdWVlbi52MS5QdXNoU3RhdHVzEhIKCm1lc3NhZ2VfaWQYAyABKAkSFgoOdHJhbnNhY3Rpb25faWQYBCABKAkSDQoFcXVldWUYBSABKAkSEQoJcGFydGl0aW9uGAYgASgJEhQKDHBhcnRpdGlvbl9pZBgHIAEoCRIOCgZvZmZzZXQYCCABKAMSDQoFZXJyb3IYCSABKAkiNQoMUHVzaFJlc3BvbnNlEiUKB3Jlc3VsdHMYASADKAsyFC5xdWVlbi52MS5QdXNoUmVzdWx0IrMCCgpQb3BSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoCRIRCgluYW1lc3BhY2UYAyABKAkSDAoEdGFzaxgEIAEoCRIWCg5jb25zdW1lcl9ncm91cBgFIAEoCRINCgViYXRjaBgGIAEoDRIWCg5tYXhfcGFydGl0aW9ucxgHIAEoDRIPCgd3YWl0X21zGAggASgNEhAKCGF1dG9fYWNrGAkgASgIEhUKDWxlYXNlX3NlY29uZHMYCiABKA0SNQoRc3Vic2NyaXB0aW9uX21vZGUYCyABKA4yGi5xdWVlbi52MS5TdWJzY3JpcHRpb25Nb2RlEhwKFHN1YnNjcmlwdGlvbl9mcm9tX3VzGAwgASgDEhQKDHJhd19zZWdtZW50cxgNIAEoCCKnAQoMU2VnbWVudFNsaWNlEg0KBXF1ZXVlGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoCRIUCgxwYXJ0aXRpb25faWQYAyABKAkSEwoLYmFzZV9vZmZzZXQYBCABKAMSEwoLZmlyc3RfaW5kZXgYBSABKA0SDQoFY291bnQYBiABKA0SDwoHc2VnbWVudBgHIAEoDBIVCg1jcmVhdGVkX2F0X3VzGAggASgDIqcBCgtQb3BSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLnF1ZWVuLnYxLk1lc3NhZ2USEAoIbGVhc2VfaWQYAiABKAkSGwoTbGVhc2VfZXhwaXJlc19hdF91cxgDIAEoAxIaChJwYXJ0aXRpb25zX2NsYWltZWQYBCABKA0SKAoIc2VnbWVudHMYBSADKAsyFi5xdWVlbi52MS5TZWdtZW50U2xpY2UiuQIKEENvbnN1bWVTdWJzY3JpYmUSDQoFcXVldWUYASABKAkSEQoJcGFydGl0aW9uGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIMCgR0YXNrGAQgASgJEhYKDmNvbnN1bWVyX2dyb3VwGAUgASgJEg0KBWJhdGNoGAYgASgNEhYKDm1heF9wYXJ0aXRpb25zGAcgASgNEhAKCGF1dG9fYWNrGAggASgIEhUKDWxlYXNlX3NlY29uZHMYCSABKA0SNQoRc3Vic2NyaXB0aW9uX21vZGUYCiABKA4yGi5xdWVlbi52MS5TdWJzY3JpcHRpb25Nb2RlEhwKFHN1YnNjcmlwdGlvbl9mcm9tX3VzGAsgASgDEg8KB2NyZWRpdHMYDCABKA0SFAoMcmF3X3NlZ21lbnRzGA0gASgIIsMBCg5Db25zdW1lUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgEEi8KCXN1YnNjcmliZRgCIAEoCzIaLnF1ZWVuLnYxLkNvbnN1bWVTdWJzY3JpYmVIABIRCgdjcmVkaXRzGAMgASgNSAASIwoDYWNrGAQgASgLMhQucXVlZW4udjEuQWNrUmVxdWVzdEgAEiwKBXJlbmV3GAUgASgLMhsucXVlZW4udjEuUmVuZXdMZWFzZVJlcXVlc3RIAEIGCgRraW5kIqoBCg9Db25zdW1lUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoBBImCgViYXRjaBgCIAEoCzIVLnF1ZWVuLnYxLlBvcFJlc3BvbnNlSAASJAoDYWNrGAMgASgLMhUucXVlZW4udjEuQWNrUmVzcG9uc2VIABItCgVyZW5ldxgEIAEoCzIcLnF1ZWVuLnYxLlJlbmV3TGVhc2VSZXNwb25zZUgAQgYKBGtpbmQimwEKB0Fja0l0ZW0SFAoMcGFydGl0aW9uX2lkGAEgASgJEhgKDnRyYW5zYWN0aW9uX2lkGAIgASgJSAASEAoGb2Zmc2V0GAMgASgDSAASIwoGc3RhdHVzGAQgASgOMhMucXVlZW4udjEuQWNrU3RhdHVzEg0KBWVycm9yGAUgASgJEhAKCGxlYXNlX2lkGAYgASgJQggKBnRhcmdldCJGCgpBY2tSZXF1ZXN0EhYKDmNvbnN1bWVyX2dyb3VwGAEgASgJEiAKBWl0ZW1zGAIgAygLMhEucXVlZW4udjEuQWNrSXRlbSKnAQoJQWNrUmVzdWx0Eg0KBWluZGV4GAEgASgNEiUKB291dGNvbWUYAiABKA4yFC5xdWVlbi52MS5BY2tPdXRjb21lEg8KB3N1Y2Nlc3MYAyABKAgSCwoDZGxxGAQgASgIEg8KB2Ryb3BwZWQYBSABKAgSFgoObGVhc2VfcmVsZWFzZWQYBiABKAgSDgoGb2Zmc2V0GAcgASgDEg0KBWVycm9yGAggASgJIjMKC0Fja1Jlc3BvbnNlEiQKB3Jlc3VsdHMYASADKAsyEy5xdWVlbi52MS5BY2tSZXN1bHQiNgoRUmVuZXdMZWFzZVJlcXVlc3QSEAoIbGVhc2VfaWQYASABKAkSDwoHc2Vjb25kcxgCIAEoDSJQChJSZW5ld0xlYXNlUmVzcG9uc2USDwoHcmVuZXdlZBgBIAEoCBISCgpwYXJ0aXRpb25zGAIgASgNEhUKDWV4cGlyZXNfYXRfdXMYAyABKAMiRgoLVHJhbnNhY3RBY2sSFgoOY29uc3VtZXJfZ3JvdXAYASABKAkSHwoEaXRlbRgCIAEoCzIRLnF1ZWVuLnYxLkFja0l0ZW0iXAoKVHJhbnNhY3RPcBIiCgRwdXNoGAEgASgLMhIucXVlZW4udjEuUHVzaEl0ZW1IABIkCgNhY2sYAiABKAsyFS5xdWVlbi52MS5UcmFuc2FjdEFja0gAQgQKAm9wIk0KD1RyYW5zYWN0UmVxdWVzdBIhCgNvcHMYASADKAsyFC5xdWVlbi52MS5UcmFuc2FjdE9wEhcKD3JlcXVpcmVkX2xlYXNlcxgCIAMoCSJlCg5UcmFuc2FjdFJlc3VsdBINCgVpbmRleBgBIAEoDRIiCgRwdXNoGAIgASgLMhQucXVlZW4udjEuUHVzaFJlc3VsdBIgCgNhY2sYAyABKAsyEy5xdWVlbi52MS5BY2tSZXN1bHQiPQoQVHJhbnNhY3RSZXNwb25zZRIpCgdyZXN1bHRzGAEgAygLMhgucXVlZW4udjEuVHJhbnNhY3RSZXN1bHQiUQoKRmV0Y2hFbnRyeRINCgVxdWV1ZRgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAkSDgoGb2Zmc2V0GAMgASgDEhEKCW1heF9ieXRlcxgEIAEoDSJKCgxGZXRjaFJlcXVlc3QSJQoHZW50cmllcxgBIAMoCzIULnF1ZWVuLnYxLkZldGNoRW50cnkSEwoLbWF4X3dhaXRfbXMYAiABKA0iqgEKC0ZldGNoUmVzdWx0Eg0KBXF1ZXVlGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoCRIiCgdyZWNvcmRzGAMgAygLMhEucXVlZW4udjEuTWVzc2FnZRIWCg5oaWdoX3dhdGVybWFyaxgEIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAUgASgDEiMKBWVycm9yGAYgASgOMhQucXVlZW4udjEuRmV0Y2hFcnJvciI3Cg1GZXRjaFJlc3BvbnNlEiYKB3Jlc3VsdHMYASADKAsyFS5xdWVlbi52MS5GZXRjaFJlc3VsdCI/CgpSYXdTZWdtZW50Eg0KBXF1ZXVlGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoCRIPCgdzZWdtZW50GAMgASgMIj0KE1B1c2hTZWdtZW50c1JlcXVlc3QSJgoIc2VnbWVudHMYASADKAsyFC5xdWVlbi52MS5SYXdTZWdtZW50IkMKDkR1cGxpY2F0ZUZyYW1lEg0KBWluZGV4GAEgASgNEg4KBm9mZnNldBgCIAEoAxISCgptZXNzYWdlX2lkGAMgASgJIuEBChFQdXNoU2VnbWVudFJlc3VsdBINCgVpbmRleBgBIAEoDRIkCgZzdGF0dXMYAiABKA4yFC5xdWVlbi52MS5QdXNoU3RhdHVzEg0KBXF1ZXVlGAMgASgJEhEKCXBhcnRpdGlvbhgEIAEoCRIUCgxwYXJ0aXRpb25faWQYBSABKAkSEwoLYmFzZV9vZmZzZXQYBiABKAMSDQoFY291bnQYByABKA0SLAoKZHVwbGljYXRlcxgIIAMoCzIYLnF1ZWVuLnYxLkR1cGxpY2F0ZUZyYW1lEg0KBWVycm9yGAkgASgJIkQKFFB1c2hTZWdtZW50c1Jlc3BvbnNlEiwKB3Jlc3VsdHMYASADKAsyGy5xdWVlbi52MS5QdXNoU2VnbWVudFJlc3VsdCqNAQoKUHVzaFN0YXR1cxIbChdQVVNIX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElBVU0hfU1RBVFVTX1FVRVVFRBABEhkKFVBVU0hfU1RBVFVTX0RVUExJQ0FURRACEhYKElBVU0hfU1RBVFVTX0ZBSUxFRBADEhcKE1BVU0hfU1RBVFVTX1VOS05PV04QBCreAQoKQWNrT3V0Y29tZRIbChdBQ0tfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhcKE0FDS19PVVRDT01FX0FQUExJRUQQARIUChBBQ0tfT1VUQ09NRV9OT09QEAISFQoRQUNLX09VVENPTUVfU1RBTEUQAxIaChZBQ0tfT1VUQ09NRV9VTlJFU09MVkVEEAQSHQoZQUNLX09VVENPTUVfTEVBU0VfSU5WQUxJRBAFEhgKFEFDS19PVVRDT01FX1JFSkVDVEVEEAYSGAoUQUNLX09VVENPTUVfREVGRVJSRUQQBypqCgpGZXRjaEVycm9yEhQKEEZFVENIX0VSUk9SX05PTkUQABIhCh1GRVRDSF9FUlJPUl9VTktOT1dOX1BBUlRJVElPThABEiMKH0ZFVENIX0VSUk9SX09GRlNFVF9PVVRfT0ZfUkFOR0UQAjKGBAoMUXVldWVTZXJ2aWNlEjUKBFB1c2gSFS5xdWVlbi52MS5QdXNoUmVxdWVzdBoWLnF1ZWVuLnYxLlB1c2hSZXNwb25zZRIyCgNQb3ASFC5xdWVlbi52MS5Qb3BSZXF1ZXN0GhUucXVlZW4udjEuUG9wUmVzcG9uc2USQgoHQ29uc3VtZRIYLnF1ZWVuLnYxLkNvbnN1bWVSZXF1ZXN0GhkucXVlZW4udjEuQ29uc3VtZVJlc3BvbnNlKAEwARIyCgNBY2sSFC5xdWVlbi52MS5BY2tSZXF1ZXN0GhUucXVlZW4udjEuQWNrUmVzcG9uc2USRwoKUmVuZXdMZWFzZRIbLnF1ZWVuLnYxLlJlbmV3TGVhc2VSZXF1ZXN0GhwucXVlZW4udjEuUmVuZXdMZWFzZVJlc3BvbnNlEkEKCFRyYW5zYWN0EhkucXVlZW4udjEuVHJhbnNhY3RSZXF1ZXN0GhoucXVlZW4udjEuVHJhbnNhY3RSZXNwb25zZRI4CgVGZXRjaBIWLnF1ZWVuLnYxLkZldGNoUmVxdWVzdBoXLnF1ZWVuLnYxLkZldGNoUmVzcG9uc2USTQoMUHVzaFNlZ21lbnRzEh0ucXVlZW4udjEuUHVzaFNlZ21lbnRzUmVxdWVzdBoeLnF1ZWVuLnYxLlB1c2hTZWdtZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_queen_v1_common]);
 
 /**
  * @generated from message queen.v1.PushItem
@@ -281,6 +281,15 @@ export type PopRequest = Message<"queen.v1.PopRequest"> & {
    * @generated from field: int64 subscription_from_us = 12;
    */
   subscriptionFromUs: bigint;
+
+  /**
+   * Answer with the stored segments (PopResponse.segments) instead of decoded
+   * messages: the compressed bytes as stored, never decompressed by the broker.
+   * Refused (FAILED_PRECONDITION) on a queue with encryption_enabled.
+   *
+   * @generated from field: bool raw_segments = 13;
+   */
+  rawSegments: boolean;
 };
 
 /**
@@ -291,11 +300,74 @@ export const PopRequestSchema: GenMessage<PopRequest> = /*@__PURE__*/
   messageDesc(file_queen_v1_queue, 4);
 
 /**
+ * A run of stored frames, delivered in their stored compressed form.
+ *
+ * @generated from message queen.v1.SegmentSlice
+ */
+export type SegmentSlice = Message<"queen.v1.SegmentSlice"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string partition = 2;
+   */
+  partition: string;
+
+  /**
+   * @generated from field: string partition_id = 3;
+   */
+  partitionId: string;
+
+  /**
+   * Offset of the segment's first frame: frame i has offset base_offset + i.
+   *
+   * @generated from field: int64 base_offset = 4;
+   */
+  baseOffset: bigint;
+
+  /**
+   * The delivered (leased) frames are [first_index, first_index + count); the
+   * others belong to earlier or later batches and must be skipped.
+   *
+   * @generated from field: uint32 first_index = 5;
+   */
+  firstIndex: number;
+
+  /**
+   * @generated from field: uint32 count = 6;
+   */
+  count: number;
+
+  /**
+   * The compressed segment exactly as stored (codec/SPEC.md §2.2).
+   *
+   * @generated from field: bytes segment = 7;
+   */
+  segment: Uint8Array;
+
+  /**
+   * When the segment committed, microseconds since the epoch.
+   *
+   * @generated from field: int64 created_at_us = 8;
+   */
+  createdAtUs: bigint;
+};
+
+/**
+ * Describes the message queen.v1.SegmentSlice.
+ * Use `create(SegmentSliceSchema)` to create a new message.
+ */
+export const SegmentSliceSchema: GenMessage<SegmentSlice> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 5);
+
+/**
  * @generated from message queen.v1.PopResponse
  */
 export type PopResponse = Message<"queen.v1.PopResponse"> & {
   /**
-   * Empty when nothing was available (within wait_ms).
+   * Empty when nothing was available (within wait_ms), and with raw_segments.
    *
    * @generated from field: repeated queen.v1.Message messages = 1;
    */
@@ -322,6 +394,14 @@ export type PopResponse = Message<"queen.v1.PopResponse"> & {
    * @generated from field: uint32 partitions_claimed = 4;
    */
   partitionsClaimed: number;
+
+  /**
+   * With raw_segments: the leased frames, in partition claim order then offset
+   * order. Ack them by partition_id and offset as usual.
+   *
+   * @generated from field: repeated queen.v1.SegmentSlice segments = 5;
+   */
+  segments: SegmentSlice[];
 };
 
 /**
@@ -329,7 +409,7 @@ export type PopResponse = Message<"queen.v1.PopResponse"> & {
  * Use `create(PopResponseSchema)` to create a new message.
  */
 export const PopResponseSchema: GenMessage<PopResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 5);
+  messageDesc(file_queen_v1_queue, 6);
 
 /**
  * @generated from message queen.v1.ConsumeSubscribe
@@ -398,6 +478,13 @@ export type ConsumeSubscribe = Message<"queen.v1.ConsumeSubscribe"> & {
    * @generated from field: uint32 credits = 12;
    */
   credits: number;
+
+  /**
+   * Same meaning as in PopRequest: batches carry segments, not messages.
+   *
+   * @generated from field: bool raw_segments = 13;
+   */
+  rawSegments: boolean;
 };
 
 /**
@@ -405,7 +492,7 @@ export type ConsumeSubscribe = Message<"queen.v1.ConsumeSubscribe"> & {
  * Use `create(ConsumeSubscribeSchema)` to create a new message.
  */
 export const ConsumeSubscribeSchema: GenMessage<ConsumeSubscribe> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 6);
+  messageDesc(file_queen_v1_queue, 7);
 
 /**
  * @generated from message queen.v1.ConsumeRequest
@@ -457,7 +544,7 @@ export type ConsumeRequest = Message<"queen.v1.ConsumeRequest"> & {
  * Use `create(ConsumeRequestSchema)` to create a new message.
  */
 export const ConsumeRequestSchema: GenMessage<ConsumeRequest> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 7);
+  messageDesc(file_queen_v1_queue, 8);
 
 /**
  * @generated from message queen.v1.ConsumeResponse
@@ -501,7 +588,7 @@ export type ConsumeResponse = Message<"queen.v1.ConsumeResponse"> & {
  * Use `create(ConsumeResponseSchema)` to create a new message.
  */
 export const ConsumeResponseSchema: GenMessage<ConsumeResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 8);
+  messageDesc(file_queen_v1_queue, 9);
 
 /**
  * @generated from message queen.v1.AckItem
@@ -561,7 +648,7 @@ export type AckItem = Message<"queen.v1.AckItem"> & {
  * Use `create(AckItemSchema)` to create a new message.
  */
 export const AckItemSchema: GenMessage<AckItem> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 9);
+  messageDesc(file_queen_v1_queue, 10);
 
 /**
  * @generated from message queen.v1.AckRequest
@@ -587,7 +674,7 @@ export type AckRequest = Message<"queen.v1.AckRequest"> & {
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export const AckRequestSchema: GenMessage<AckRequest> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 10);
+  messageDesc(file_queen_v1_queue, 11);
 
 /**
  * @generated from message queen.v1.AckResult
@@ -649,7 +736,7 @@ export type AckResult = Message<"queen.v1.AckResult"> & {
  * Use `create(AckResultSchema)` to create a new message.
  */
 export const AckResultSchema: GenMessage<AckResult> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 11);
+  messageDesc(file_queen_v1_queue, 12);
 
 /**
  * @generated from message queen.v1.AckResponse
@@ -666,7 +753,7 @@ export type AckResponse = Message<"queen.v1.AckResponse"> & {
  * Use `create(AckResponseSchema)` to create a new message.
  */
 export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 12);
+  messageDesc(file_queen_v1_queue, 13);
 
 /**
  * @generated from message queen.v1.RenewLeaseRequest
@@ -690,7 +777,7 @@ export type RenewLeaseRequest = Message<"queen.v1.RenewLeaseRequest"> & {
  * Use `create(RenewLeaseRequestSchema)` to create a new message.
  */
 export const RenewLeaseRequestSchema: GenMessage<RenewLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 13);
+  messageDesc(file_queen_v1_queue, 14);
 
 /**
  * @generated from message queen.v1.RenewLeaseResponse
@@ -723,7 +810,7 @@ export type RenewLeaseResponse = Message<"queen.v1.RenewLeaseResponse"> & {
  * Use `create(RenewLeaseResponseSchema)` to create a new message.
  */
 export const RenewLeaseResponseSchema: GenMessage<RenewLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 14);
+  messageDesc(file_queen_v1_queue, 15);
 
 /**
  * @generated from message queen.v1.TransactAck
@@ -747,7 +834,7 @@ export type TransactAck = Message<"queen.v1.TransactAck"> & {
  * Use `create(TransactAckSchema)` to create a new message.
  */
 export const TransactAckSchema: GenMessage<TransactAck> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 15);
+  messageDesc(file_queen_v1_queue, 16);
 
 /**
  * @generated from message queen.v1.TransactOp
@@ -776,7 +863,7 @@ export type TransactOp = Message<"queen.v1.TransactOp"> & {
  * Use `create(TransactOpSchema)` to create a new message.
  */
 export const TransactOpSchema: GenMessage<TransactOp> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 16);
+  messageDesc(file_queen_v1_queue, 17);
 
 /**
  * @generated from message queen.v1.TransactRequest
@@ -805,7 +892,7 @@ export type TransactRequest = Message<"queen.v1.TransactRequest"> & {
  * Use `create(TransactRequestSchema)` to create a new message.
  */
 export const TransactRequestSchema: GenMessage<TransactRequest> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 17);
+  messageDesc(file_queen_v1_queue, 18);
 
 /**
  * @generated from message queen.v1.TransactResult
@@ -836,7 +923,7 @@ export type TransactResult = Message<"queen.v1.TransactResult"> & {
  * Use `create(TransactResultSchema)` to create a new message.
  */
 export const TransactResultSchema: GenMessage<TransactResult> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 18);
+  messageDesc(file_queen_v1_queue, 19);
 
 /**
  * @generated from message queen.v1.TransactResponse
@@ -855,7 +942,7 @@ export type TransactResponse = Message<"queen.v1.TransactResponse"> & {
  * Use `create(TransactResponseSchema)` to create a new message.
  */
 export const TransactResponseSchema: GenMessage<TransactResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 19);
+  messageDesc(file_queen_v1_queue, 20);
 
 /**
  * @generated from message queen.v1.FetchEntry
@@ -895,7 +982,7 @@ export type FetchEntry = Message<"queen.v1.FetchEntry"> & {
  * Use `create(FetchEntrySchema)` to create a new message.
  */
 export const FetchEntrySchema: GenMessage<FetchEntry> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 20);
+  messageDesc(file_queen_v1_queue, 21);
 
 /**
  * @generated from message queen.v1.FetchRequest
@@ -921,7 +1008,7 @@ export type FetchRequest = Message<"queen.v1.FetchRequest"> & {
  * Use `create(FetchRequestSchema)` to create a new message.
  */
 export const FetchRequestSchema: GenMessage<FetchRequest> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 21);
+  messageDesc(file_queen_v1_queue, 22);
 
 /**
  * @generated from message queen.v1.FetchResult
@@ -967,7 +1054,7 @@ export type FetchResult = Message<"queen.v1.FetchResult"> & {
  * Use `create(FetchResultSchema)` to create a new message.
  */
 export const FetchResultSchema: GenMessage<FetchResult> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 22);
+  messageDesc(file_queen_v1_queue, 23);
 
 /**
  * @generated from message queen.v1.FetchResponse
@@ -986,7 +1073,184 @@ export type FetchResponse = Message<"queen.v1.FetchResponse"> & {
  * Use `create(FetchResponseSchema)` to create a new message.
  */
 export const FetchResponseSchema: GenMessage<FetchResponse> = /*@__PURE__*/
-  messageDesc(file_queen_v1_queue, 23);
+  messageDesc(file_queen_v1_queue, 24);
+
+/**
+ * @generated from message queen.v1.RawSegment
+ */
+export type RawSegment = Message<"queen.v1.RawSegment"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * Empty means "Default".
+   *
+   * @generated from field: string partition = 2;
+   */
+  partition: string;
+
+  /**
+   * A compressed segment (codec/SPEC.md §2.2) of 1 to QUEEN_MAX_PUSH_ITEMS frames,
+   * at most QUEEN_SEGMENT_RAW_MAX bytes decompressed. Every frame needs a message
+   * id (a UUID, normally v7), a non-empty UTF-8 transaction id without NUL
+   * (dedup key; use the message id's text form for "never a duplicate"),
+   * transaction ids distinct inside the segment, and a non-empty payload of at
+   * most QUEEN_MAX_PAYLOAD_BYTES. Flags 0x02 (producer sub) and 0x04 (encrypted)
+   * are the broker's to set and are refused.
+   *
+   * @generated from field: bytes segment = 3;
+   */
+  segment: Uint8Array;
+};
+
+/**
+ * Describes the message queen.v1.RawSegment.
+ * Use `create(RawSegmentSchema)` to create a new message.
+ */
+export const RawSegmentSchema: GenMessage<RawSegment> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 25);
+
+/**
+ * @generated from message queen.v1.PushSegmentsRequest
+ */
+export type PushSegmentsRequest = Message<"queen.v1.PushSegmentsRequest"> & {
+  /**
+   * 1 to 1024 segments; together at most QUEEN_MAX_PUSH_ITEMS frames.
+   *
+   * @generated from field: repeated queen.v1.RawSegment segments = 1;
+   */
+  segments: RawSegment[];
+};
+
+/**
+ * Describes the message queen.v1.PushSegmentsRequest.
+ * Use `create(PushSegmentsRequestSchema)` to create a new message.
+ */
+export const PushSegmentsRequestSchema: GenMessage<PushSegmentsRequest> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 26);
+
+/**
+ * A frame of a pushed segment whose transaction id was already stored.
+ *
+ * @generated from message queen.v1.DuplicateFrame
+ */
+export type DuplicateFrame = Message<"queen.v1.DuplicateFrame"> & {
+  /**
+   * Frame index inside the pushed segment.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The original message's offset and id (the zero UUID when its segment was
+   * already deleted by retention).
+   *
+   * @generated from field: int64 offset = 2;
+   */
+  offset: bigint;
+
+  /**
+   * @generated from field: string message_id = 3;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message queen.v1.DuplicateFrame.
+ * Use `create(DuplicateFrameSchema)` to create a new message.
+ */
+export const DuplicateFrameSchema: GenMessage<DuplicateFrame> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 27);
+
+/**
+ * @generated from message queen.v1.PushSegmentResult
+ */
+export type PushSegmentResult = Message<"queen.v1.PushSegmentResult"> & {
+  /**
+   * Position of the segment in PushSegmentsRequest.segments.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * QUEUED: stored as sent; frame i has offset base_offset + i.
+   * DUPLICATE: every frame was already stored (e.g. a retry); nothing written;
+   *   duplicates lists each frame's original.
+   * FAILED: not stored; error says why. When only some frames were duplicates
+   *   the segment is not stored either: duplicates names them, so the client can
+   *   re-pack the others and push again.
+   *
+   * @generated from field: queen.v1.PushStatus status = 2;
+   */
+  status: PushStatus;
+
+  /**
+   * @generated from field: string queue = 3;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string partition = 4;
+   */
+  partition: string;
+
+  /**
+   * @generated from field: string partition_id = 5;
+   */
+  partitionId: string;
+
+  /**
+   * @generated from field: int64 base_offset = 6;
+   */
+  baseOffset: bigint;
+
+  /**
+   * Frames in the segment.
+   *
+   * @generated from field: uint32 count = 7;
+   */
+  count: number;
+
+  /**
+   * @generated from field: repeated queen.v1.DuplicateFrame duplicates = 8;
+   */
+  duplicates: DuplicateFrame[];
+
+  /**
+   * @generated from field: string error = 9;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message queen.v1.PushSegmentResult.
+ * Use `create(PushSegmentResultSchema)` to create a new message.
+ */
+export const PushSegmentResultSchema: GenMessage<PushSegmentResult> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 28);
+
+/**
+ * @generated from message queen.v1.PushSegmentsResponse
+ */
+export type PushSegmentsResponse = Message<"queen.v1.PushSegmentsResponse"> & {
+  /**
+   * One per segment, in request order.
+   *
+   * @generated from field: repeated queen.v1.PushSegmentResult results = 1;
+   */
+  results: PushSegmentResult[];
+};
+
+/**
+ * Describes the message queen.v1.PushSegmentsResponse.
+ * Use `create(PushSegmentsResponseSchema)` to create a new message.
+ */
+export const PushSegmentsResponseSchema: GenMessage<PushSegmentsResponse> = /*@__PURE__*/
+  messageDesc(file_queen_v1_queue, 29);
 
 /**
  * @generated from enum queen.v1.PushStatus
@@ -1216,6 +1480,20 @@ export const QueueService: GenService<{
     methodKind: "unary";
     input: typeof FetchRequestSchema;
     output: typeof FetchResponseSchema;
+  },
+  /**
+   * Appends segments a codec-linked client packed itself (codec/SPEC.md §2): the
+   * broker checks every frame and stores the compressed bytes as sent, without
+   * recompressing them. Each segment is stored whole or not at all, in one
+   * database transaction for the whole call. Answered per segment, only after
+   * the commit.
+   *
+   * @generated from rpc queen.v1.QueueService.PushSegments
+   */
+  pushSegments: {
+    methodKind: "unary";
+    input: typeof PushSegmentsRequestSchema;
+    output: typeof PushSegmentsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_queen_v1_queue, 0);
