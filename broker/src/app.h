@@ -55,6 +55,9 @@ struct qn_app {
                            fusion counts its own (qn_fusion_stats.committed) */
     uint64_t delivered; /* messages handed to consumers */
     uint64_t rpcs;      /* RPCs started */
+    /* payload bytes of `pushed` and `delivered` (metrics) */
+    uint64_t pushed_bytes;
+    uint64_t delivered_bytes;
 };
 
 /* A fresh UUIDv7 (message ids, lease ids). */

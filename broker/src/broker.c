@@ -1,18 +1,21 @@
 /*
  * broker.c - the serving process: one libevent loop with the gRPC server, the
- * health and reflection services, the modules it is given (the product's are in
- * modules.c) and the signals that end it.
+ * health and reflection services, the HTTP side port (metrics, health, the web
+ * console, gRPC-Web: http_routes.c), the metrics registry, the modules it is
+ * given (the product's are in modules.c) and the signals that end it.
  *
  * Does: start the modules in order, listen, report the bound ports (log line and
  * QUEEN_PORT_FILE), serve; on the first SIGTERM/SIGINT report NOT_SERVING, let
- * modules stop taking work, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS
- * and return; a second signal ends the loop at once.
+ * modules stop taking work, close side port connections after their current
+ * response, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS and return; a
+ * second signal ends the loop at once.
  * Does not: run migrations (the product's module applies the schema off the
  * loop), block once the loop runs, know what a module does.
  *
  * Invariants:
- *   1. Teardown runs in reverse: server (cancels every call) -> modules -> health
- *      and reflection -> loop, so no handler runs on freed module state.
+ *   1. Teardown runs in reverse: side port and server (cancel every call) ->
+ *      modules -> routes, health and reflection -> metrics -> loop, so no
+ *      handler or collector runs on freed state.
  *   2. The loop ends within QUEEN_SHUTDOWN_TIMEOUT_MS of the first signal (the
  *      server's shutdown is bounded by it).
  */
@@ -25,14 +28,20 @@
 #include <event2/event.h>
 
 #include "broker.h"
+#include "http_routes.h"
 #include "log.h"
+#include "obs/metrics.h"
 #include "queen/error.h"
 #include "transport/call.h"
 #include "transport/health.h"
 #include "transport/reflection.h"
 #include "transport/server.h"
+#include "transport/sideport.h"
 
 #define MAX_MODULES 32
+/* Series one metric family may hold (per-queue families are bounded by
+ * QUEEN_METRICS_MAX_QUEUES / _GROUPS well below this). */
+#define MAX_SERIES_PER_FAMILY 200000
 
 struct run {
     struct qn_broker_ctx ctx;
@@ -42,6 +51,8 @@ struct run {
     int signals; /* signals received */
     struct event *sig_term, *sig_int;
     bool wrote_port_file;
+    qn_side *side;                 /* the HTTP side port */
+    struct qn_http_routes *routes; /* its plain routes */
 };
 
 static void on_drained(void *ud)
@@ -62,13 +73,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     QN_INFO("signal %d: shutting down (up to %lld ms)", (int)sig,
             (long long)r->ctx.cfg->shutdown_timeout_ms);
     qn_health_set_all(r->ctx.health, false);
+    qn_http_routes_shutdown(r->routes);
+    qn_side_shutdown(r->side);
     for (size_t i = 0; i < r->nstarted; i++)
         if (r->mods[i]->shutdown)
             r->mods[i]->shutdown(r->state[i]);
     qn_rpc_server_shutdown(r->ctx.server, (int)r->ctx.cfg->shutdown_timeout_ms, on_drained, r);
 }
 
-static int write_port_file(const char *path, int port, int tls_port)
+static int write_port_file(const char *path, int port, int tls_port, int http_port)
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
@@ -80,7 +93,7 @@ static int write_port_file(const char *path, int port, int tls_port)
         QN_ERROR("cannot write QUEEN_PORT_FILE %s", tmp);
         return QN_EIO;
     }
-    fprintf(f, "port=%d\ntls_port=%d\n", port, tls_port);
+    fprintf(f, "port=%d\ntls_port=%d\nhttp_port=%d\n", port, tls_port, http_port);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         QN_ERROR("cannot write QUEEN_PORT_FILE %s", path);
         unlink(tmp);
@@ -105,7 +118,13 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         QN_ERROR("cannot create the event loop");
         return QN_EINTERNAL;
     }
+    rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &r.ctx.metrics);
+    if (rc != QN_OK)
+        goto out;
     rc = qn_rpc_server_new(r.ctx.base, cfg, &r.ctx.server);
+    if (rc != QN_OK)
+        goto out;
+    rc = qn_rpc_server_set_metrics(r.ctx.server, r.ctx.metrics);
     if (rc != QN_OK)
         goto out;
     rc = qn_health_new(r.ctx.server, &r.ctx.health);
@@ -117,6 +136,13 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     qn_health_set_serving(r.ctx.health, "", true);
     /* the health service itself answers whatever the modules report */
     rc = qn_health_set_serving(r.ctx.health, "grpc.health.v1.Health", true);
+    if (rc != QN_OK)
+        goto out;
+    rc = qn_side_new(r.ctx.base, cfg, r.ctx.server, r.ctx.metrics, &r.side);
+    if (rc != QN_OK)
+        goto out;
+    rc = qn_http_routes_new(r.side, r.ctx.metrics, r.ctx.server, r.ctx.health, cfg->http_console,
+                            &r.routes);
     if (rc != QN_OK)
         goto out;
 
@@ -148,12 +174,15 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         goto out;
     }
     rc = qn_rpc_server_listen(r.ctx.server);
+    if (rc == QN_OK)
+        rc = qn_side_listen(r.side);
     if (rc != QN_OK)
         goto out;
     int port = qn_rpc_server_port(r.ctx.server), tls_port = qn_rpc_server_tls_port(r.ctx.server);
-    QN_INFO("listening h2c_port=%d tls_port=%d", port, tls_port);
+    int http_port = qn_side_port(r.side);
+    QN_INFO("listening h2c_port=%d tls_port=%d http_port=%d", port, tls_port, http_port);
     if (cfg->port_file[0] != '\0') {
-        rc = write_port_file(cfg->port_file, port, tls_port);
+        rc = write_port_file(cfg->port_file, port, tls_port, http_port);
         if (rc != QN_OK)
             goto out;
         r.wrote_port_file = true;
@@ -165,14 +194,17 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     }
 
 out:
+    qn_side_free(r.side); /* its calls live in the server's call set */
     qn_rpc_server_free(r.ctx.server);
     while (r.nstarted > 0) {
         r.nstarted--;
         if (r.mods[r.nstarted]->stop)
             r.mods[r.nstarted]->stop(r.state[r.nstarted]);
     }
+    qn_http_routes_free(r.routes);
     qn_reflection_free(refl);
     qn_health_free(r.ctx.health);
+    qn_metrics_free(r.ctx.metrics);
     if (r.sig_term)
         event_free(r.sig_term);
     if (r.sig_int)

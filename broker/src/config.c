@@ -34,7 +34,8 @@ const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_TLS_PORT", QN_CFG_INT, "6643", 0, 65535, OFF(tls_port),
      "TLS gRPC port, used when QUEEN_TLS_CERT and QUEEN_TLS_KEY are set; 0 binds any free port"},
     {"QUEEN_PORT_FILE", QN_CFG_STRING, "", 0, 0, OFF(port_file),
-     "when set, the broker writes \"port=N\" and \"tls_port=N\" lines here once listening"},
+     "when set, the broker writes \"port=N\", \"tls_port=N\" and \"http_port=N\" lines here once "
+     "listening"},
     {"QUEEN_TLS_CERT", QN_CFG_STRING, "", 0, 0, OFF(tls_cert),
      "PEM certificate chain file for the TLS listener"},
     {"QUEEN_TLS_KEY", QN_CFG_STRING, "", 0, 0, OFF(tls_key),
@@ -147,6 +148,32 @@ const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_MAX_CONN_DB_CALLS", QN_CFG_INT, "64", 1, 100000, OFF(max_conn_db_calls),
      "calls of one client connection waiting on the database at once (RESOURCE_EXHAUSTED past "
      "it)"},
+    /* ---- HTTP side port (metrics, health, web console, gRPC-Web), metrics, log format */
+    {"QUEEN_HTTP_PORT", QN_CFG_INT, "6680", -1, 65535, OFF(http_port),
+     "HTTP/1.1 side port: /metrics, /healthz, /readyz, the web console and gRPC-Web; 0 binds any "
+     "free port, -1 turns it off"},
+    {"QUEEN_HTTP_BIND_ADDR", QN_CFG_STRING, "", 0, 0, OFF(http_bind_addr),
+     "address the HTTP side port binds to; empty: QUEEN_BIND_ADDR"},
+    {"QUEEN_HTTP_MAX_CONNECTIONS", QN_CFG_INT, "256", 1, 100000, OFF(http_max_connections),
+     "open connections on the HTTP side port; more are refused"},
+    {"QUEEN_HTTP_IDLE_TIMEOUT_MS", QN_CFG_INT, "60000", 1000, 86400000, OFF(http_idle_timeout_ms),
+     "an HTTP connection with no request in progress and no traffic for this long is closed"},
+    {"QUEEN_HTTP_REQUEST_TIMEOUT_MS", QN_CFG_INT, "30000", 100, 3600000,
+     OFF(http_request_timeout_ms),
+     "an HTTP request's head and body must arrive within this long (408 past it)"},
+    {"QUEEN_HTTP_MAX_HEADER_BYTES", QN_CFG_INT, "16384", 1024, 1048576, OFF(http_max_header_bytes),
+     "largest HTTP request head, request line and header fields (431 past it; gRPC-Web bodies are "
+     "bounded by QUEEN_MAX_RECV_BYTES, 413 past it)"},
+    {"QUEEN_HTTP_CONSOLE", QN_CFG_BOOL, "true", 0, 0, OFF(http_console),
+     "serve the web console at / on the HTTP side port"},
+    {"QUEEN_METRICS_MAX_QUEUES", QN_CFG_INT, "100", 0, 10000, OFF(metrics_max_queues),
+     "queues with per-queue metrics (the deepest; see docs/metrics.md); 0 turns them off"},
+    {"QUEEN_METRICS_MAX_GROUPS", QN_CFG_INT, "500", 0, 100000, OFF(metrics_max_groups),
+     "(queue, consumer group) lag series, the largest lags of those queues"},
+    {"QUEEN_METRICS_REFRESH_MS", QN_CFG_INT, "15000", 1000, 3600000, OFF(metrics_refresh_ms),
+     "period of the per-queue metrics refresh (two database reads, never one per scrape)"},
+    {"QUEEN_LOG_FORMAT", QN_CFG_STRING, "text", 0, 0, OFF(log_format),
+     "text (one line per event, key=value fields) or json (one JSON object per line)"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 
@@ -232,6 +259,11 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         strcmp(cfg->log_level, "warn") != 0 && strcmp(cfg->log_level, "error") != 0) {
         snprintf(err, errcap, "QUEEN_LOG_LEVEL: expected debug, info, warn or error, got \"%s\"",
                  cfg->log_level);
+        return QN_EINVAL;
+    }
+    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+        snprintf(err, errcap, "QUEEN_LOG_FORMAT: expected text or json, got \"%s\"",
+                 cfg->log_format);
         return QN_EINVAL;
     }
     /* One message must always fit what the broker can read back and send: its

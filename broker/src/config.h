@@ -79,6 +79,18 @@ struct qn_config {
     int64_t db_tcp_user_timeout_ms;  /* QUEEN_DB_TCP_USER_TIMEOUT_MS (0 = the system's) */
     int64_t db_start_retry_max_ms;   /* QUEEN_DB_START_RETRY_MAX_MS */
     int64_t max_conn_db_calls;       /* QUEEN_MAX_CONN_DB_CALLS */
+    /* HTTP side port, metrics, log format (sideport) */
+    int64_t http_port;               /* QUEEN_HTTP_PORT (0 = any free port, -1 = off) */
+    char *http_bind_addr;            /* QUEEN_HTTP_BIND_ADDR ("" = QUEEN_BIND_ADDR) */
+    int64_t http_max_connections;    /* QUEEN_HTTP_MAX_CONNECTIONS */
+    int64_t http_idle_timeout_ms;    /* QUEEN_HTTP_IDLE_TIMEOUT_MS */
+    int64_t http_request_timeout_ms; /* QUEEN_HTTP_REQUEST_TIMEOUT_MS (head and body) */
+    int64_t http_max_header_bytes;   /* QUEEN_HTTP_MAX_HEADER_BYTES (request head) */
+    bool http_console;               /* QUEEN_HTTP_CONSOLE (serve the web console at /) */
+    int64_t metrics_max_queues;      /* QUEEN_METRICS_MAX_QUEUES (0 = no per-queue series) */
+    int64_t metrics_max_groups;      /* QUEEN_METRICS_MAX_GROUPS ((queue, group) lag series) */
+    int64_t metrics_refresh_ms;      /* QUEEN_METRICS_REFRESH_MS (per-queue stats period) */
+    char *log_format;                /* QUEEN_LOG_FORMAT (text or json) */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };

@@ -65,6 +65,7 @@ int main(int argc, char **argv)
         return 2;
     }
     qn_log_set_level_name(cfg.log_level);
+    qn_log_set_format_name(cfg.log_format);
 
     if (argc == 2 && strcmp(argv[1], "--print-config") == 0) {
         qn_config_print(&cfg, stdout);

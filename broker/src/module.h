@@ -7,6 +7,7 @@
 #define QN_BROKER_MODULE_H
 
 #include "config.h"
+#include "obs/metrics.h"
 #include "transport/call.h"
 #include "transport/health.h"
 
@@ -18,6 +19,8 @@ struct qn_broker_ctx {
     const struct qn_config *cfg;
     qn_rpc_server *server;
     qn_health *health; /* "" starts SERVING; a module may set it (e.g. storage down) */
+    /* the process's metrics registry (the side port's /metrics) */
+    qn_metrics *metrics;
 };
 
 /*

@@ -49,6 +49,7 @@
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"
+#include "queue_metrics.h"
 #include "rpc/methods.h"
 #include "rpc/svc_batch.h"
 #include "transport/health.h"
@@ -64,6 +65,7 @@ struct queue_module {
     struct event *rates;         /* periodic rate line */
     struct qn_fusion_stats last; /* fusion counters at the previous line */
     uint64_t last_delivered;
+    struct qn_queue_metrics *metrics; /* docs/metrics.md; NULL without a registry */
 };
 
 /* One INFO line every RATES_INTERVAL_S when messages moved: what operators read
@@ -239,6 +241,11 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         QN_ERROR("cannot register the queue services: %s", qn_strerror(rc));
         return rc;
     }
+    if (ctx->metrics != NULL &&
+        (rc = qn_queue_metrics_new(app, ctx->metrics, &m->metrics)) != QN_OK) {
+        QN_ERROR("cannot set up the queue metrics: %s", qn_strerror(rc));
+        return rc;
+    }
     m->rates = event_new(ctx->base, -1, EV_PERSIST, rates_cb, m);
     if (m->rates == NULL)
         return QN_ENOMEM;
@@ -277,6 +284,8 @@ static void queue_stop(void *state)
     app->maint = NULL;
     if (m->rates)
         event_free(m->rates);
+    qn_queue_metrics_free(m->metrics); /* before the store: it may have a read in flight */
+    m->metrics = NULL;
     qn_notifier_free(app->notifier);
     app->notifier = NULL;
     if (app->store) {

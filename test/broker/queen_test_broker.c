@@ -351,6 +351,7 @@ int main(int argc, char **argv)
         return 2;
     }
     qn_log_set_level_name(cfg.log_level);
+    qn_log_set_format_name(cfg.log_format);
     static const struct qn_broker_module mods[] = {
         {"test", test_start, NULL, test_stop},
         {NULL, NULL, NULL, NULL},

@@ -144,6 +144,7 @@ struct qn_fusion {
     uint32_t lookups;
     uint64_t pending_bytes;
     struct qn_fusion_dedup_hooks dedup;
+    struct qn_fusion_metrics metrics; /* segment histograms (NULL series: none) */
     void (*on_commit)(void *ud, const char *queue, const char *partition);
     void *on_commit_ud;
     struct bundle *doubt; /* bundles in doubt, oldest first */
@@ -661,10 +662,13 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
                     struct qn_item_ref ref = sg->leaders[j];
                     uint8_t id[QN_UUID_LEN];
                     memcpy(id, item_of(ref)->frame.message_id, sizeof id);
+                    f->stats.committed_bytes += item_of(ref)->frame.payload_len;
                     qn_push_item_resolve(ref.job, ref.idx, QN_ITEM_QUEUED, r->base + (int64_t)j,
                                          r->pid, id, QN_OK);
                 }
                 f->stats.committed += sg->nleaders;
+                qn_metric_observe(f->metrics.segment_messages, (double)sg->nleaders);
+                qn_metric_observe(f->metrics.segment_bytes, (double)sg->blob.len);
                 if (f->dedup.committed)
                     f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition, r->pid,
                                        r->window, r->base, r->created_at_us, sg->hashes,
@@ -1047,6 +1051,11 @@ void qn_fusion_free(struct qn_fusion *f)
     event_free(f->dispatch_ev);
     event_free(f->resolve_ev);
     free(f);
+}
+
+void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m)
+{
+    f->metrics = *m;
 }
 
 void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks *hooks)

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "obs/metrics.h"
 #include "queen/frame.h"
 #include "queen/ids.h"
 #include "queen/segment.h"
@@ -124,6 +125,13 @@ void qn_fusion_free(struct qn_fusion *f);
 
 void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks *hooks);
 
+/* Histograms observed at each committed segment (NULL series: not observed). */
+struct qn_fusion_metrics {
+    struct qn_metric *segment_messages; /* messages per segment */
+    struct qn_metric *segment_bytes;    /* compressed bytes per segment */
+};
+void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m);
+
 /*
  * Routes items idx[0..n) of job (all of the same queue and partition) to their
  * slot. The items' input fields must be set and stay valid until the job is
@@ -161,6 +169,7 @@ struct qn_fusion_stats {
     uint64_t resolved_committed; /* frames found committed by their lost flush */
     uint32_t doubt_now;          /* flushes in doubt now */
     uint64_t doubt_failed;       /* frames failed after QN_FUSION_RESOLVE_MAX_MS */
+    uint64_t committed_bytes;    /* payload bytes of the committed frames */
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 

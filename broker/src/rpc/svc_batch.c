@@ -272,6 +272,11 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
     int rc = (flags & QN_BATCH_RAW) ? build_slices(&arena, a, res, &pr, &n)
                                     : qn_build_messages(app, &arena, res->segs, res->n, a->queue,
                                                         a->partition, a->group, lease, &msgs, &n);
+    /* payload bytes for the metrics; raw slices are not decoded here, so they
+     * count their messages only (docs/metrics.md) */
+    uint64_t bytes = 0;
+    for (size_t i = 0; rc == QN_OK && msgs != NULL && i < n; i++)
+        bytes += msgs[i]->payload.len;
     if (rc == QN_OK) {
         pr.n_messages = (flags & QN_BATCH_RAW) ? 0 : n;
         pr.messages = msgs;
@@ -304,6 +309,7 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
     if (rc != QN_OK)
         return rc;
     app->delivered += n;
+    app->delivered_bytes += bytes;
     return (long)n;
 }
 

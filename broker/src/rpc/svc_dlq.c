@@ -170,6 +170,7 @@ struct replay {
     uint8_t msgid[16];
     struct qn_buf blob; /* the packed segment */
     uint8_t hash[16];
+    size_t payload_len;
 };
 
 static void replay_cleanup(struct qn_admin_call *a)
@@ -214,6 +215,7 @@ static void replay_committed(void *ud, const struct qn_store_status *st,
     pr.offset = p->segs[0].base;
     resp.dead_letter_removed = r->n > 1 && r->steps[1].value > 0;
     a->a.app->pushed++;
+    a->a.app->pushed_bytes += a->payload_len;
     qn_notifier_committed(a->a.app->notifier, a->queue, a->partition);
     qn_admin_reply(&a->a, &resp.base);
 }
@@ -245,6 +247,7 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
     f.txn_len = strlen(a->dlq_txn);
     f.payload = d->payload;
     f.payload_len = d->payload_len;
+    a->payload_len = d->payload_len;
     qn_txn_hash(f.txn, f.txn_len, a->hash);
     int rc = qn_segment_pack(a->a.app->zctx, &f, 1, (int)a->a.app->cfg->zstd_level, &a->blob, NULL);
     qn_store_txn *t = NULL;

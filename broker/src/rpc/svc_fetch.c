@@ -106,6 +106,7 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
     Queen__V1__FetchResult **ptrs = qn_arena_alloc(&arena, n * sizeof *ptrs);
     int rc = res && ptrs ? QN_OK : QN_ENOMEM;
     size_t delivered = 0;
+    uint64_t delivered_bytes = 0;
     for (size_t i = 0; rc == QN_OK && i < n; i++) {
         const Queen__V1__FetchEntry *e = f->req->entries[i];
         Queen__V1__FetchResult *x = &res[i];
@@ -129,6 +130,8 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
             x->records = msgs;
             x->n_records = cnt;
             delivered += cnt;
+            for (size_t k = 0; k < cnt; k++)
+                delivered_bytes += msgs[k]->payload.len;
         }
     }
     qn_call_set_data(call, NULL);
@@ -140,6 +143,7 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
     }
     if (rc == QN_OK) {
         f->app->delivered += delivered;
+        f->app->delivered_bytes += delivered_bytes;
         qn_call_finish(call, QN_GRPC_OK, NULL);
     } else {
         qn_call_finish(call,

@@ -187,6 +187,7 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
             p->partition_id = l->partition_id;
         } else {
             t->app->pushed++;
+            t->app->pushed_bytes += t->req->ops[i]->push->payload.len;
         }
     }
     for (size_t a = 0; a < t->nacks; a++) {

@@ -78,12 +78,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "config.h"
 #include "log.h"
+#include "obs/metrics.h"
 #include "queen/error.h"
 #include "queen/store.h"
 #include "transport/call_binding.h"
@@ -107,10 +109,19 @@ struct hdr {
     uint32_t value; /* offset of the NUL-terminated value in hbuf */
 };
 
+/* A method's series in queen_rpc_requests_total and queen_rpc_duration_seconds,
+ * made on first use. */
+struct method_instr {
+    struct qn_metric *by_code[17];
+    struct qn_metric *duration;
+};
+
 struct qn_call {
     enum call_state state;
     struct qn_calls *set;
-    struct qn_call_conn *cc; /* NULL once CLOSED */
+    struct method_instr *instr; /* the method's series; NULL until routed */
+    int64_t started_us;         /* monotonic, when the call was made */
+    struct qn_call_conn *cc;    /* NULL once CLOSED */
     const struct qn_call_ops *ops;
     void *link;                     /* the binding's */
     int32_t stream_id;              /* the binding's */
@@ -153,6 +164,7 @@ struct qn_call {
 struct method_table {
     const struct qn_method *m;
     size_t n;
+    struct method_instr *instr; /* one per method */
 };
 
 struct qn_calls {
@@ -179,6 +191,10 @@ struct qn_calls {
     uint64_t calls_started;
     uint32_t calls_open;
     uint64_t status_count[17];
+    /* metrics (NULL families without a registry) */
+    struct qn_metric_family *m_requests; /* queen_rpc_requests_total{service,method,code} */
+    struct qn_metric_family *m_duration; /* queen_rpc_duration_seconds{service,method} */
+    struct method_instr unrouted;        /* calls that never reached a method */
 };
 
 static void call_end(qn_call *c, int http_status, enum qn_grpc_code code, const char *msg,
@@ -224,6 +240,75 @@ static void live_unlink(struct qn_calls *set, qn_call *c)
     if (c->live_next)
         c->live_next->live_prev = c->live_prev;
     c->live_prev = c->live_next = NULL;
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+static const char *const code_names[17] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Splits "/pkg.Service/Method" into its labels ("unknown" when unrouted). */
+static void method_labels(const struct qn_method *m, char *service, size_t scap, char *method,
+                          size_t mcap)
+{
+    const char *p = m ? m->path : NULL;
+    const char *slash = p ? strchr(p + 1, '/') : NULL;
+    if (slash == NULL) {
+        snprintf(service, scap, "unknown");
+        snprintf(method, mcap, "unknown");
+        return;
+    }
+    snprintf(service, scap, "%.*s", (int)(slash - p - 1), p + 1);
+    snprintf(method, mcap, "%s", slash + 1);
+}
+
+/* The call ended with code: one count, and its duration when it was routed. */
+static void call_record(qn_call *c, enum qn_grpc_code code)
+{
+    struct qn_calls *set = c->set;
+    if (set->m_requests == NULL)
+        return;
+    struct method_instr *in = c->instr ? c->instr : &set->unrouted;
+    const struct qn_method *m = c->instr ? c->method : NULL;
+    char service[256], method[256];
+    if (in->by_code[code] == NULL || (m != NULL && in->duration == NULL)) {
+        method_labels(m, service, sizeof service, method, sizeof method);
+        if (in->by_code[code] == NULL) {
+            const char *v[3] = {service, method, code_names[code]};
+            in->by_code[code] = qn_metric_series(set->m_requests, v);
+        }
+        if (m != NULL && in->duration == NULL) {
+            const char *v[2] = {service, method};
+            in->duration = qn_metric_series(set->m_duration, v);
+        }
+    }
+    qn_metric_inc(in->by_code[code], 1);
+    if (m != NULL)
+        qn_metric_observe(in->duration, (double)(now_us() - c->started_us) / 1e6);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -403,8 +488,10 @@ void qn__call_closed(qn_call *c)
     /* nothing can take its output any more: drop it now (invariant 6) */
     evbuffer_drain(c->out, evbuffer_get_length(c->out));
     out_account(c);
-    if (prev != CALL_FINISHED)
+    if (prev != CALL_FINISHED) {
         set->status_count[QN_GRPC_CANCELLED]++;
+        call_record(c, QN_GRPC_CANCELLED);
+    }
     if (c->cc != NULL) {
         call_unlink(&c->cc->calls, c);
         c->cc->ncalls--;
@@ -448,6 +535,7 @@ qn_call *qn__call_new(struct qn_calls *set, struct qn_call_conn *cc, const struc
     c->ops = ops;
     c->link = link;
     c->stream_id = stream_id;
+    c->started_us = now_us();
     qn_grpc_reader_init(&c->reader, set->max_recv);
     call_push(&cc->calls, c);
     cc->ncalls++;
@@ -486,6 +574,7 @@ static void call_end(qn_call *c, int http_status, enum qn_grpc_code code, const 
     if ((unsigned)code > QN_GRPC_UNAUTHENTICATED)
         code = QN_GRPC_UNKNOWN;
     set->status_count[code]++;
+    call_record(c, code);
     c->status = code;
     snprintf(c->status_code, sizeof c->status_code, "%d", (int)code);
     if (msg != NULL && msg[0] != '\0') {
@@ -605,15 +694,29 @@ bool qn__call_in_headers(const qn_call *c)
     return c->state == CALL_HEADERS;
 }
 
-static const struct qn_method *route(const struct qn_calls *set, const char *path)
+static const struct qn_method *route_instr(const struct qn_calls *set, const char *path,
+                                           struct method_instr **instr)
 {
     if (path == NULL)
         return NULL;
     for (size_t t = 0; t < set->ntables; t++)
         for (size_t i = 0; i < set->tables[t].n; i++)
-            if (strcmp(set->tables[t].m[i].path, path) == 0)
+            if (strcmp(set->tables[t].m[i].path, path) == 0) {
+                if (instr != NULL)
+                    *instr = &set->tables[t].instr[i];
                 return &set->tables[t].m[i];
+            }
     return NULL;
+}
+
+static const struct qn_method *route(const struct qn_calls *set, const char *path)
+{
+    return route_instr(set, path, NULL);
+}
+
+const struct qn_method *qn__calls_route(const struct qn_calls *set, const char *path)
+{
+    return route(set, path);
 }
 
 static bool is_streaming(const struct qn_method *m)
@@ -641,7 +744,7 @@ void qn__call_start(qn_call *c, int64_t timeout_ms)
     struct qn_calls *set = c->set;
     assert(c->state == CALL_HEADERS);
     const char *path = find_header(c, ":path");
-    c->method = route(set, path);
+    c->method = route_instr(set, path, &c->instr);
     if (c->method == NULL) {
         char msg[300];
         snprintf(msg, sizeof msg, "unknown method %.256s", path ? path : "");
@@ -844,6 +947,8 @@ void qn__calls_free(struct qn_calls *set)
     assert(set->bw_head == NULL && set->queued == 0 && set->reserved == 0 && set->inbound == 0);
     event_free(set->reap_ev);
     event_free(set->budget_ev);
+    for (size_t t = 0; t < set->ntables; t++)
+        free(set->tables[t].instr);
     free(set->tables);
     free(set);
 }
@@ -876,11 +981,16 @@ int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, si
                 return QN_EINVAL;
             }
     }
-    struct method_table *t = realloc(set->tables, (set->ntables + 1) * sizeof *t);
-    if (t == NULL)
+    struct method_instr *instr = calloc(n ? n : 1, sizeof *instr);
+    if (instr == NULL)
         return QN_ENOMEM;
+    struct method_table *t = realloc(set->tables, (set->ntables + 1) * sizeof *t);
+    if (t == NULL) {
+        free(instr);
+        return QN_ENOMEM;
+    }
     set->tables = t;
-    set->tables[set->ntables++] = (struct method_table){methods, n};
+    set->tables[set->ntables++] = (struct method_table){methods, n, instr};
     return QN_OK;
 }
 
@@ -923,6 +1033,25 @@ void qn__calls_end(struct qn_calls *set, bool all)
     }
 }
 
+int qn__calls_set_metrics(struct qn_calls *set, qn_metrics *m)
+{
+    static const char *req_labels[] = {"service", "method", "code"};
+    static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                    0.5,    1,     2.5,    5,     10,   30,    60,   300};
+    int rc = qn_metrics_family(m, "queen_rpc_requests_total",
+                               "calls finished, by method and gRPC status (CANCELLED: the client "
+                               "went away first)",
+                               QN_METRIC_COUNTER, req_labels, 3, NULL, 0, &set->m_requests);
+    if (rc == QN_OK)
+        rc = qn_metrics_family(m, "queen_rpc_duration_seconds",
+                               "time from a call's request headers to its status",
+                               QN_METRIC_HISTOGRAM, req_labels, 2, bounds,
+                               sizeof bounds / sizeof bounds[0], &set->m_duration);
+    if (rc != QN_OK)
+        set->m_requests = set->m_duration = NULL;
+    return rc;
+}
+
 int qn__calls_stream_acquire(struct qn_calls *set)
 {
     if (set->stream_slots >= set->max_stream_slots)
@@ -946,6 +1075,7 @@ void qn__calls_stats(const struct qn_calls *set, struct qn_rpc_stats *out)
 {
     out->calls_started = set->calls_started;
     out->calls_open = set->calls_open;
+    out->streams_open = set->stream_slots > UINT32_MAX ? UINT32_MAX : (uint32_t)set->stream_slots;
     memcpy(out->status_count, set->status_count, sizeof out->status_count);
 }
 

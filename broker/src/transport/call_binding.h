@@ -60,6 +60,18 @@ void qn__calls_free(struct qn_calls *set);
 
 int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, size_t n);
 bool qn__calls_has_service(const struct qn_calls *set, const char *service);
+/* The method registered for path, or NULL (a binding that must refuse some
+ * methods before starting the call: gRPC-Web and client streaming). */
+const struct qn_method *qn__calls_route(const struct qn_calls *set, const char *path);
+
+/* Counts calls in queen_rpc_requests_total and queen_rpc_duration_seconds of m
+ * (borrowed until the set is freed). Returns QN_OK, or the registry's error
+ * (then nothing is counted). */
+int qn__calls_set_metrics(struct qn_calls *set, struct qn_metrics *m);
+
+/* The call set of a gRPC server (server.c), for a second binding (the HTTP
+ * side port's gRPC-Web) to make its calls in. */
+struct qn_calls *qn__rpc_server_calls(qn_rpc_server *s);
 
 /* New streaming calls are refused with UNAVAILABLE from now on. */
 void qn__calls_shutdown(struct qn_calls *set);

@@ -221,6 +221,16 @@ void qn_rpc_stream_release(qn_rpc_server *s)
     qn__calls_stream_release(s->calls);
 }
 
+struct qn_calls *qn__rpc_server_calls(qn_rpc_server *s)
+{
+    return s->calls;
+}
+
+int qn_rpc_server_set_metrics(qn_rpc_server *s, qn_metrics *m)
+{
+    return qn__calls_set_metrics(s->calls, m);
+}
+
 size_t qn_rpc_max_send_bytes(const qn_rpc_server *s)
 {
     return qn__calls_max_send(s->calls);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "obs/metrics.h"
 #include "transport/call.h"
 
 struct event_base;
@@ -71,11 +72,17 @@ struct qn_rpc_stats {
     uint32_t connections_open;
     uint64_t calls_started;
     uint32_t calls_open;
+    uint32_t streams_open;     /* long-lived streams holding the QUEEN_MAX_STREAMS budget */
     uint64_t status_count[17]; /* calls finished, by gRPC status code */
     uint64_t bytes_in;
     uint64_t bytes_out;
 };
 void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out);
+
+/* Counts every call in the families queen_rpc_requests_total and
+ * queen_rpc_duration_seconds of m (borrowed until the server is freed).
+ * Returns QN_OK or the registry's error. */
+int qn_rpc_server_set_metrics(qn_rpc_server *s, qn_metrics *m);
 
 /* Limits the transport enforces, for services that size their own work. */
 size_t qn_rpc_max_send_bytes(const qn_rpc_server *s);

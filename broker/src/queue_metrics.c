@@ -1,0 +1,492 @@
+/*
+ * queue_metrics.c - the queue module's metrics (see queue_metrics.h and
+ * docs/metrics.md, which lists every family this file registers).
+ *
+ * Does: at each scrape, copy the counters the app, fusion, the dedup cache,
+ * the waiters, the storage pool and the maintenance loop keep anyway into
+ * their series (nothing on the hot paths changes for that); give fusion its two
+ * segment histograms; every QUEEN_METRICS_REFRESH_MS read the per-queue figures
+ * (stats_v1) and the consumer groups' cursors (list_consumer_groups_v1) from the
+ * database and rebuild the per-queue series from them.
+ * Does not: read the database per scrape (a scrape never waits), keep series
+ * for more than QUEEN_METRICS_MAX_QUEUES queues and QUEEN_METRICS_MAX_GROUPS
+ * (queue, group) pairs.
+ *
+ * Which queues: the deepest (pending messages, ties by name), so the ones an
+ * operator must look at are always there and the choice is the same on every
+ * broker reading the same database; which pairs: the largest lags among the
+ * chosen queues (ties by queue, then group). What the bound leaves out is
+ * counted (queen_queue_stats_omitted_queues, ..._groups), never silently lost.
+ *
+ * Refresh lifecycle:
+ *
+ *   IDLE --timer--> STATS (stats_v1 in flight) --rows--> GROUPS (list_consumer_groups_v1)
+ *   GROUPS --rows--> IDLE (series rebuilt);  STATS|GROUPS --error--> IDLE (series kept,
+ *   failure counted)
+ *
+ * Invariants:
+ *   1. At most one refresh is in flight; a tick that finds one running skips.
+ *   2. The per-queue series are replaced only by a complete refresh, so a
+ *      scrape sees one refresh's figures, never a mix.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+
+#include "app.h"
+#include "config.h"
+#include "engine/dedup.h"
+#include "engine/fusion.h"
+#include "engine/maint_loop.h"
+#include "engine/waiters.h"
+#include "log.h"
+#include "queen/error.h"
+#include "queen/store.h"
+#include "queue_metrics.h"
+
+enum refresh_state { REFRESH_IDLE, REFRESH_STATS, REFRESH_GROUPS };
+
+struct qstat {
+    char *queue;
+    int64_t pending, messages, dead_letters;
+};
+
+struct qpair {
+    const char *queue; /* borrowed from the chosen qstats */
+    char *group;
+    int64_t lag;
+};
+
+/* A family and, when it has no labels, its one series. */
+struct fam {
+    struct qn_metric_family *f;
+    struct qn_metric *s;
+};
+
+struct qn_queue_metrics {
+    struct qn_app *app;
+    qn_metrics *reg;
+    /* collected at scrape */
+    struct fam push_msgs, push_bytes, push_dups, commits, segments, inflight, pending_bytes;
+    struct fam pop_msgs, pop_bytes, parked;
+    struct fam dd_hits, dd_misses, dd_bytes, dd_hashes, dd_parts, dd_evictions;
+    struct fam db_up, db_inflight, db_waiting, db_calls, db_doubt, db_hung, db_reconnects,
+        db_retries;
+    struct fam mt_cycles, mt_failures, mt_steps, mt_deleted;
+    struct fam seg_msgs, seg_bytes;
+    /* refreshed from the database */
+    struct fam q_depth, q_messages, q_dead, g_lag;
+    struct fam q_seen, q_omitted, g_omitted, q_stamp, q_failures;
+    uint64_t failures;
+    enum refresh_state state;
+    struct event *timer;
+    qn_store_req *req;
+    struct qstat *chosen; /* the chosen queues of the refresh in flight, by name */
+    size_t nchosen;
+    size_t nqueues; /* queues the stats call returned */
+};
+
+static const char *const step_names[QN_MAINT_NKINDS] = {"retention", "txns_purge", "max_wait",
+                                                        "cleanup"};
+
+static int fam(struct qn_queue_metrics *qm, struct fam *out, const char *name, const char *help,
+               enum qn_metric_type type, const char *label1, const char *label2,
+               const double *bounds, size_t nbounds)
+{
+    const char *labels[2] = {label1, label2};
+    size_t n = label2 ? 2 : label1 ? 1 : 0;
+    int rc = qn_metrics_family(qm->reg, name, help, type, labels, n, bounds, nbounds, &out->f);
+    if (rc != QN_OK) {
+        QN_ERROR("cannot register metric %s: %s", name, qn_strerror(rc));
+        return rc;
+    }
+    out->s = n == 0 ? qn_metric_series(out->f, NULL) : NULL;
+    return QN_OK;
+}
+
+static void set_labelled(struct fam *f, const char *value, uint64_t total, bool counter)
+{
+    const char *v[1] = {value};
+    struct qn_metric *s = qn_metric_series(f->f, v);
+    if (counter)
+        qn_metric_set_total(s, total);
+    else
+        qn_metric_set(s, (double)total);
+}
+
+/* ---------------------------------------------------------------- at each scrape */
+
+static void collect(void *ud)
+{
+    struct qn_queue_metrics *qm = ud;
+    struct qn_app *app = qm->app;
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(app->fusion, &fs);
+    qn_metric_set_total(qm->push_msgs.s, app->pushed + fs.committed);
+    qn_metric_set_total(qm->push_bytes.s, app->pushed_bytes + fs.committed_bytes);
+    qn_metric_set_total(qm->push_dups.s, fs.duplicates);
+    qn_metric_set_total(qm->commits.s, fs.flushes);
+    qn_metric_set_total(qm->segments.s, fs.segments);
+    qn_metric_set(qm->inflight.s, (double)fs.inflight);
+    qn_metric_set(qm->pending_bytes.s, (double)fs.pending_bytes);
+    qn_metric_set_total(qm->pop_msgs.s, app->delivered);
+    qn_metric_set_total(qm->pop_bytes.s, app->delivered_bytes);
+    qn_metric_set(qm->parked.s, (double)qn_waiters_count(app->waiters));
+
+    struct qn_dedup_stats ds;
+    memset(&ds, 0, sizeof ds);
+    if (app->dedup != NULL)
+        qn_dedup_stats(app->dedup, &ds);
+    qn_metric_set_total(qm->dd_hits.s, ds.vouched);
+    qn_metric_set_total(qm->dd_misses.s, ds.declined);
+    qn_metric_set(qm->dd_bytes.s, (double)ds.bytes);
+    qn_metric_set(qm->dd_hashes.s, (double)ds.hashes);
+    qn_metric_set(qm->dd_parts.s, (double)ds.entries);
+    qn_metric_set_total(qm->dd_evictions.s, ds.evictions);
+
+    struct qn_store_stats ss;
+    qn_store_get_stats(app->store, &ss);
+    qn_metric_set(qm->db_up.s, ss.connections_up);
+    qn_metric_set(qm->db_inflight.s, ss.in_flight);
+    qn_metric_set(qm->db_waiting.s, ss.waiting);
+    qn_metric_set_total(qm->db_calls.s, ss.calls);
+    qn_metric_set_total(qm->db_doubt.s, ss.in_doubt);
+    qn_metric_set_total(qm->db_hung.s, ss.hung);
+    qn_metric_set_total(qm->db_reconnects.s, ss.reconnects);
+    qn_metric_set_total(qm->db_retries.s, ss.retries);
+
+    struct qn_maint_stats ms;
+    memset(&ms, 0, sizeof ms);
+    if (app->maint != NULL)
+        qn_maint_get_stats(app->maint, &ms);
+    set_labelled(&qm->mt_cycles, "ran", ms.cycles_run, true);
+    set_labelled(&qm->mt_cycles, "skipped", ms.cycles_skipped, true);
+    qn_metric_set_total(qm->mt_failures.s, ms.cycles_failed);
+    for (int k = 0; k < QN_MAINT_NKINDS; k++) {
+        set_labelled(&qm->mt_steps, step_names[k], ms.steps[k], true);
+        set_labelled(&qm->mt_deleted, step_names[k], ms.deleted[k], true);
+    }
+}
+
+/* ---------------------------------------------------------------- the refresh */
+
+static void chosen_free(struct qn_queue_metrics *qm)
+{
+    for (size_t i = 0; i < qm->nchosen; i++)
+        free(qm->chosen[i].queue);
+    free(qm->chosen);
+    qm->chosen = NULL;
+    qm->nchosen = 0;
+}
+
+static int by_depth(const void *a, const void *b)
+{
+    const struct qstat *x = a, *y = b;
+    if (x->pending != y->pending)
+        return x->pending > y->pending ? -1 : 1;
+    return strcmp(x->queue, y->queue);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const struct qstat *x = a, *y = b;
+    return strcmp(x->queue, y->queue);
+}
+
+static int by_lag(const void *a, const void *b)
+{
+    const struct qpair *x = a, *y = b;
+    if (x->lag != y->lag)
+        return x->lag > y->lag ? -1 : 1;
+    int c = strcmp(x->queue, y->queue);
+    return c != 0 ? c : strcmp(x->group, y->group);
+}
+
+static const struct qstat *find_chosen(const struct qn_queue_metrics *qm, const char *queue)
+{
+    struct qstat key = {(char *)queue, 0, 0, 0};
+    return bsearch(&key, qm->chosen, qm->nchosen, sizeof key, by_name);
+}
+
+static void refresh_failed(struct qn_queue_metrics *qm, const char *what,
+                           const struct qn_store_status *st)
+{
+    qm->failures++;
+    qn_metric_set_total(qm->q_failures.s, qm->failures);
+    QN_DEBUG("queue metrics refresh failed step=%s detail=\"%s\"", what,
+             st->message[0] ? st->message : qn_strerror(st->code));
+    chosen_free(qm);
+    qm->state = REFRESH_IDLE;
+}
+
+static void groups_done(void *ud, const struct qn_store_status *st,
+                        const struct qn_groups_result *r)
+{
+    struct qn_queue_metrics *qm = ud;
+    assert(qm->state == REFRESH_GROUPS);
+    qm->req = NULL;
+    if (st->code != QN_OK) {
+        refresh_failed(qm, "groups", st);
+        return;
+    }
+    /* rows come ordered by group, queue, partition: one run per (group, queue) */
+    struct qpair *pairs = calloc(r->n ? r->n : 1, sizeof *pairs);
+    size_t np = 0;
+    for (size_t i = 0; pairs != NULL && i < r->n; i++) {
+        const struct qn_group_row *row = &r->rows[i];
+        const struct qstat *q = find_chosen(qm, row->queue);
+        if (q == NULL)
+            continue;
+        if (np > 0 && pairs[np - 1].queue == q->queue &&
+            strcmp(pairs[np - 1].group, row->group) == 0) {
+            pairs[np - 1].lag += row->lag;
+            continue;
+        }
+        pairs[np].queue = q->queue;
+        pairs[np].group = strdup(row->group);
+        pairs[np].lag = row->lag;
+        if (pairs[np].group == NULL)
+            break;
+        np++;
+    }
+    if (pairs == NULL) {
+        struct qn_store_status oom = {QN_ENOMEM, "", "out of memory"};
+        refresh_failed(qm, "groups", &oom);
+        return;
+    }
+    qsort(pairs, np, sizeof *pairs, by_lag);
+    size_t keep = np < (size_t)qm->app->cfg->metrics_max_groups
+                      ? np
+                      : (size_t)qm->app->cfg->metrics_max_groups;
+
+    /* one complete refresh: replace every per-queue series at once */
+    qn_metric_family_clear(qm->q_depth.f);
+    qn_metric_family_clear(qm->q_messages.f);
+    qn_metric_family_clear(qm->q_dead.f);
+    qn_metric_family_clear(qm->g_lag.f);
+    for (size_t i = 0; i < qm->nchosen; i++) {
+        const char *v[1] = {qm->chosen[i].queue};
+        qn_metric_set(qn_metric_series(qm->q_depth.f, v), (double)qm->chosen[i].pending);
+        qn_metric_set(qn_metric_series(qm->q_messages.f, v), (double)qm->chosen[i].messages);
+        qn_metric_set(qn_metric_series(qm->q_dead.f, v), (double)qm->chosen[i].dead_letters);
+    }
+    for (size_t i = 0; i < keep; i++) {
+        const char *v[2] = {pairs[i].queue, pairs[i].group};
+        qn_metric_set(qn_metric_series(qm->g_lag.f, v), (double)pairs[i].lag);
+    }
+    qn_metric_set(qm->q_seen.s, (double)qm->nqueues);
+    qn_metric_set(qm->q_omitted.s, (double)(qm->nqueues - qm->nchosen));
+    qn_metric_set(qm->g_omitted.s, (double)(np - keep));
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    qn_metric_set(qm->q_stamp.s, (double)tv.tv_sec + (double)tv.tv_usec / 1e6);
+    for (size_t i = 0; i < np; i++)
+        free(pairs[i].group);
+    free(pairs);
+    chosen_free(qm);
+    qm->state = REFRESH_IDLE;
+}
+
+static void stats_done(void *ud, const struct qn_store_status *st, const struct qn_stats_result *r)
+{
+    struct qn_queue_metrics *qm = ud;
+    assert(qm->state == REFRESH_STATS);
+    qm->req = NULL;
+    if (st->code != QN_OK) {
+        refresh_failed(qm, "stats", st);
+        return;
+    }
+    struct qstat *all = calloc(r->n ? r->n : 1, sizeof *all);
+    size_t n = 0;
+    for (size_t i = 0; all != NULL && i < r->n; i++) {
+        all[n] = (struct qstat){(char *)r->rows[i].queue, r->rows[i].pending, r->rows[i].messages,
+                                r->rows[i].dead_letters};
+        n++;
+    }
+    if (all == NULL) {
+        struct qn_store_status oom = {QN_ENOMEM, "", "out of memory"};
+        refresh_failed(qm, "stats", &oom);
+        return;
+    }
+    qsort(all, n, sizeof *all, by_depth);
+    size_t keep =
+        n < (size_t)qm->app->cfg->metrics_max_queues ? n : (size_t)qm->app->cfg->metrics_max_queues;
+    qm->chosen = calloc(keep ? keep : 1, sizeof *qm->chosen);
+    for (size_t i = 0; qm->chosen != NULL && i < keep; i++) {
+        qm->chosen[i] = all[i];
+        qm->chosen[i].queue = strdup(all[i].queue);
+        if (qm->chosen[i].queue == NULL)
+            break;
+        qm->nchosen = i + 1;
+    }
+    free(all);
+    if (qm->chosen == NULL || qm->nchosen != keep) {
+        struct qn_store_status oom = {QN_ENOMEM, "", "out of memory"};
+        refresh_failed(qm, "stats", &oom);
+        return;
+    }
+    qm->nqueues = n;
+    qsort(qm->chosen, qm->nchosen, sizeof *qm->chosen, by_name);
+    qm->state = REFRESH_GROUPS;
+    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL};
+    int rc =
+        qn_store_list_consumer_groups(qm->app->store, NULL, NULL, &opts, groups_done, qm, &qm->req);
+    if (rc != QN_OK) {
+        qm->req = NULL;
+        struct qn_store_status s = {rc, "", ""};
+        refresh_failed(qm, "groups", &s);
+    }
+}
+
+void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
+{
+    if (qm->state != REFRESH_IDLE || qm->app->cfg->metrics_max_queues == 0)
+        return; /* invariant 1 */
+    qm->state = REFRESH_STATS;
+    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL};
+    int rc = qn_store_stats(qm->app->store, NULL, &opts, stats_done, qm, &qm->req);
+    if (rc != QN_OK) {
+        qm->req = NULL;
+        struct qn_store_status s = {rc, "", ""};
+        refresh_failed(qm, "stats", &s);
+    }
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    qn_queue_metrics_refresh(arg);
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static int register_all(struct qn_queue_metrics *qm)
+{
+    static const double seg_msgs[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
+    static const double seg_bytes[] = {256,    1024,    4096,    16384,    65536,
+                                       262144, 1048576, 4194304, 16777216, 67108864};
+    const enum qn_metric_type C = QN_METRIC_COUNTER, G = QN_METRIC_GAUGE, H = QN_METRIC_HISTOGRAM;
+    int rc = QN_OK;
+#define F(field, name, type, help)                                                                 \
+    if (rc == QN_OK)                                                                               \
+    rc = fam(qm, &qm->field, name, help, type, NULL, NULL, NULL, 0)
+#define F1(field, name, type, label, help)                                                         \
+    if (rc == QN_OK)                                                                               \
+    rc = fam(qm, &qm->field, name, help, type, label, NULL, NULL, 0)
+    F(push_msgs, "queen_push_messages_total", C,
+      "messages committed by Push, Transact and dead-letter replays");
+    F(push_bytes, "queen_push_bytes_total", C, "payload bytes of those messages");
+    F(push_dups, "queen_push_duplicates_total", C,
+      "pushed messages the database answered DUPLICATE (push fusion)");
+    F(commits, "queen_push_commits_total", C, "push commits (one database call each)");
+    F(segments, "queen_push_segments_total", C, "segments sent by push commits");
+    F(inflight, "queen_push_commits_in_flight", G, "push commits awaiting the database");
+    F(pending_bytes, "queen_push_pending_bytes", G,
+      "payload bytes waiting in push fusion for their commit");
+    if (rc == QN_OK)
+        rc = fam(qm, &qm->seg_msgs, "queen_push_segment_messages", "messages per committed segment",
+                 H, NULL, NULL, seg_msgs, sizeof seg_msgs / sizeof seg_msgs[0]);
+    if (rc == QN_OK)
+        rc = fam(qm, &qm->seg_bytes, "queen_push_segment_bytes",
+                 "compressed bytes per committed segment", H, NULL, NULL, seg_bytes,
+                 sizeof seg_bytes / sizeof seg_bytes[0]);
+    F(pop_msgs, "queen_pop_messages_total", C,
+      "messages delivered to consumers by Pop, Consume and Fetch");
+    F(pop_bytes, "queen_pop_bytes_total", C, "payload bytes of those messages");
+    F(parked, "queen_pops_parked", G,
+      "pops, Consume streams and fetches waiting for data (holding no database connection)");
+    F(dd_hits, "queen_dedup_cache_hits_total", C,
+      "pushes the dedup cache vouched for (a narrowed database probe)");
+    F(dd_misses, "queen_dedup_cache_misses_total", C,
+      "pushes the dedup cache could not vouch for (a full-window probe)");
+    F(dd_bytes, "queen_dedup_cache_bytes", G, "memory the dedup cache accounts for");
+    F(dd_hashes, "queen_dedup_cache_hashes", G, "transaction-id hashes resident in the cache");
+    F(dd_parts, "queen_dedup_cache_partitions", G, "partitions with a dedup cache entry");
+    F(dd_evictions, "queen_dedup_cache_evictions_total", C,
+      "dedup cache entries evicted to stay within QUEEN_DEDUP_CACHE_MB");
+    F(db_up, "queen_db_connections_up", G, "connections of the storage pool that are up");
+    F(db_inflight, "queen_db_calls_in_flight", G, "storage calls sent and awaiting their results");
+    F(db_waiting, "queen_db_calls_waiting", G, "storage calls queued for a connection");
+    F(db_calls, "queen_db_calls_total", C, "storage calls completed, any outcome");
+    F(db_doubt, "queen_db_calls_in_doubt_total", C,
+      "writes whose connection was lost before the result came (resolved by the broker)");
+    F(db_hung, "queen_db_connections_hung_total", C,
+      "connections declared hung (no answer in time) and closed");
+    F(db_reconnects, "queen_db_reconnects_total", C, "connections re-established");
+    F(db_retries, "queen_db_conflict_retries_total", C,
+      "calls repeated after a deadlock or serialization failure");
+    F1(mt_cycles, "queen_maintenance_cycles_total", C, "result",
+       "maintenance cycles: ran (this broker held the lock) or skipped (another did)");
+    F(mt_failures, "queen_maintenance_cycle_failures_total", C,
+      "maintenance cycles ended by an error");
+    F1(mt_steps, "queen_maintenance_steps_total", C, "step", "maintenance step calls, by step");
+    F1(mt_deleted, "queen_maintenance_rows_deleted_total", C, "step",
+       "rows maintenance deleted, by step (segments, hash-sidecar rows, partitions)");
+    F1(q_depth, "queen_queue_depth_messages", G, "queue",
+       "messages not yet consumed by the slowest group of each partition (refreshed)");
+    F1(q_messages, "queen_queue_messages", G, "queue", "messages retained (refreshed)");
+    F1(q_dead, "queen_queue_dead_letters", G, "queue", "dead letters of the queue (refreshed)");
+    if (rc == QN_OK)
+        rc = fam(qm, &qm->g_lag, "queen_consumer_group_lag_messages",
+                 "messages past the group's cursors, summed over the queue's partitions "
+                 "(refreshed)",
+                 G, "queue", "group", NULL, 0);
+    F(q_seen, "queen_queue_stats_queues", G, "queues the last refresh found");
+    F(q_omitted, "queen_queue_stats_omitted_queues", G,
+      "queues left without series by QUEEN_METRICS_MAX_QUEUES");
+    F(g_omitted, "queen_queue_stats_omitted_groups", G,
+      "(queue, group) pairs left without a lag series by QUEEN_METRICS_MAX_GROUPS");
+    F(q_stamp, "queen_queue_stats_refresh_timestamp_seconds", G,
+      "Unix time of the last complete per-queue refresh (0: none yet)");
+    F(q_failures, "queen_queue_stats_refresh_failures_total", C, "per-queue refreshes that failed");
+#undef F
+#undef F1
+    return rc;
+}
+
+int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metrics **out)
+{
+    struct qn_queue_metrics *qm = calloc(1, sizeof *qm);
+    if (qm == NULL)
+        return QN_ENOMEM;
+    qm->app = app;
+    qm->reg = m;
+    int rc = register_all(qm);
+    if (rc == QN_OK)
+        rc = qn_metrics_on_collect(m, collect, qm);
+    if (rc != QN_OK) {
+        free(qm);
+        return rc;
+    }
+    struct qn_fusion_metrics fm = {qm->seg_msgs.s, qm->seg_bytes.s};
+    qn_fusion_set_metrics(app->fusion, &fm);
+    if (app->cfg->metrics_max_queues > 0) {
+        qm->timer = event_new(app->base, -1, EV_PERSIST, on_timer, qm);
+        if (qm->timer == NULL) {
+            qn_queue_metrics_free(qm);
+            return QN_ENOMEM;
+        }
+        int64_t ms = app->cfg->metrics_refresh_ms;
+        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+        event_add(qm->timer, &tv);
+    }
+    *out = qm;
+    return QN_OK;
+}
+
+void qn_queue_metrics_free(struct qn_queue_metrics *qm)
+{
+    if (qm == NULL)
+        return;
+    if (qm->timer)
+        event_free(qm->timer);
+    qn_store_cancel(qm->req);
+    chosen_free(qm);
+    qn_metrics_off_collect(qm->reg, collect, qm);
+    struct qn_fusion_metrics none = {NULL, NULL};
+    if (qm->app->fusion)
+        qn_fusion_set_metrics(qm->app->fusion, &none);
+    free(qm);
+}

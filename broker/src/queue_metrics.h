@@ -1,0 +1,30 @@
+/*
+ * queue_metrics.h - private to broker/: the queue module's metrics (the app's
+ * counters, the engines, the storage pool, the maintenance loop, and the
+ * per-queue depth and per-(queue, group) lag series), as docs/metrics.md lists
+ * them.
+ */
+#ifndef QN_BROKER_QUEUE_METRICS_H
+#define QN_BROKER_QUEUE_METRICS_H
+
+#include "obs/metrics.h"
+
+struct qn_app;
+struct qn_queue_metrics;
+
+/*
+ * Registers the families in m, a collector that copies the app's counters at
+ * each scrape, the fusion histograms, and (unless QUEEN_METRICS_MAX_QUEUES is
+ * 0) the per-queue refresh every QUEEN_METRICS_REFRESH_MS. Borrows app and m
+ * until qn_queue_metrics_free(). Returns QN_OK, QN_ENOMEM or QN_EINVAL.
+ */
+int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metrics **out);
+
+/* Stops the refresh (a database read in flight is cancelled), removes the
+ * collector and frees. Call before the app's store is freed. NULL allowed. */
+void qn_queue_metrics_free(struct qn_queue_metrics *qm);
+
+/* One refresh now (tests and the first one at start). */
+void qn_queue_metrics_refresh(struct qn_queue_metrics *qm);
+
+#endif
