@@ -32,6 +32,7 @@
 #include "log.h"
 #include "obs/metrics.h"
 #include "queen/error.h"
+#include "queen/store.h"
 #include "transport/call.h"
 #include "transport/health.h"
 #include "transport/reflection.h"
@@ -48,18 +49,27 @@ struct run {
     const struct qn_broker_module *mods[MAX_MODULES];
     void *state[MAX_MODULES];
     size_t nstarted;
-    int signals; /* signals received */
+    int signals;       /* signals received */
+    int64_t signal_ms; /* when the first arrived */
     struct event *sig_term, *sig_int;
     bool wrote_port_file;
     qn_side *side;                 /* the HTTP side port */
     struct qn_http_routes *routes; /* its plain routes */
 };
 
-static void on_drained(void *ud)
+static void on_all_drained(void *ud)
 {
     struct run *r = ud;
     QN_INFO("shutdown complete");
     event_base_loopexit(r->ctx.base, NULL);
+}
+
+/* The gRPC server is drained: the side port's gRPC-Web calls get the time left. */
+static void on_drained(void *ud)
+{
+    struct run *r = ud;
+    int64_t left = r->ctx.cfg->shutdown_timeout_ms - (qn_store_now_ms() - r->signal_ms);
+    qn_side_drain(r->side, left, on_all_drained, r);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -70,6 +80,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopbreak(r->ctx.base);
         return;
     }
+    r->signal_ms = qn_store_now_ms();
     QN_INFO("signal %d: shutting down (up to %lld ms)", (int)sig,
             (long long)r->ctx.cfg->shutdown_timeout_ms);
     qn_health_set_all(r->ctx.health, false);

@@ -185,6 +185,7 @@ class Broker:
         self.proc = None
         self.port = -1
         self.tls_port = -1
+        self.http_port = -1
         self.dir = tempfile.mkdtemp(prefix="broker-", dir=scratch())
         self.log_path = os.path.join(self.dir, "broker.log")
 
@@ -196,6 +197,7 @@ class Broker:
         port_file = os.path.join(self.dir, "ports")
         env.update({
             "QUEEN_PORT": "0",
+            "QUEEN_HTTP_PORT": "0",
             "QUEEN_BIND_ADDR": "127.0.0.1",
             "QUEEN_PORT_FILE": port_file,
             "QUEEN_LOG_LEVEL": "debug",
@@ -223,6 +225,7 @@ class Broker:
             kv = dict(line.strip().split("=", 1) for line in f if "=" in line)
         self.port = int(kv.get("port", "-1"))
         self.tls_port = int(kv.get("tls_port", "-1"))
+        self.http_port = int(kv.get("http_port", "-1"))
         if self.kind == "product" and self.extra.get("QN_NO_WAIT_DB") is None:
             # The product listens before its database pool is up and reports
             # NOT_SERVING meanwhile; tests start from a serving broker.

@@ -252,21 +252,28 @@ static void answer(struct session *s, int status, const char *ctype, const void 
     response_done(s);
 }
 
-/* An error answer after which the connection closes (the request may not have
- * been read whole). */
-static void answer_error(struct session *s, int status, const char *text)
+/* A short text answer (404, 405) to a request read whole: the connection
+ * stays if it may. */
+static void answer_text(struct session *s, int status, const char *text)
 {
     char extra[64] = "";
     size_t elen = 0;
     if (status == 405)
         elen = (size_t)snprintf(extra, sizeof extra, "allow: GET, HEAD, POST\r\n");
-    s->keep_alive = false;
     s->req = REQ_DONE;
     if (s->label == NULL)
         s->label = "none";
     char body[256];
     int n = snprintf(body, sizeof body, "%s\n", text);
     answer(s, status, "text/plain; charset=utf-8", body, (size_t)n, extra, elen, false);
+}
+
+/* An error answer after which the connection closes (the request may not have
+ * been read whole). */
+static void answer_error(struct session *s, int status, const char *text)
+{
+    s->keep_alive = false;
+    answer_text(s, status, text);
 }
 
 /* Pulls the call's queued output; writes the trailers once they are due. */
@@ -392,11 +399,11 @@ static void serve_route(struct session *s, const struct qn_http_head *head, cons
     if (head->content_length > 0)
         s->keep_alive = false; /* the body is never read: the connection cannot continue */
     if (r == NULL) {
-        answer_error(s, 404, "not found");
+        answer_text(s, 404, "not found");
         return;
     }
     if (!get && !is_head) {
-        answer_error(s, 405, "method not allowed");
+        answer_text(s, 405, "method not allowed");
         return;
     }
     struct qn_http_response resp;

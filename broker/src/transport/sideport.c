@@ -24,20 +24,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "config.h"
 #include "log.h"
 #include "queen/error.h"
+#include "queen/store.h"
 #include "transport/call_binding.h"
 #include "transport/http1.h"
 #include "transport/net.h"
 #include "transport/sideport.h"
 
+#define DRAIN_GRACE_MS 250
+
 struct qn_side {
     struct qn_http1 *http;
+    struct qn_calls *calls;
     qn_net *net;
     bool enabled; /* QUEEN_HTTP_PORT != -1 */
     bool listening;
+    /* the drain (qn_side_drain) */
+    bool draining;
+    bool done_fired;
+    int phase; /* 0: waiting for connections to finish; 1: their calls were ended */
+    int64_t grace_ms;
+    struct event *drain_ev; /* phase timer */
+    struct event *done_ev;
+    void (*done)(void *ud);
+    void *done_ud;
 };
+
+static void maybe_drained(qn_side *s)
+{
+    if (s->draining && !s->done_fired && qn__net_conn_count(s->net) == 0) {
+        s->done_fired = true;
+        event_del(s->drain_ev);
+        event_active(s->done_ev, 0, 0);
+    }
+}
+
+/* The net's owner callback: a connection was freed. */
+static void on_conn_freed(void *owner)
+{
+    maybe_drained(owner);
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    qn_side *s = arg;
+    if (s->done != NULL)
+        s->done(s->done_ud);
+}
+
+static void on_drain_timer(evutil_socket_t fd, short what, void *arg)
+{
+    qn_side *s = arg;
+    if (s->phase == 0) {
+        /* time is almost up: calls still running answer UNAVAILABLE now */
+        s->phase = 1;
+        qn__calls_end(s->calls, true);
+        qn__net_flush_all(s->net);
+        struct timeval tv = {(time_t)(s->grace_ms / 1000),
+                             (suseconds_t)(s->grace_ms % 1000) * 1000};
+        evtimer_add(s->drain_ev, &tv);
+        return;
+    }
+    qn__net_close_all(s->net);
+    maybe_drained(s);
+}
 
 int qn_http_add_header(struct qn_http_response *resp, const char *name, const char *value)
 {
@@ -64,9 +118,14 @@ int qn_side_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_ser
         .max_body = (size_t)cfg->max_recv_bytes + 5, /* one message and its prefix */
         .request_ms = cfg->http_request_timeout_ms,
     };
-    int rc = qn__http1_new(base, qn__rpc_server_calls(rpc), &lim, metrics, &s->http);
+    s->calls = qn__rpc_server_calls(rpc);
+    s->drain_ev = evtimer_new(base, on_drain_timer, s);
+    s->done_ev = event_new(base, -1, 0, on_done, s);
+    int rc = s->drain_ev && s->done_ev ? QN_OK : QN_ENOMEM;
+    if (rc == QN_OK)
+        rc = qn__http1_new(base, s->calls, &lim, metrics, &s->http);
     if (rc != QN_OK) {
-        free(s);
+        qn_side_free(s);
         return rc;
     }
     /* The net reads its listener settings from a configuration: the side
@@ -86,10 +145,12 @@ int qn_side_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_ser
     struct qn_net_handler h;
     memset(&h, 0, sizeof h);
     qn__http1_handler(s->http, &h);
+    h.owner = s;
+    h.conn_freed = on_conn_freed;
     rc = qn__net_new(base, &nc, &h, &s->net);
     if (rc != QN_OK) {
-        qn__http1_free(s->http);
-        free(s);
+        s->net = NULL;
+        qn_side_free(s);
         return rc;
     }
     *out = s;
@@ -123,12 +184,35 @@ void qn_side_shutdown(qn_side *s)
     qn__net_goaway_all(s->net);
 }
 
+void qn_side_drain(qn_side *s, int64_t timeout_ms, void (*done)(void *ud), void *ud)
+{
+    if (s->draining)
+        return;
+    s->draining = true;
+    s->done = done;
+    s->done_ud = ud;
+    qn__http1_shutdown(s->http);
+    qn__net_stop_accepting(s->net);
+    qn__net_goaway_all(s->net);
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    s->grace_ms = timeout_ms / 5 < DRAIN_GRACE_MS ? timeout_ms / 5 : DRAIN_GRACE_MS;
+    int64_t first = timeout_ms - s->grace_ms;
+    struct timeval tv = {(time_t)(first / 1000), (suseconds_t)(first % 1000) * 1000};
+    evtimer_add(s->drain_ev, &tv);
+    maybe_drained(s);
+}
+
 void qn_side_free(qn_side *s)
 {
     if (s == NULL)
         return;
     qn__net_free(s->net); /* closes every session: their calls are cancelled */
     qn__http1_free(s->http);
+    if (s->drain_ev)
+        event_free(s->drain_ev);
+    if (s->done_ev)
+        event_free(s->done_ev);
     free(s);
 }
 

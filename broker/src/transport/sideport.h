@@ -88,6 +88,14 @@ int qn_side_port(const qn_side *s);
  * readiness probe sees 503 from its handler). */
 void qn_side_shutdown(qn_side *s);
 
+/*
+ * After the gRPC server drained: stop accepting, let every connection finish
+ * its current response, end the calls still running with UNAVAILABLE shortly
+ * before timeout_ms, close what is left at timeout_ms, then call done(ud) once,
+ * on the loop.
+ */
+void qn_side_drain(qn_side *s, int64_t timeout_ms, void (*done)(void *ud), void *ud);
+
 /* Closes every connection (their calls are cancelled) and frees. Call before
  * freeing the gRPC server. NULL allowed. */
 void qn_side_free(qn_side *s);
