@@ -13,7 +13,7 @@ import time
 import unittest
 
 from harness import Broker, SOURCE, stubs
-from webclient import Closed, Http, frame, grpc_web, message_of, parse_frames, status_of
+from webclient import Closed, Http, frame, get, grpc_web, message_of, parse_frames, status_of
 
 stubs()
 import testsvc_pb2 as T  # noqa: E402
@@ -311,11 +311,11 @@ class Routes(unittest.TestCase):
 
     def test_metrics_count_side_port_and_grpc_web(self):
         echo(b"status:9:nope")
-        Http(broker.http_port).request("GET", "/nope")  # the console's prefix answers unknown paths
+        get(broker.http_port, "/nope")  # the console's prefix answers unknown paths
         bad = Http(broker.http_port)
         bad.send(b"GET / HTTP/9.9\r\n\r\n")
         self.assertEqual(bad.response().status, 505)
-        text = Http(broker.http_port).request("GET", "/metrics").body.decode()
+        text = get(broker.http_port, "/metrics").body.decode()
         self.assertRegex(text, r'queen_rpc_requests_total\{service="queen\.test\.v1\.TestService",'
                                r'method="Echo",code="FAILED_PRECONDITION"\} [1-9]')
         self.assertRegex(text, r'queen_http_requests_total\{handler="console",code="404"\} [1-9]')

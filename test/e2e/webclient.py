@@ -146,6 +146,15 @@ class Http:
             pass
 
 
+def get(port, path, headers=None):
+    """One request on a connection of its own."""
+    c = Http(port)
+    try:
+        return c.request("GET", path, headers)
+    finally:
+        c.close()
+
+
 # ------------------------------------------------------------------ gRPC-Web
 
 def frame(body, flags=0):

@@ -1,0 +1,321 @@
+"""The HTTP side port of the product broker against a real PostgreSQL: /metrics read
+with the Prometheus project's own parser (Debian's python3-prometheus-client), its
+counters moving as calls push, pop, ack, fail and park, histograms consistent, the
+per-queue series and their bound; /readyz with the database up, down and back;
+JSON log lines; gRPC-Web calls of the queen.v1 services."""
+
+import concurrent.futures
+import json
+import os
+import re
+import time
+import unittest
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import SOURCE, Broker
+from qsupport import A, C, Client, PrivatePg, Q, rpc_error, uniq, wait_until
+from webclient import Http, get, grpc_web, message_of, status_of
+
+broker = None
+pool = None
+QUEUE_SVC = ("queen.v1.QueueService",)
+
+
+def setUpModule():
+    global broker, pool
+    broker = Broker("product", db="e2e_sideport_metrics", env={
+        "QUEEN_METRICS_REFRESH_MS": "1000", "QUEEN_LOG_FORMAT": "json"}).start()
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+
+
+def tearDownModule():
+    pool.shutdown()
+    rc = broker.stop()
+    assert rc == 0, "broker exited with %s:\n%s" % (rc, broker.log_text())
+
+
+# ------------------------------------------------------------------ scraping
+
+class Scrape:
+    """One /metrics response: the parser's families, samples by (name, labels), TYPE lines."""
+
+    def __init__(self, port):
+        r = get(port, "/metrics")
+        assert r.status == 200, r
+        assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8", r.headers
+        self.text = r.body.decode("utf-8")
+        self.families = list(text_string_to_metric_families(self.text))  # raises if it does not parse
+        self.samples = {}
+        for fam in self.families:
+            for s in fam.samples:
+                self.samples[(s.name, frozenset(s.labels.items()))] = s.value
+        self.types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", self.text, re.M))
+
+    def get(self, name, **labels):
+        return self.samples.get((name, frozenset(labels.items())), 0.0)
+
+    def series(self, name):
+        """{labels-dict-as-frozenset: value} of one sample name."""
+        return {k[1]: v for k, v in self.samples.items() if k[0] == name}
+
+
+def scrape(b=None):
+    return Scrape((b or broker).http_port)
+
+
+def rpc(s, method, code, service="queen.v1.QueueService"):
+    return s.get("queen_rpc_requests_total", service=service, method=method, code=code)
+
+
+def documented():
+    """(name, type, labels) of every metric docs/metrics.md lists."""
+    out = []
+    with open(os.path.join(SOURCE, "docs", "metrics.md")) as f:
+        for line in f:
+            m = re.match(r"^\| `(queen_[a-z0-9_]+)` \| ([CGH]) \| ([^|]*)\|", line)
+            if m:
+                labels = tuple(re.findall(r"`([a-z_]+)`", m.group(3)))
+                out.append((m.group(1), {"C": "counter", "G": "gauge", "H": "histogram"}[m.group(2)], labels))
+    return out
+
+
+def check_histograms(test, s):
+    """Every histogram series: buckets cumulative in le order, +Inf == _count, _sum >= 0."""
+    checked = 0
+    for fam in s.families:
+        if fam.type != "histogram":
+            continue
+        by_series = {}
+        for smp in fam.samples:
+            key = frozenset((k, v) for k, v in smp.labels.items() if k != "le")
+            by_series.setdefault(key, {"b": [], "sum": None, "count": None})
+            if smp.name.endswith("_bucket"):
+                by_series[key]["b"].append((float(smp.labels["le"]), smp.value))
+            elif smp.name.endswith("_sum"):
+                by_series[key]["sum"] = smp.value
+            elif smp.name.endswith("_count"):
+                by_series[key]["count"] = smp.value
+        for key, h in by_series.items():
+            b = sorted(h["b"])
+            test.assertEqual(b[-1][0], float("inf"), (fam.name, key))
+            for (_, lo), (_, hi) in zip(b, b[1:]):
+                test.assertLessEqual(lo, hi, (fam.name, key, b))
+            test.assertEqual(b[-1][1], h["count"], (fam.name, key))
+            test.assertGreaterEqual(h["sum"], 0, (fam.name, key))
+            checked += 1
+    return checked
+
+
+class Metrics(unittest.TestCase):
+    def setUp(self):
+        self.c = Client(broker.channel())
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_parses_and_every_documented_family_is_exposed(self):
+        s = scrape()
+        docs = documented()
+        self.assertGreater(len(docs), 40)
+        for name, typ, _ in docs:
+            self.assertEqual(s.types.get(name), typ, name)
+
+    def test_counters_move_with_push_pop_ack_and_failures(self):
+        q = uniq("mq")
+        before = scrape()
+        payloads = [bytes([65 + i]) * 100 for i in range(10)]
+        self.c.push(q, payloads)
+        p = self.c.pop(q, consumer_group="g", batch=4)
+        self.assertEqual(len(p.messages), 4)
+        self.c.ack([Q.AckItem(partition_id=p.messages[-1].partition_id, offset=p.messages[-1].offset,
+                              lease_id=p.lease_id)], group="g")
+        rpc_error(self.c.get_queue, "no-such-queue-" + q)
+        rpc_error(self.c.push, "", [b"x"])
+        after = scrape()
+
+        def d(name, **labels):
+            return after.get(name, **labels) - before.get(name, **labels)
+
+        self.assertEqual(d("queen_push_messages_total"), 10)
+        self.assertEqual(d("queen_push_bytes_total"), 1000)
+        self.assertEqual(d("queen_pop_messages_total"), 4)
+        self.assertEqual(d("queen_pop_bytes_total"), 400)
+        self.assertEqual(rpc(after, "Push", "OK") - rpc(before, "Push", "OK"), 1)
+        self.assertEqual(rpc(after, "Pop", "OK") - rpc(before, "Pop", "OK"), 1)
+        self.assertEqual(rpc(after, "Ack", "OK") - rpc(before, "Ack", "OK"), 1)
+        self.assertEqual(rpc(after, "Push", "INVALID_ARGUMENT") - rpc(before, "Push", "INVALID_ARGUMENT"), 1)
+        self.assertEqual(rpc(after, "GetQueue", "NOT_FOUND", "queen.v1.AdminService")
+                         - rpc(before, "GetQueue", "NOT_FOUND", "queen.v1.AdminService"), 1)
+        commits = d("queen_push_commits_total")
+        segs = d("queen_push_segments_total")
+        self.assertGreaterEqual(commits, 1)
+        self.assertGreaterEqual(segs, commits)
+        self.assertEqual(d("queen_push_segment_messages_count"), segs)
+        self.assertEqual(d("queen_push_segment_messages_sum"), 10)
+        self.assertEqual(d("queen_push_segment_bytes_count"), segs)
+        self.assertGreater(d("queen_push_segment_bytes_sum"), 0)
+        dur = lambda s: s.get("queen_rpc_duration_seconds_count", service="queen.v1.QueueService",  # noqa: E731
+                              method="Push")
+        self.assertEqual(dur(after) - dur(before), 2)  # the OK push and the refused one
+        self.assertGreater(d("queen_db_calls_total"), 0)
+        self.assertGreaterEqual(after.get("queen_db_connections_up"), 1)
+        self.assertGreater(check_histograms(self, after), 3)
+
+    def test_dedup_cache_counts(self):
+        q = uniq("dq")
+        before = scrape()
+        self.c.push(q, [b"a", b"b"], txns=["t-a", "t-b"])
+        self.c.push(q, [b"a", b"c"], txns=["t-a", "t-c"])
+        after = scrape()
+        looked = (after.get("queen_dedup_cache_hits_total") + after.get("queen_dedup_cache_misses_total")
+                  - before.get("queen_dedup_cache_hits_total") - before.get("queen_dedup_cache_misses_total"))
+        self.assertGreaterEqual(looked, 2)  # one lookup per segment with client transaction ids
+        self.assertEqual(after.get("queen_push_duplicates_total") - before.get("queen_push_duplicates_total"), 1)
+        self.assertEqual(after.get("queen_push_messages_total") - before.get("queen_push_messages_total"), 3)
+
+    def test_parked_pops_gauge(self):
+        q = uniq("pq")
+        base = scrape().get("queen_pops_parked")
+        fut = pool.submit(self.c.pop, q, consumer_group="w", wait_ms=20000, timeout=30)
+        wait_until(lambda: scrape().get("queen_pops_parked") == base + 1, what="the pop to park")
+        self.c.push(q, [b"wake"])
+        self.assertEqual(fut.result(15).messages[0].payload, b"wake")
+        wait_until(lambda: scrape().get("queen_pops_parked") == base, what="the pop to leave")
+
+    def test_per_queue_depth_and_lag(self):
+        q = uniq("lq")
+        self.c.push(q, [b"m%d" % i for i in range(10)])
+        p = self.c.pop(q, consumer_group="g1", batch=4)
+        self.c.ack([Q.AckItem(partition_id=p.messages[-1].partition_id, offset=p.messages[-1].offset,
+                              lease_id=p.lease_id)], group="g1")
+        t0 = time.time()
+
+        def refreshed():
+            s = scrape()
+            return (s.get("queen_queue_stats_refresh_timestamp_seconds") > t0
+                    and s.get("queen_queue_depth_messages", queue=q) == 6) and s
+
+        s = wait_until(refreshed, timeout=20, what="a refresh with the new figures")
+        self.assertEqual(s.get("queen_queue_messages", queue=q), 10)
+        self.assertEqual(s.get("queen_consumer_group_lag_messages", queue=q, group="g1"), 6)
+        self.assertEqual(s.get("queen_queue_dead_letters", queue=q), 0)
+        self.assertEqual(s.get("queen_queue_stats_omitted_queues"), 0)
+        self.assertGreaterEqual(s.get("queen_queue_stats_queues"), 1)
+
+    def test_queue_deleted_loses_its_series(self):
+        q = uniq("gone")
+        self.c.push(q, [b"x"])
+        wait_until(lambda: scrape().get("queen_queue_messages", queue=q) == 1, timeout=20, what="the queue's series")
+        self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=15)
+        wait_until(lambda: (frozenset({("queue", q)}) not in scrape().series("queen_queue_messages")),
+                   timeout=20, what="the series to go")
+
+
+class Bound(unittest.TestCase):
+    def test_deepest_queues_and_largest_lags_only(self):
+        env = {"QUEEN_METRICS_REFRESH_MS": "1000", "QUEEN_METRICS_MAX_QUEUES": "2",
+               "QUEEN_METRICS_MAX_GROUPS": "1"}
+        with Broker("product", db="e2e_sideport_bound", env=env) as b:
+            c = Client(b.channel())
+            c.push("qa", [b"a"] * 3)
+            c.push("qb", [b"b"] * 5)
+            c.push("qc", [b"c"] * 1)
+            for group, n in (("g1", 1), ("g2", 2)):
+                p = c.pop("qb", consumer_group=group, batch=n)
+                c.ack([Q.AckItem(partition_id=p.messages[-1].partition_id, offset=p.messages[-1].offset,
+                                 lease_id=p.lease_id)], group=group)
+            t0 = time.time()
+            s = wait_until(lambda: (lambda s: s.get("queen_queue_stats_refresh_timestamp_seconds") > t0 + 0.5
+                                    and s)(scrape(b)), timeout=20, what="a refresh")
+            depth = {dict(k)["queue"]: v for k, v in s.series("queen_queue_depth_messages").items()}
+            self.assertEqual(depth, {"qb": 4, "qa": 3})  # qb: its slowest group read 1 of 5
+            lag = {(dict(k)["queue"], dict(k)["group"]): v
+                   for k, v in s.series("queen_consumer_group_lag_messages").items()}
+            self.assertEqual(lag, {("qb", "g1"): 4})
+            self.assertEqual(s.get("queen_queue_stats_queues"), 3)
+            self.assertEqual(s.get("queen_queue_stats_omitted_queues"), 1)
+            self.assertEqual(s.get("queen_queue_stats_omitted_groups"), 1)
+            c.close()
+
+
+class Readiness(unittest.TestCase):
+    def test_readyz_follows_the_database(self):
+        pg = PrivatePg("pg-sideport")
+        try:
+            with Broker("product", db="e2e_sideport_unused", env={
+                    "QUEEN_DATABASE_URL": pg.url, "QUEEN_STMT_TIMEOUT_MS": "5000",
+                    "QUEEN_METRICS_REFRESH_MS": "1000"}) as b:
+                h = lambda path: get(b.http_port, path)  # noqa: E731
+                self.assertEqual(h("/readyz").status, 200)
+                self.assertEqual(scrape(b).get("queen_ready"), 1)
+                pg.stop()
+                wait_until(lambda: h("/readyz").status == 503, timeout=30, what="/readyz to say 503")
+                r = h("/readyz")
+                self.assertEqual(r.body, b"not ready: the database is not available\n")
+                self.assertEqual(h("/healthz").status, 200)  # the process itself is fine
+                s = scrape(b)
+                self.assertEqual(s.get("queen_ready"), 0)
+                self.assertEqual(s.get("queen_db_connections_up"), 0)
+                fails = s.get("queen_queue_stats_refresh_failures_total")
+                wait_until(lambda: scrape(b).get("queen_queue_stats_refresh_failures_total") > fails,
+                           timeout=20, what="a failed refresh to be counted")
+                pg.start_again()
+                wait_until(lambda: h("/readyz").status == 200, timeout=60, what="/readyz to recover")
+                self.assertEqual(scrape(b).get("queen_ready"), 1)
+        finally:
+            pg.remove()
+
+
+class GrpcWeb(unittest.TestCase):
+    def test_queen_services_over_grpc_web(self):
+        q = uniq("wq")
+        push = Q.PushRequest(items=[Q.PushItem(queue=q, payload=b"from the web", transaction_id="w1")])
+        r = grpc_web(broker.http_port, "/queen.v1.QueueService/Push", push.SerializeToString())
+        self.assertEqual(status_of(r), 0)
+        res = Q.PushResponse.FromString(r.messages[0]).results[0]
+        self.assertEqual((res.status, res.offset), (Q.PUSH_STATUS_QUEUED, 0))
+        c = Client(broker.channel())
+        self.assertEqual(c.pop(q).messages[0].payload, b"from the web")
+        c.close()
+        r = grpc_web(broker.http_port, "/queen.v1.AdminService/GetStats",
+                     A.GetStatsRequest(queue=q).SerializeToString())
+        stats = A.GetStatsResponse.FromString(r.messages[0])
+        self.assertEqual(stats.queues[0].messages, 1)
+        # validation errors arrive as statuses in the trailer frame
+        r = grpc_web(broker.http_port, "/queen.v1.AdminService/GetQueue",
+                     A.GetQueueRequest(queue="no-such-" + q).SerializeToString())
+        self.assertEqual(status_of(r), 5)
+        r = grpc_web(broker.http_port, "/queen.v1.QueueService/Consume", b"")
+        self.assertEqual(status_of(r), 12)
+        self.assertIn("client-streaming", message_of(r))
+
+
+class Logs(unittest.TestCase):
+    def test_every_line_is_json_with_fields(self):
+        c = Client(broker.channel())
+        c.push(uniq("log"), [b"x"] * 20)
+        c.close()
+
+        def rates_line():
+            for line in broker.log_text().splitlines():
+                rec = json.loads(line)
+                if rec["message"] == "rates":
+                    return rec
+            return None
+
+        rec = wait_until(rates_line, timeout=30, interval=0.5, what="a rates line")
+        for k in ("pushed_per_s", "delivered_per_s", "commits_per_s", "segments_per_s", "duplicates"):
+            self.assertIsInstance(rec[k], int, k)
+        self.assertIsInstance(rec["frames_per_segment"], (int, float))
+        seen = set()
+        for line in broker.log_text().splitlines():
+            rec = json.loads(line)
+            self.assertEqual(set(rec) >= {"time", "level", "message"}, True, line)
+            seen.add(rec["message"])
+        self.assertIn("database connected", seen)
+        self.assertIn("listening", seen)
+
+
+if __name__ == "__main__":
+    unittest.main()
