@@ -17,12 +17,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${QN_FUZZ_BUILD_DIR:-$root/build-fuzz}
 
 # The targets: name | path of the binary in the build | seed writer target
-# ("-" for none) | path of the seed writer | -max_len
+# ("-" for none, "dir" to copy the files of a committed seed directory) | path
+# of the seed writer (or of that directory, relative to the repository) |
+# -max_len
 TARGETS=(
   "fuzz_codec|codec/fuzz/fuzz_codec|fuzz_codec_seed|codec/fuzz/fuzz_codec_seed|65536"
   "fuzz_envelope|codec/fuzz/fuzz_envelope|fuzz_envelope_seed|codec/fuzz/fuzz_envelope_seed|16384"
   "fuzz_pb_scan|test/broker/fuzz_pb_scan|-|-|8192"
   "fuzz_grpc_wire|test/broker/fuzz_grpc_wire|fuzz_grpc_wire_seed|test/broker/fuzz_grpc_wire_seed|4096"
+  "fuzz_http_wire|test/broker/fuzz_http_wire|dir|test/broker/transport/http_wire_seeds|20000"
   "fuzz_client|client/fuzz/fuzz_client|fuzz_client_seed|client/fuzz/fuzz_client_seed|65536"
   "fuzz_store|storage/fuzz/fuzz_store|fuzz_store_seed|storage/fuzz/fuzz_store_seed|16384"
 )
@@ -41,14 +44,18 @@ for t in "${TARGETS[@]}"; do
     continue
   fi
   tgts=("$name")
-  [ "$seedtgt" != "-" ] && tgts+=("$seedtgt")
+  case "$seedtgt" in -|dir) ;; *) tgts+=("$seedtgt") ;; esac
   cmake --build "$build" -j"$(nproc)" --target "${tgts[@]}" >/dev/null
 
   corpus="$build/fuzz-corpus/$name"
   artifacts="$build/fuzz-artifacts/$name"
   rm -rf "$corpus"
   mkdir -p "$corpus" "$artifacts"
-  [ "$seedtgt" != "-" ] && "$build/$seedbin" "$corpus"
+  case "$seedtgt" in
+    -) ;;
+    dir) cp "$root/$seedbin"/* "$corpus"/ ;;
+    *) "$build/$seedbin" "$corpus" ;;
+  esac
 
   echo "== $name for ${secs} s"
   log="$build/$name.log"

@@ -10,5 +10,6 @@
 Suite *qn_test_grpc_wire_suite(void);
 Suite *qn_test_reflection_suite(void);
 Suite *qn_test_net_suite(void);
+Suite *qn_test_http_wire_suite(void);
 
 #endif
