@@ -11,7 +11,8 @@ WORKDIR /src
 COPY scripts/deps.sh scripts/deps.sh
 RUN QN_DEPS_SKIP="git clang libclang-rt-14-dev postgresql-15 postgresql-client-15 python3 \
       python3-grpcio python3-protobuf protobuf-compiler-grpc python3-h2 python3-zstandard \
-      python3-xxhash python3-jwt python3-cryptography nghttp2-client chromium chromium-driver \
+      python3-xxhash python3-jwt python3-cryptography python3-prometheus-client nghttp2-client \
+      chromium chromium-driver \
       nodejs npm" scripts/deps.sh
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DQN_WERROR=ON -DQN_CONSOLE_TESTS=OFF \

@@ -25,6 +25,7 @@ PKGS=(
   python3-h2                               # raw HTTP/2 in the transport's end-to-end tests
   python3-zstandard python3-xxhash         # independent segment cross-check
   python3-jwt python3-cryptography         # independent JWT cross-check (token_crosscheck.py)
+  python3-prometheus-client                # the text-format parser that checks /metrics (e2e_sideport_metrics)
   clang libclang-rt-14-dev                 # libFuzzer target and sanitizer runtime
   clang-format                             # clang-format-14: the style check of every C file (scripts/format.sh, ctest format)
   nghttp2-client                           # h2load for load lines in the README

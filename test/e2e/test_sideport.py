@@ -117,7 +117,9 @@ class GrpcWebUnary(unittest.TestCase):
 
     def test_undecodable_message(self):
         r = grpc_web(broker.http_port, SVC + "Echo", raw_body=frame(b"\xff\xff\xff"))
-        self.assertEqual((status_of(r), message_of(r)), (3, "cannot decode request"))
+        # the call layer's pre-scan (pb_scan) refuses it before the method sees it
+        self.assertEqual(status_of(r), 3)
+        self.assertTrue(message_of(r).startswith("request is not valid protobuf"), message_of(r))
 
     def test_two_messages_for_a_unary_method(self):
         body = frame(b"") + frame(b"")
@@ -450,6 +452,86 @@ class Limits(unittest.TestCase):
             self.assertTrue(wait_until(lambda: try_health(b.http_port)))
             for c in held:
                 c.close()
+
+    def test_first_request_deadline(self):
+        # the net's opening deadline (QUEEN_PREFACE_TIMEOUT_MS) is, on the side
+        # port, the time to the first complete request head
+        env = {"QUEEN_PREFACE_TIMEOUT_MS": "600", "QUEEN_HTTP_IDLE_TIMEOUT_MS": "20000",
+               "QUEEN_HTTP_REQUEST_TIMEOUT_MS": "20000"}
+        with Broker("test", env=env) as b:
+            silent = Http(b.http_port)
+            ok = Http(b.http_port)
+            self.assertEqual(ok.request("GET", "/healthz").status, 200)
+            t0 = time.monotonic()
+            self.assertTrue(silent.wait_closed(10), "a connection without a request kept its slot")
+            self.assertGreater(time.monotonic() - t0, 0.3)
+            time.sleep(0.5)  # past the deadline: a greeted connection is not affected
+            self.assertEqual(ok.request("GET", "/healthz").status, 200)
+            silent.close()
+            ok.close()
+
+    def test_idle_counts_requests_not_bytes(self):
+        # a head trickled a byte at a time is not progress: the idle time, not
+        # the (longer) request timeout, ends the connection, without an answer
+        env = {"QUEEN_HTTP_IDLE_TIMEOUT_MS": "1000", "QUEEN_HTTP_REQUEST_TIMEOUT_MS": "30000"}
+        with Broker("test", env=env) as b:
+            c = Http(b.http_port)
+            self.assertEqual(c.request("GET", "/healthz").status, 200)
+            t0 = time.monotonic()
+            head = b"GET /healthz HTTP/1.1\r\nx-slow: " + b"a" * 200
+            closed = False
+            for i in range(len(head)):
+                try:
+                    c.send(head[i:i + 1])
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.05)
+                if time.monotonic() - t0 > 8:
+                    break
+            self.assertTrue(closed or c.wait_closed(5), "a trickled head kept the connection")
+            self.assertLess(time.monotonic() - t0, 8)
+            self.assertNotIn(b"408", c.buf)
+            c.close()
+
+    def test_per_peer_cap(self):
+        env = {"QUEEN_MAX_CONNECTIONS_PER_PEER": "2", "QUEEN_HTTP_MAX_CONNECTIONS": "64"}
+        with Broker("test", env=env) as b:
+            mine = [Http(b.http_port) for _ in range(2)]
+            for c in mine:
+                self.assertEqual(c.request("GET", "/healthz").status, 200)
+            third = Http(b.http_port)
+            self.assertTrue(third.wait_closed(5), "a third connection from one address was served")
+            other = Http(b.http_port, source="127.0.0.2")  # another address is another peer
+            self.assertEqual(other.request("GET", "/healthz").status, 200)
+            mine.pop().close()
+            self.assertTrue(wait_until(lambda: try_health(b.http_port)))
+            for c in mine + [third, other]:
+                c.close()
+            self.assertIn("QUEEN_MAX_CONNECTIONS_PER_PEER", b.log_text())
+
+    def test_output_soft_limit_counts_the_calls_queue(self):
+        # an 8 MB reply to a client that does not read: the kernel's buffers take
+        # a few MB, the rest waits in the call layer, which the output limits
+        # count with the net's buffer (without it the backlog would stay under
+        # the net's 256 KiB watermark and never reach the soft limit)
+        soft_ms = 800
+        env = {"QUEEN_CONN_SEND_SOFT_BYTES": str(2 << 20), "QUEEN_CONN_SEND_SOFT_MS": str(soft_ms),
+               "QUEEN_MAX_RECV_BYTES": str(16 << 20), "QUEEN_MAX_SEND_BYTES": str(16 << 20)}
+        with Broker("test", env=env) as b:
+            c = Http(b.http_port, rcvbuf=16384)
+            port = c.sock.getsockname()[1]
+            body = frame(T.EchoRequest(payload=b"x" * 8000000).SerializeToString())
+            t0 = time.monotonic()
+            c.request("POST", SVC + "Echo", {"content-type": "application/grpc-web+proto"}, body, read=False)
+            line = "peer=127.0.0.1:%d" % port
+            self.assertTrue(wait_until(lambda: any("QUEEN_CONN_SEND_SOFT_BYTES" in l and line in l
+                                                   for l in b.log_text().splitlines()), 10),
+                            "a stalled gRPC-Web reply never hit the soft limit")
+            self.assertGreaterEqual(time.monotonic() - t0, soft_ms / 1000 - 0.3)
+            self.assertTrue(c.wait_closed(10))
+            c.close()
+            self.assertTrue(try_health(b.http_port))
 
     def test_pipelining_past_the_bound_disconnects(self):
         c = Http(broker.http_port)

@@ -28,8 +28,17 @@ class Http:
     """One HTTP/1.1 connection. Responses are read whole (Content-Length, chunked,
     or up to the close)."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=10):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, host="127.0.0.1", timeout=10, source=None, rcvbuf=None):
+        if rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout,
+                                                 source_address=(source, 0) if source else None)
+        else:  # a small receive buffer, set before connecting so the window stays small
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            if source:
+                self.sock.bind((source, 0))
+            self.sock.connect((host, port))
         self.buf = b""
         self.closed = False
 

@@ -41,6 +41,11 @@
  *      peer reads; the session holds at most OUT_TARGET plus one chunk.
  *   4. done() is true only when no response is in progress and nothing is
  *      left to write.
+ *   5. Progress for the net's timers is a complete request head or a finished
+ *      request, nothing less: the first head greets the connection (without
+ *      one it closes at QUEEN_PREFACE_TIMEOUT_MS), and the idle time runs from
+ *      the last progress (a peer trickling a head is bounded by the request
+ *      timeout, then 408).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -208,6 +213,8 @@ static void request_finished(struct session *s)
     assert(s->req == REQ_DONE && s->resp == RESP_DONE);
     if (s->timer)
         event_del(s->timer);
+    if (!s->closing)
+        qn__net_conn_progress(s->conn); /* the idle time counts from here */
     if (!s->keep_alive || s->h->shutting_down) {
         s->req = REQ_CLOSED;
         flush_later(s);
@@ -667,6 +674,11 @@ static int process(struct session *s)
         if (!complete)
             return QN_OK;
         s->scanned = 0;
+        /* a whole request head is HTTP/1.1's unit of progress: the first one
+         * meets the net's opening deadline (QUEEN_PREFACE_TIMEOUT_MS), each
+         * one restarts the idle time; bytes of an unfinished head do neither */
+        qn__net_conn_greeted(s->conn);
+        qn__net_conn_progress(s->conn);
         /* the head stays in `in` (its pointers) until dispatched */
         size_t hl = head.head_len;
         dispatch(s, &head);
@@ -801,6 +813,15 @@ static size_t h_active(void *session)
     return s->req == REQ_BODY || s->req == REQ_DISCARD || s->req == REQ_DONE || s->call != NULL;
 }
 
+/* Response bytes not yet taken by the peer, beyond the socket's buffer: what
+ * the call queued (the call layer's budgets count it too) and what the session
+ * framed and has not handed to the net. */
+static size_t h_backlog(void *session)
+{
+    const struct session *s = session;
+    return s->cc.queued + (evbuffer_get_length(s->out) - s->handed);
+}
+
 static int h_ping(void *session)
 {
     (void)session;
@@ -838,6 +859,7 @@ void qn__http1_handler(struct qn_http1 *h, struct qn_net_handler *out)
     out->send = h_send;
     out->done = h_done;
     out->active = h_active;
+    out->backlog = h_backlog;
     out->ping = h_ping;
     out->goaway = h_goaway;
     out->close = h_close;
