@@ -7,8 +7,9 @@
 # published TLS port and verifying the broker against the generated CA:
 #   1. waits for the broker's health service to report SERVING (bounded);
 #   2. checks that the one-shot producer container pushed its 100 messages;
-#   3. pushes and consumes with the Python example and checks the group's lag
-#      (scripts/stack-verify.py);
+#   3. pushes and consumes with the Python example and checks the group's lag,
+#      then /healthz, /readyz, /metrics and the console through the published
+#      HTTP side port 6680 (scripts/stack-verify.py);
 #   4. checks the broker did not restart while it served.
 # The stack is taken down (`down -v`) and the scratch files removed however the
 # run ends. As root. Prints how long each step took.
@@ -176,8 +177,8 @@ queen=${project}_queen_1
 restarts=$(podman inspect -f '{{.RestartCount}}' "$queen")
 echo "   the broker restarted $restarts time(s) before it served (start ordering)"
 
-step "push and pop through the published port"
-scripts/stack-verify.py --addr "$addr" --ca "$ca" --demo-count 100
+step "push and pop through the published port; the HTTP side port"
+scripts/stack-verify.py --addr "$addr" --ca "$ca" --demo-count 100 --http localhost:6680
 
 state=$(podman inspect -f '{{.State.Status}} {{.RestartCount}}' "$queen")
 if [ "$state" != "running $restarts" ]; then

@@ -9,16 +9,21 @@
      QUEUED, and the example consumer receives exactly those (offsets, message
      ids, payloads), in order per partition;
   3. both groups' lag is 0 afterwards (AdminService.ListConsumerGroups), so the
-     consumer's in-band acks were applied.
+     consumer's in-band acks were applied;
+  4. with --http, the broker's HTTP side port through its published port:
+     /healthz and /readyz answer 200, /metrics is Prometheus text whose push
+     and pop counters cover what step 2 moved, / serves the console's page.
 
-    scripts/stack-verify.py --addr localhost:6643 --ca .queen/certs/ca.pem
+    scripts/stack-verify.py --addr localhost:6643 --ca .queen/certs/ca.pem --http localhost:6680
 """
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 import uuid
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -61,12 +66,45 @@ def lag(conn, queue, group):
     return groups[0].total_lag
 
 
+def http_get(base, path):
+    """(status, content-type, body text) of GET base+path; errors end the check."""
+    try:
+        with urllib.request.urlopen("http://%s%s" % (base, path), timeout=15) as r:
+            return r.status, r.headers.get("content-type", ""), r.read().decode("utf-8", "replace")
+    except OSError as e:
+        sys.exit("stack-verify: GET http://%s%s failed: %s" % (base, path, e))
+
+
+def metric(text, name):
+    """The value of an unlabelled sample NAME in Prometheus text, or None."""
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def check_side_port(base, count):
+    status, _, body = http_get(base, "/healthz")
+    check(status == 200 and body.strip() == "ok", "/healthz: %d %r" % (status, body[:80]))
+    status, _, body = http_get(base, "/readyz")
+    check(status == 200, "/readyz: %d %r" % (status, body[:80]))
+    status, ctype, text = http_get(base, "/metrics")
+    check(status == 200 and ctype.startswith("text/plain; version=0.0.4"), "/metrics: %d %s" % (status, ctype))
+    for name in ("queen_push_messages_total", "queen_pop_messages_total"):
+        v = metric(text, name)
+        check(v is not None and v >= count, "/metrics: %s is %s, expected at least %d" % (name, v, count))
+    check(metric(text, "queen_ready") == 1, "/metrics: queen_ready is not 1")
+    status, ctype, body = http_get(base, "/")
+    check(status == 200 and ctype.startswith("text/html") and "<html" in body.lower(),
+          "/: %d %s, not the console's page" % (status, ctype))
+    print("stack-verify: the HTTP side port on %s serves /healthz, /readyz, /metrics and the console" % base)
+
+
 def main():
     p = argparse.ArgumentParser(description="Check a running Queen compose stack with the Python example.")
     p.add_argument("--addr", required=True)
     p.add_argument("--ca", required=True)
     p.add_argument("--count", type=int, default=500, help="messages to push and consume (default 500)")
     p.add_argument("--demo-count", type=int, default=100, help="messages the one-shot producer pushed to demo")
+    p.add_argument("--http", help="host:port of the broker's HTTP side port to check as well")
     args = p.parse_args()
     conn_args = ["--addr", args.addr, "--ca", args.ca]
     run = uuid.uuid4().hex[:8]
@@ -104,6 +142,10 @@ def main():
         check(n == 0, "%s: group %s has lag %d after consuming" % (q, group, n))
     conn.close()
     print("stack-verify: lag 0 on demo and %s" % queue)
+
+    # 4. the HTTP side port
+    if args.http:
+        check_side_port(args.http, args.count)
 
 
 if __name__ == "__main__":

@@ -157,7 +157,9 @@ const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_HTTP_MAX_CONNECTIONS", QN_CFG_INT, "256", 1, 100000, OFF(http_max_connections),
      "open connections on the HTTP side port; more are refused"},
     {"QUEEN_HTTP_IDLE_TIMEOUT_MS", QN_CFG_INT, "60000", 1000, 86400000, OFF(http_idle_timeout_ms),
-     "an HTTP connection with no request in progress and no traffic for this long is closed"},
+     "an HTTP connection with no request in progress for this long after its last complete "
+     "request is closed (the first request must come within QUEEN_PREFACE_TIMEOUT_MS; the "
+     "per-peer cap and the output limits apply as on the gRPC port)"},
     {"QUEEN_HTTP_REQUEST_TIMEOUT_MS", QN_CFG_INT, "30000", 100, 3600000,
      OFF(http_request_timeout_ms),
      "an HTTP request's head and body must arrive within this long (408 past it)"},
