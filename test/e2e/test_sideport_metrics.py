@@ -162,6 +162,28 @@ class Metrics(unittest.TestCase):
         self.assertGreaterEqual(after.get("queen_db_connections_up"), 1)
         self.assertGreater(check_histograms(self, after), 3)
 
+    def test_push_segments_and_raw_pops_count(self):
+        # PushSegments bypasses fusion: its messages and payload bytes count all
+        # the same; a raw-segment pop counts its messages, not bytes it never decodes
+        from test_segments import frame as seg_frame, segment, uuid7
+        q = uniq("mseg")
+        seg = segment([seg_frame(b"p" * 50, b"seg-%d" % i, uuid7()) for i in range(3)])
+        before = scrape()
+        r = self.c.q.PushSegments(Q.PushSegmentsRequest(segments=[Q.RawSegment(queue=q, segment=seg)]),
+                                  timeout=15)
+        self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED)
+        p = self.c.pop(q, consumer_group="g", batch=10, raw_segments=True)
+        self.assertEqual(sum(s.count for s in p.segments), 3)
+        after = scrape()
+
+        def d(name):
+            return after.get(name) - before.get(name)
+
+        self.assertEqual(d("queen_push_messages_total"), 3)
+        self.assertEqual(d("queen_push_bytes_total"), 150)
+        self.assertEqual(d("queen_pop_messages_total"), 3)
+        self.assertEqual(d("queen_pop_bytes_total"), 0)
+
     def test_dedup_cache_counts(self):
         q = uniq("dq")
         before = scrape()

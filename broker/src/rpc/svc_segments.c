@@ -62,6 +62,7 @@ struct seg_out {
     size_t ndups;
     struct dup_frame *dups;
     const char *error;
+    uint64_t payload_bytes; /* of its frames, counted by the check (metrics) */
 };
 
 struct segs_rpc {
@@ -192,6 +193,7 @@ static size_t check_segment(struct segs_rpc *p, size_t si, size_t room, char *wh
                      si, k, f.payload_len, (long long)cfg->max_payload_bytes);
             return 0;
         }
+        p->out[si].payload_bytes += f.payload_len;
         qn_txn_hash(f.txn, f.txn_len, p->hashes + (at + k) * QN_HASH_LEN);
         memcpy(p->ids + (at + k) * QN_UUID_LEN, f.message_id, QN_UUID_LEN);
         k++;
@@ -355,6 +357,7 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
         o->base = o->dups[0].offset;
         o->ndups = 0;
         p->app->pushed += p->segs[si].count;
+        p->app->pushed_bytes += o->payload_bytes;
         qn_notifier_committed(p->app->notifier, p->segs[si].queue, p->segs[si].partition);
     }
     if (p->inflight == 0)
@@ -399,6 +402,7 @@ static void push_cb(void *ud, const struct qn_store_status *st, const struct qn_
             o->status = ITEM_QUEUED;
             o->base = r->base;
             p->app->pushed += p->segs[i].count;
+            p->app->pushed_bytes += o->payload_bytes;
             qn_notifier_committed(p->app->notifier, p->segs[i].queue, p->segs[i].partition);
             continue;
         }
