@@ -511,6 +511,7 @@ static void lookup_apply(struct qn_fusion *f, struct lookup *lk, uint8_t (*ids)[
         struct qn_item_ref r = lk->refs[i];
         bool mine = is_own ? is_own[i] : (lk->resolve && lk->own_guess);
         if (mine) {
+            f->stats.committed_bytes += item_of(r)->frame.payload_len;
             uint8_t id[QN_UUID_LEN];
             memcpy(id, item_of(r)->frame.message_id, sizeof id);
             qn_push_item_resolve(r.job, r.idx, QN_ITEM_QUEUED, lk->offsets[i], lk->pid, id, QN_OK);
