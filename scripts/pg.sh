@@ -8,6 +8,9 @@
 #
 # As root the server runs as the `postgres` user (initdb refuses root). Environment:
 #   QN_PG_FSYNC=off     faster, non-durable (the test suites use it; benchmarks do not)
+#   QN_PG_PROFILE=1     load pg_stat_statements (track = all, track_planning on) and set
+#                       track_functions = all, for per-statement and per-procedure profiles
+#                       (CREATE EXTENSION pg_stat_statements in the database you profile)
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -56,6 +59,12 @@ start)
       || { cat "$home/initdb.log" >&2; exit 1; }
   fi
   fsync=${QN_PG_FSYNC:-on}
+  profile=""
+  if [ "${QN_PG_PROFILE:-0}" = 1 ]; then
+    profile="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all \
+             -c pg_stat_statements.track_planning=on -c pg_stat_statements.max=10000 \
+             -c track_functions=all"
+  fi
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
     port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
     port_free "$port" || continue
@@ -63,7 +72,7 @@ start)
         -o "-p $port -k $home -c listen_addresses=127.0.0.1 -c max_connections=300 \
             -c shared_buffers=512MB -c fsync=$fsync -c synchronous_commit=on \
             -c full_page_writes=$fsync -c max_wal_size=4GB -c checkpoint_timeout=15min \
-            -c log_min_messages=warning -c wal_compression=on" >/dev/null 2>&1; then
+            -c log_min_messages=warning -c wal_compression=on $profile" >/dev/null 2>&1; then
       url="postgresql://$dbuser@127.0.0.1:$port/postgres"
       echo "$url" >"$dir/url"
       echo "$url"

@@ -50,15 +50,182 @@ BEGIN
 END;
 $$;
 
--- push_v1: see sql/API.md. r_ord is the zero-based input position.
---
--- Elements naming the same partition are applied in input order. They are
--- processed in "rounds": round k holds the k-th element of every partition, so
--- inside a round every partition appears at most once and the probe and the
--- writes of a round are one statement each; a later round's probe sees the
--- earlier rounds' sidecar rows. The common bundle (one segment per partition) is
--- a single round: lock, probe (only when the broker cannot vouch), write.
+-- The id of partition (p_queue, p_partition) of tenant p_tenant, creating the
+-- queue (namespace and task from its dotted name) and the partition when
+-- missing. Takes no row lock. Internal to the push procedures: the name-keyed
+-- first contact.
+CREATE OR REPLACE FUNCTION qn.partition_provision(p_tenant UUID, p_queue TEXT, p_partition TEXT)
+RETURNS UUID
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_pid UUID;
+BEGIN
+    FOR v_try IN 1 .. 2 LOOP
+        SELECT p.id INTO v_pid
+        FROM queen.queues q
+        JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = p_partition
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+        IF FOUND THEN
+            RETURN v_pid;
+        END IF;
+        EXIT WHEN v_try = 2;
+        INSERT INTO queen.queues (tenant_id, name, namespace, task)
+        VALUES (p_tenant, p_queue, qn.name_namespace(p_queue), qn.name_task(p_queue))
+        ON CONFLICT (tenant_id, name) DO NOTHING;
+        INSERT INTO queen.log_partitions (queue_id, name)
+        SELECT q.id, p_partition FROM queen.queues q
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue
+        ON CONFLICT (queue_id, name) DO NOTHING;
+    END LOOP;
+    RAISE EXCEPTION 'QPUSH unknown queue or partition';
+END;
+$$;
 
+-- push_one_v1: one segment into one partition, addressed by its id: the hot
+-- path, one call per partition (a bundle is several calls in one transaction,
+-- sent by the broker in ascending partition id). See sql/API.md.
+--
+-- Four statements when the broker vouches (lock, segment, sidecar, allocator),
+-- each a primary-key probe or insert with a cached generic plan, and no array
+-- handling. The probe (only when the broker cannot vouch) is a one-shot
+-- statement, as in push_v1.
+-- p_pid NULL or unknown (the partition was deleted since the broker learnt
+-- its id, or never met): the partition is found by name, created if missing,
+-- when p_queue is given; p_verified is then ignored (it was vouched for another
+-- partition). Without p_queue an unknown p_pid raises QPUSH unknown partition.
+CREATE OR REPLACE FUNCTION qn.push_one_v1(
+    p_pid          UUID,
+    p_count        INT4,
+    p_hashes       BYTEA,
+    p_verified     INT8,
+    p_blob         BYTEA,
+    p_strict       BOOL DEFAULT false,
+    p_cache_window INT4 DEFAULT NULL,
+    p_resolve      BOOL DEFAULT false,
+    p_queue        TEXT DEFAULT NULL,
+    p_partition    TEXT DEFAULT NULL,
+    p_tenant       UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    OUT r_pid        UUID,
+    OUT r_window     INT4,
+    OUT r_status     INT2,
+    OUT r_base       INT8,
+    OUT r_created_at TIMESTAMPTZ,
+    OUT r_dup_idx    INT4[],
+    OUT r_dup_off    INT8[])
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_last  INT8;
+    v_txs   INT8;
+    v_from  INT8 := coalesce(p_verified, -1);
+    v_pw    INT4;
+BEGIN
+    IF p_count IS NULL OR p_count < 1 OR octet_length(p_hashes) IS DISTINCT FROM 16 * p_count
+       OR p_blob IS NULL THEN
+        RAISE EXCEPTION 'QPUSH bad segment';
+    END IF;
+    -- Lock the partition row and read the allocator state under the lock.
+    -- FOR NO KEY UPDATE serializes writers exactly like FOR UPDATE but does not
+    -- block the FOR KEY SHARE that foreign-key checks take, so a pop creating a
+    -- consumer row for this partition does not wait for our commit.
+    SELECT p.id, p.last_offset, p.txns_start, q.dedup_window_seconds
+    INTO r_pid, v_last, v_txs, r_window
+    FROM queen.log_partitions p
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = p_pid
+    FOR NO KEY UPDATE OF p;
+    IF NOT FOUND THEN
+        IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255
+           OR octet_length(coalesce(nullif(p_partition, ''), 'Default')) > 255 THEN
+            RAISE EXCEPTION 'QPUSH unknown partition %', p_pid USING ERRCODE = 'no_data_found';
+        END IF;
+        SELECT p.id, p.last_offset, p.txns_start, q.dedup_window_seconds
+        INTO r_pid, v_last, v_txs, r_window
+        FROM queen.log_partitions p
+        JOIN queen.queues q ON q.id = p.queue_id
+        WHERE p.id = qn.partition_provision(p_tenant, p_queue,
+                                            coalesce(nullif(p_partition, ''), 'Default'))
+        FOR NO KEY UPDATE OF p;
+        v_from := -1;                  -- the watermark was not vouched for this partition
+    END IF;
+    -- The stamp, after the lock (invariant 3).
+    r_created_at := clock_timestamp();
+
+    -- Two lower bounds for the probe: the sidecar purge watermark (nothing below
+    -- it to compare against) and the broker's vouched watermark, which counts
+    -- only if vouched under a window at least as wide as the queue's.
+    IF p_resolve OR p_cache_window < r_window THEN
+        v_from := -1;
+    END IF;
+    v_from := greatest(v_from, v_txs - 1);
+    v_pw := CASE WHEN r_window > 0 THEN r_window WHEN p_resolve THEN 900 ELSE 0 END;
+    IF v_pw > 0 AND v_last > v_from THEN
+        -- The probe, bounded through the primary key: it starts at the sidecar
+        -- row covering v_from + 1, so its cost follows the unverified span, not
+        -- the window (measured.md weak point 1). Per incoming index MIN picks the
+        -- original occurrence. Stored frames are filtered by "h = ANY(incoming
+        -- hashes)": through EXECUTE the array is a constant of a one-shot plan,
+        -- which PostgreSQL evaluates with a hash table (a cached plan would scan
+        -- the array linearly per stored frame). JIT off: the estimate of a wide
+        -- window can pass jit_above_cost, and JIT compiles again every time.
+        PERFORM set_config('jit', 'off', true);
+        EXECUTE
+            'SELECT array_agg(x.idx ORDER BY x.idx), array_agg(x.off ORDER BY x.idx)
+             FROM (SELECT qn.hash_index($1, th.h) AS idx, min(t.base_offset + th.idx) AS off
+                   FROM queen.log_txns t
+                   CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
+                   WHERE t.partition_id = $2
+                     AND t.base_offset >= coalesce(
+                             (SELECT max(t2.base_offset) FROM queen.log_txns t2
+                              WHERE t2.partition_id = $2 AND t2.base_offset <= $3 + 1),
+                             $3 + 1)
+                     AND t.end_offset > $3
+                     AND t.created_at >= $4 - make_interval(secs => $5)
+                     AND t.base_offset + th.idx > $3
+                     AND th.h = ANY ($6)
+                   GROUP BY 1) x
+             WHERE x.idx IS NOT NULL'
+            INTO r_dup_idx, r_dup_off
+            USING p_hashes, r_pid, v_from, r_created_at, v_pw,
+                  ARRAY(SELECT ih.h FROM qn.log_unnest_hashes(p_hashes) ih);
+        IF r_dup_idx IS NOT NULL THEN
+            IF p_strict THEN
+                RAISE EXCEPTION 'QDUP duplicate transaction id in segment'
+                    USING ERRCODE = 'unique_violation';
+            END IF;
+            r_status := 1;             -- a duplicate writes nothing (invariant 2)
+            r_created_at := NULL;
+            RETURN;
+        END IF;
+    END IF;
+
+    r_status := 0;
+    r_base := v_last + 1;
+    INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+    VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_blob);
+    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+    VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_hashes);
+    UPDATE queen.log_partitions
+    SET last_offset    = v_last + p_count,
+        oldest_live_at = coalesce(oldest_live_at, r_created_at),
+        oldest_txn_at  = coalesce(oldest_txn_at, r_created_at),
+        last_write_at  = CASE WHEN last_write_at < r_created_at - interval '1 second'
+                              THEN r_created_at ELSE last_write_at END
+    WHERE id = r_pid;
+END;
+$$;
+
+-- push_v1: see sql/API.md. r_ord is the zero-based input position. The
+-- name-keyed path: a broker's first contact with a partition, transactions,
+-- and callers that do not keep partition ids.
+--
+-- Resolves every (queue, partition) to its id in one statement (no lock),
+-- creating what is missing, then pushes element by element through
+-- push_one_v1 in ascending (partition id, input position): each partition is
+-- locked by a statement of its own, in the global lock order, and elements
+-- naming the same partition are applied in input order (a later one's probe
+-- sees the earlier ones' sidecar rows).
 -- p_cache_windows[i]: the dedup window (seconds) under which the broker computed
 -- p_verified[i]. A watermark vouched under a smaller window than the queue's
 -- current one is ignored (a /configure that widened the window is not yet known
@@ -87,34 +254,21 @@ CREATE OR REPLACE FUNCTION qn.push_v1(
 RETURNS TABLE (r_ord INT4, r_pid UUID, r_window INT4, r_status INT2, r_base INT8,
                r_created_at TIMESTAMPTZ, r_dup_idx INT4, r_dup_off INT8)
 LANGUAGE plpgsql
-SET jit = off
 AS $$
 DECLARE
-    v_n       INT := coalesce(cardinality(p_queues), 0);
-    v_parts   TEXT[];
-    v_pid     UUID[];
-    v_win     INT4[];
-    v_pw      INT4[];    -- the window the probe covers (v_win, or 900 s resolving)
-    v_last    INT8[];    -- partition's last_offset when the element is processed
-    v_txs     INT8[];    -- partition's txns_start
-    v_round   INT4[];
-    v_prev    INT4[];    -- previous element (same partition), NULL for the first
-    v_from    INT8[];    -- probe lower bound (exclusive)
-    v_probe   BOOL[];    -- probe this element in the current round
-    v_base    INT8[];    -- allocated base; NULL = duplicate
-    v_wbase   INT8[];    -- bases written in the current round, NULL elsewhere
-    v_dord    INT8[] := '{}';
-    v_didx    INT4[] := '{}';
-    v_doff    INT8[] := '{}';
-    v_isdup   BOOL[];
-    v_all     BYTEA[];   -- every incoming hash of the elements probed this round
-    v_rounds  INT := 0;
-    v_found   INT;
-    v_lastpid UUID;
-    v_lastord INT;
-    v_any     BOOL;
-    v_now     TIMESTAMPTZ;
-    r         RECORD;
+    v_n     INT := coalesce(cardinality(p_queues), 0);
+    v_parts TEXT[];
+    v_pid   UUID[];
+    v_rpid  UUID[];
+    v_rwin  INT4[];
+    v_rst   INT2[];
+    v_rbase INT8[];
+    v_rat   TIMESTAMPTZ[];
+    v_dord  INT4[] := '{}';
+    v_didx  INT4[] := '{}';
+    v_doff  INT8[] := '{}';
+    v_x     RECORD;
+    v_e     RECORD;
 BEGIN
     IF v_n = 0 THEN
         RETURN;
@@ -144,52 +298,18 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- Resolve and lock. One statement locks every involved partition row in
-    -- ascending id (the global lock order shared with acks and retention) and
-    -- reads the allocator state under the lock. FOR NO KEY UPDATE serializes
-    -- writers exactly like FOR UPDATE but does not block the FOR KEY SHARE that
-    -- foreign-key checks take, so a pop creating a consumer row for this
-    -- partition does not wait for our commit. Provisioning runs only on a miss,
-    -- then the lock statement runs again (locking an already held row is a no-op).
+    -- Resolve every name to its partition id (no lock). Provisioning runs only
+    -- on a miss, inserting in unique-key order so that concurrent provisioners
+    -- cannot deadlock on each other's speculative insertions.
     FOR v_try IN 1 .. 2 LOOP
-        v_pid   := array_fill(NULL::UUID, ARRAY[v_n]);
-        v_win   := array_fill(NULL::INT4, ARRAY[v_n]);
-        v_last  := array_fill(NULL::INT8, ARRAY[v_n]);
-        v_txs   := array_fill(NULL::INT8, ARRAY[v_n]);
-        v_round := array_fill(NULL::INT4, ARRAY[v_n]);
-        v_prev  := array_fill(NULL::INT4, ARRAY[v_n]);
-        v_found := 0;
-        v_lastpid := NULL;
-        FOR r IN
-            SELECT u.ord::INT AS ord, p.id, q.dedup_window_seconds AS win,
-                   p.last_offset, p.txns_start
-            FROM unnest(p_queues, v_parts) WITH ORDINALITY AS u(qn, pn, ord)
-            JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = u.qn
-            JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = u.pn
-            ORDER BY p.id, u.ord
-            FOR NO KEY UPDATE OF p
-        LOOP
-            v_found := v_found + 1;
-            v_pid[r.ord]  := r.id;
-            v_win[r.ord]  := r.win;
-            v_last[r.ord] := r.last_offset;
-            v_txs[r.ord]  := r.txns_start;
-            IF r.id = v_lastpid THEN
-                v_prev[r.ord]  := v_lastord;
-                v_round[r.ord] := v_round[v_lastord] + 1;
-            ELSE
-                v_round[r.ord] := 1;
-            END IF;
-            v_rounds  := greatest(v_rounds, v_round[r.ord]);
-            v_lastpid := r.id;
-            v_lastord := r.ord;
-        END LOOP;
-        EXIT WHEN v_found = v_n;
+        SELECT array_agg(p.id ORDER BY u.ord) INTO v_pid
+        FROM unnest(p_queues, v_parts) WITH ORDINALITY AS u(qn, pn, ord)
+        LEFT JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = u.qn
+        LEFT JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = u.pn;
+        EXIT WHEN array_position(v_pid, NULL) IS NULL;
         IF v_try = 2 THEN
             RAISE EXCEPTION 'QPUSH unknown queue or partition';
         END IF;
-        -- Inserts in unique-key order, so concurrent provisioners cannot deadlock
-        -- on each other's speculative insertions.
         INSERT INTO queen.queues (tenant_id, name, namespace, task)
         SELECT p_tenant, x.qn, qn.name_namespace(x.qn), qn.name_task(x.qn)
         FROM (SELECT DISTINCT qn FROM unnest(p_queues) AS qn) x
@@ -205,142 +325,48 @@ BEGIN
                           WHERE p.queue_id = q.id AND p.name = x.pn)
         ORDER BY q.id, x.pn
         ON CONFLICT (queue_id, name) DO NOTHING;
-        v_rounds := 0;
     END LOOP;
 
-    -- The stamp, after every lock is held (invariant 3).
-    v_now   := clock_timestamp();
-    v_base  := array_fill(NULL::INT8, ARRAY[v_n]);
-    v_from  := array_fill(NULL::INT8, ARRAY[v_n]);
-    v_pw    := array_fill(0, ARRAY[v_n]);
-    v_isdup := array_fill(false, ARRAY[v_n]);
-
-    FOR v_r IN 1 .. v_rounds LOOP
-        v_probe := array_fill(false, ARRAY[v_n]);
-        v_any := false;
-        FOR i IN 1 .. v_n LOOP
-            CONTINUE WHEN v_round[i] <> v_r;
-            IF v_prev[i] IS NOT NULL THEN
-                v_last[i] := coalesce(v_base[v_prev[i]] + p_counts[v_prev[i]] - 1,
-                                      v_last[v_prev[i]]);
+    -- One partition at a time, in the global lock order.
+    v_rpid := array_fill(NULL::UUID, ARRAY[v_n]);
+    v_rwin := array_fill(NULL::INT4, ARRAY[v_n]);
+    v_rst := array_fill(NULL::INT2, ARRAY[v_n]);
+    v_rbase := array_fill(NULL::INT8, ARRAY[v_n]);
+    v_rat := array_fill(NULL::TIMESTAMPTZ, ARRAY[v_n]);
+    FOR v_e IN
+        SELECT u.pid, u.ord::INT AS ord
+        FROM unnest(v_pid) WITH ORDINALITY AS u(pid, ord)
+        ORDER BY u.pid, u.ord
+    LOOP
+        SELECT * INTO v_x
+        FROM qn.push_one_v1(
+            v_e.pid, p_counts[v_e.ord], p_hashes[v_e.ord],
+            CASE WHEN p_cache_pids IS NOT NULL AND p_cache_pids[v_e.ord] IS NOT NULL
+                      AND p_cache_pids[v_e.ord] <> v_e.pid THEN -1
+                 ELSE coalesce(p_verified[v_e.ord], -1) END,
+            p_blobs[v_e.ord], false,
+            CASE WHEN p_cache_windows IS NOT NULL THEN coalesce(p_cache_windows[v_e.ord], 0) END,
+            coalesce(p_resolve, false));
+        IF v_x.r_status = 1 THEN
+            IF p_strict THEN
+                RAISE EXCEPTION 'QDUP duplicate transaction id in segment %', v_e.ord - 1
+                    USING ERRCODE = 'unique_violation';
             END IF;
-            -- Two lower bounds: the sidecar purge watermark (nothing below it to
-            -- compare against, so an older transaction id is accepted as new) and
-            -- the broker's vouched watermark p_verified.
-            v_from[i] := greatest(
-                CASE WHEN coalesce(p_resolve, false) THEN -1
-                     WHEN p_cache_windows IS NOT NULL
-                          AND coalesce(p_cache_windows[i], 0) < v_win[i] THEN -1
-                     WHEN p_cache_pids IS NOT NULL AND p_cache_pids[i] IS NOT NULL
-                          AND p_cache_pids[i] <> v_pid[i] THEN -1
-                     ELSE coalesce(p_verified[i], -1) END,
-                v_txs[i] - 1);
-            v_pw[i] := CASE WHEN v_win[i] > 0 THEN v_win[i]
-                            WHEN coalesce(p_resolve, false) THEN 900 ELSE 0 END;
-            IF v_pw[i] > 0 AND v_last[i] > v_from[i] THEN
-                v_probe[i] := true;
-                v_any := true;
-            END IF;
-        END LOOP;
-
-        IF v_any THEN
-            -- The probe, bounded through the primary key: it starts at the sidecar
-            -- row covering v_from + 1 (one backward step), so its cost follows the
-            -- unverified span, not the window (measured.md weak point 1). Per
-            -- incoming index, MIN picks the original occurrence.
-            --
-            -- Stored frames are filtered by "h = ANY(every incoming hash)". Run
-            -- through EXECUTE the array is a constant of a one-shot plan, which
-            -- PostgreSQL (>= 14) evaluates with a hash table: one lookup per
-            -- stored frame, no join for the planner to get wrong. (A cached
-            -- plan would see a parameter and scan the array linearly; a join
-            -- re-exploded the incoming side per stored row, or sorted the whole
-            -- window, depending on row estimates.) The few candidates are mapped
-            -- back to their incoming index with hash_index. The planning cost is
-            -- paid only when the broker cannot vouch for the span.
-            SELECT array_agg(ih.h) INTO v_all
-            FROM unnest(p_hashes, v_probe) AS e(hashes, probe)
-            CROSS JOIN LATERAL qn.log_unnest_hashes(e.hashes) ih
-            WHERE e.probe;
-            FOR r IN EXECUTE
-                'SELECT x.ord, x.idx, min(x.off) AS off
-                 FROM (SELECT e.ord::INT AS ord, qn.hash_index(e.hashes, th.h) AS idx,
-                              t.base_offset + th.idx AS off
-                       FROM unnest($1::UUID[], $2::INT8[], $3::INT4[], $4::BOOL[], $5::BYTEA[])
-                                WITH ORDINALITY AS e(pid, vfrom, win, probe, hashes, ord)
-                       CROSS JOIN LATERAL (
-                           SELECT t.base_offset, t.hashes
-                           FROM queen.log_txns t
-                           WHERE t.partition_id = e.pid
-                             AND t.base_offset >= coalesce(
-                                     (SELECT max(t2.base_offset) FROM queen.log_txns t2
-                                      WHERE t2.partition_id = e.pid
-                                        AND t2.base_offset <= e.vfrom + 1),
-                                     e.vfrom + 1)
-                             AND t.end_offset > e.vfrom
-                             AND t.created_at >= $6 - make_interval(secs => e.win)) t
-                       CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
-                       WHERE e.probe AND t.base_offset + th.idx > e.vfrom
-                         AND th.h = ANY ($7)) x
-                 WHERE x.idx IS NOT NULL
-                 GROUP BY x.ord, x.idx
-                 ORDER BY x.ord, x.idx'
-                USING v_pid, v_from, v_pw, v_probe, p_hashes, v_now, v_all
-            LOOP
-                IF p_strict THEN
-                    RAISE EXCEPTION 'QDUP duplicate transaction id in segment %', r.ord - 1
-                        USING ERRCODE = 'unique_violation';
-                END IF;
-                v_isdup[r.ord] := true;
-                v_dord := v_dord || r.ord;
-                v_didx := v_didx || r.idx;
-                v_doff := v_doff || r.off;
-            END LOOP;
+            v_dord := v_dord || array_fill(v_e.ord, ARRAY[cardinality(v_x.r_dup_idx)]);
+            v_didx := v_didx || v_x.r_dup_idx;
+            v_doff := v_doff || v_x.r_dup_off;
         END IF;
-
-        v_wbase := array_fill(NULL::INT8, ARRAY[v_n]);
-        v_any := false;
-        FOR i IN 1 .. v_n LOOP
-            CONTINUE WHEN v_round[i] <> v_r OR v_isdup[i];
-            v_base[i]  := v_last[i] + 1;
-            v_wbase[i] := v_base[i];
-            v_any := true;
-        END LOOP;
-
-        IF v_any THEN
-            -- Allocate and write in one statement. The bases were computed from
-            -- last_offset read under the lock we still hold, so setting it
-            -- absolutely is the same as adding the count.
-            WITH w AS (
-                SELECT u.pid, u.base, u.cnt, u.blob, u.hashes
-                FROM unnest(v_pid, v_wbase, p_counts, p_blobs, p_hashes)
-                         AS u(pid, base, cnt, blob, hashes)
-                WHERE u.base IS NOT NULL
-            ), s AS (
-                INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-                SELECT w.pid, w.base, w.base + w.cnt - 1, v_now, w.blob FROM w
-            ), t AS (
-                INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-                SELECT w.pid, w.base, w.base + w.cnt - 1, v_now, w.hashes FROM w
-            )
-            UPDATE queen.log_partitions p
-            SET last_offset    = w.base + w.cnt - 1,
-                oldest_live_at = coalesce(p.oldest_live_at, v_now),
-                oldest_txn_at  = coalesce(p.oldest_txn_at, v_now),
-                last_write_at  = CASE WHEN p.last_write_at < v_now - interval '1 second'
-                                      THEN v_now ELSE p.last_write_at END
-            FROM w
-            WHERE p.id = w.pid;
-        END IF;
+        v_rpid[v_e.ord] := v_x.r_pid;
+        v_rwin[v_e.ord] := v_x.r_window;
+        v_rst[v_e.ord] := v_x.r_status;
+        v_rbase[v_e.ord] := v_x.r_base;
+        v_rat[v_e.ord] := v_x.r_created_at;
     END LOOP;
 
     RETURN QUERY
-    SELECT (e.ord - 1)::INT4, e.pid, e.win,
-           CASE WHEN e.base IS NULL THEN 1 ELSE 0 END::INT2,
-           e.base,
-           CASE WHEN e.base IS NULL THEN NULL ELSE v_now END,
-           d.idx, d.off
-    FROM unnest(v_pid, v_win, v_base) WITH ORDINALITY AS e(pid, win, base, ord)
+    SELECT (e.ord - 1)::INT4, e.pid, e.win, e.st, e.base, e.at, d.idx, d.off
+    FROM unnest(v_rpid, v_rwin, v_rst, v_rbase, v_rat) WITH ORDINALITY
+             AS e(pid, win, st, base, at, ord)
     LEFT JOIN unnest(v_dord, v_didx, v_doff) AS d(ord, idx, off) ON d.ord = e.ord
     ORDER BY e.ord, d.idx;
 END;

@@ -59,6 +59,15 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                       QN__LANE_WRITE,
                       true,
                       qn__decode_push},
+    [QN_STMT_PUSH_ONE] = {"qn_push_one",
+                          "SELECT r_pid, r_window, r_status, r_base, r_created_at, r_dup_idx, "
+                          "r_dup_off FROM qn.push_one_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                          "$10, $11)",
+                          11,
+                          {U, I4, BY, I8, BY, B, I4, B, T, T, U},
+                          QN__LANE_WRITE,
+                          true,
+                          qn__decode_push_one},
     [QN_STMT_SEGMENT_AT] = {"qn_segment_at",
                             "SELECT r_base, r_end, r_created_at, r_blob "
                             "FROM qn.segment_at_v1($1, $2)",

@@ -130,6 +130,7 @@ struct qn_store_req {
     qn__finish_fn finish;
     qn__anyfn cb;
     void *ud;
+    void *call_data; /* the building call's own data (arena), for its finish */
 };
 
 struct qn__dyn_stmt {
@@ -158,6 +159,7 @@ struct qn_store {
     bool closing;
     struct qn__dyn_stmt dyn[QN_STMT_DYN_MAX];
     int ndyn;
+    struct qn__pidcache pids; /* partition ids learnt from results (pidcache.c) */
 };
 
 /* ---------------------------------------------------------------- store_pool.c */

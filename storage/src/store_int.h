@@ -223,10 +223,42 @@ int qn__errmap(const char *sqlstate, const char *msg, bool conn_bad, const char 
 /* True for SQLSTATEs that mean the session or server is going away. */
 bool qn__errmap_is_unavailable(const char *sqlstate);
 
+/* ---------------------------------------------------------------- pidcache.c */
+
+/* Longest key kept: tenant + queue (<= 255) + NUL + partition (<= 255). */
+#define QN__PIDCACHE_KEY_MAX (16 + 255 + 1 + 255)
+
+struct qn__pidcache_entry {
+    uint8_t *key; /* NULL: empty way */
+    size_t klen;
+    uint64_t h;
+    uint64_t tick; /* last use */
+    uint8_t pid[16];
+};
+
+struct qn__pidcache {
+    struct qn__pidcache_entry *e; /* sets * 4 ways; NULL: cache off */
+    uint32_t sets;                /* power of two */
+    uint64_t tick;
+    uint64_t hits, misses;
+};
+
+/* cap 0: off (every lookup misses). QN_ENOMEM. */
+int qn__pidcache_init(struct qn__pidcache *c, uint32_t cap);
+void qn__pidcache_free(struct qn__pidcache *c);
+/* partition NULL or "" = "Default". */
+bool qn__pidcache_get(struct qn__pidcache *c, const uint8_t tenant[16], const char *queue,
+                      const char *part, uint8_t pid[16]);
+void qn__pidcache_put(struct qn__pidcache *c, const uint8_t tenant[16], const char *queue,
+                      const char *part, const uint8_t pid[16]);
+/* The store's cache; NULL for no store or when the cache is off. */
+struct qn__pidcache *qn__store_pids(qn_store *st);
+
 /* ---------------------------------------------------------------- statements */
 
 enum qn__stmt_id {
     QN_STMT_PUSH,
+    QN_STMT_PUSH_ONE,
     QN_STMT_SEGMENT_AT,
     QN_STMT_POP,
     QN_STMT_POP_DISCOVER,
@@ -342,6 +374,11 @@ struct qn__arena *qn__req_arena(qn_store_req *r);
 struct qn__step *qn__req_steps(qn_store_req *r, int *n);
 const uint8_t *qn__req_tenant(const qn_store_req *r);
 void qn__req_set_finish(qn_store_req *r, qn__finish_fn fin, qn__anyfn cb, void *ud);
+/* A pointer the building call keeps for its finish function (NULL until set). */
+void qn__req_set_data(qn_store_req *r, void *data);
+void *qn__req_data(const qn_store_req *r);
+/* The store a request belongs to (NULL for a detached one). */
+qn_store *qn__req_store(const qn_store_req *r);
 qn__anyfn qn__req_cb(const qn_store_req *r);
 void *qn__req_ud(const qn_store_req *r);
 /* On failure the step that raised (index), else -1. */
@@ -532,6 +569,8 @@ int qn__decode_partition_meta(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_txns(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_maint_step(qn_store_req *r, int step, const PGresult *res);
+
+int qn__decode_push_one(qn_store_req *r, int step, const PGresult *res);
 
 /* Internal: parameters shared by push/txn and ack/txn. */
 int qn__params_push(struct qn__params *p, const struct qn_push_segment *segs, size_t n, bool strict,

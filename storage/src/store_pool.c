@@ -458,6 +458,7 @@ void qn_store_config_defaults(struct qn_store_config *cfg)
     cfg->keepalives_interval_s = 5;
     cfg->keepalives_count = 3;
     cfg->tcp_user_timeout_ms = 20000;
+    cfg->pid_cache = 65536;
 }
 
 /* The effective configuration: derived values filled in, or false. */
@@ -478,7 +479,8 @@ static bool config_resolve(const struct qn_store_config *in, struct qn_store_con
     if (c->call_timeout_ms < 0 || c->cancel_grace_ms < 1 || c->cancel_grace_ms > 3600000 ||
         c->keepalives_idle_s < 0 || c->keepalives_idle_s > 86400 || c->keepalives_interval_s < 1 ||
         c->keepalives_interval_s > 3600 || c->keepalives_count < 1 || c->keepalives_count > 1000 ||
-        c->tcp_user_timeout_ms < 0 || c->tcp_user_timeout_ms > 3600000)
+        c->tcp_user_timeout_ms < 0 || c->tcp_user_timeout_ms > 3600000 || c->pid_cache < 0 ||
+        c->pid_cache > (1 << 24))
         return false;
     char *err = NULL;
     PQconninfoOption *o = PQconninfoParse(c->conninfo, &err);
@@ -506,7 +508,8 @@ int qn_store_new(struct event_base *base, const struct qn_store_config *cfg, qn_
     st->conninfo = strdup(cfg->conninfo);
     st->cfg.conninfo = st->conninfo;
     st->conns = calloc((size_t)eff.pool_size, sizeof *st->conns);
-    if (st->conninfo == NULL || st->conns == NULL || qn__eng_init(st) != QN_OK)
+    if (st->conninfo == NULL || st->conns == NULL || qn__eng_init(st) != QN_OK ||
+        qn__pidcache_init(&st->pids, (uint32_t)eff.pid_cache) != QN_OK)
         goto fail;
     for (int i = 0; i < eff.pool_size; i++)
         if (conn_init(st, &st->conns[i], i) != QN_OK)
@@ -556,6 +559,7 @@ static void destroy(qn_store *st)
     }
     if (st->kick != NULL)
         event_free(st->kick);
+    qn__pidcache_free(&st->pids);
     free(st->conns);
     free(st->conninfo);
     free(st);
@@ -569,6 +573,11 @@ void qn_store_free(qn_store *st)
     qn__store_enter(st);
     qn__eng_shutdown(st);
     qn__store_leave(st); /* destroys unless a handler is running: then its leave() does */
+}
+
+struct qn__pidcache *qn__store_pids(qn_store *st)
+{
+    return (st != NULL && st->pids.e != NULL) ? &st->pids : NULL;
 }
 
 bool qn_store_is_up(const qn_store *st)

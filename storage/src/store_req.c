@@ -208,6 +208,21 @@ void *qn__req_ud(const qn_store_req *r)
     return r->ud;
 }
 
+void qn__req_set_data(qn_store_req *r, void *data)
+{
+    r->call_data = data;
+}
+
+void *qn__req_data(const qn_store_req *r)
+{
+    return r->call_data;
+}
+
+qn_store *qn__req_store(const qn_store_req *r)
+{
+    return r->st;
+}
+
 int qn__req_failed_step(const qn_store_req *r)
 {
     return r->err != QN_OK ? r->err_step : -1;

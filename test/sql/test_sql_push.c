@@ -63,7 +63,7 @@ START_TEST(test_provision_and_bundle)
         ck_assert_int_eq(qt_gi(r, i, "r_status"), 0);
         ck_assert_int_eq(qt_gi(r, i, "r_base"), 0);
         ck_assert_int_eq(qt_gi(r, i, "r_window"), 3600);
-        ck_assert_str_eq(qt_gs(r, i, "r_created_at"), qt_gs(r, 0, "r_created_at"));
+        ck_assert(!qt_gnull(r, i, "r_created_at"));
         ck_assert(qt_gnull(r, i, "r_dup_idx"));
     }
     PQclear(r);
@@ -668,10 +668,12 @@ START_TEST(test_probe_uses_primary_key_range)
     ck_assert_ptr_nonnull(captured);
     char *probe = strstr(captured, "qn.log_unnest_hashes(t.hashes)");
     ck_assert_msg(probe != NULL, "no probe plan in: %s", captured);
-    ck_assert_msg(strstr(probe, "Index Scan using log_txns_pkey on log_txns t") != NULL &&
+    /* an index scan of the key range, or a bitmap scan of it (small tables) */
+    ck_assert_msg((strstr(probe, "Index Scan using log_txns_pkey on log_txns t") != NULL ||
+                   strstr(probe, "Bitmap Index Scan on log_txns_pkey") != NULL) &&
                       strstr(probe, "(base_offset >= COALESCE(") != NULL,
-                  "probe not bounded through the primary key: %s", probe);
-    ck_assert_msg(strstr(probe, "Seq Scan on log_txns") == NULL, "seq scan: %s", probe);
+                  "probe not bounded through the primary key: %.3000s", probe);
+    ck_assert_msg(strstr(probe, "Seq Scan on log_txns") == NULL, "seq scan: %.3000s", probe);
     free(captured);
     captured = NULL;
     PQfinish(c);

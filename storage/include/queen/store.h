@@ -127,13 +127,16 @@ struct qn_store_config {
      * the call. Runs on the loop thread. */
     void (*log)(void *ud, int level, const char *msg);
     void *log_ud;
+    int pid_cache; /* partition ids remembered (tenant, queue, partition -> id) so
+                      that pushes address partitions by id: entries, 0 = off,
+                      <= 16777216; about 80 bytes plus the names each */
 };
 
 /* Fills cfg with defaults: pool 8, depth 16, timeout 30000, waiting 100000,
  * retries 3, reconnect 100..5000 ms, write_reserve -1 (derived), call_timeout 0
  * (derived: 35000), cancel grace 2000 ms, keepalives 10 s idle / 5 s interval /
- * 3 probes, tcp_user_timeout 20000 ms, no log. conninfo stays NULL. An explicit
- * keepalives or tcp_user_timeout in conninfo wins over these. */
+ * 3 probes, tcp_user_timeout 20000 ms, no log, pid_cache 65536. conninfo stays
+ * NULL. An explicit keepalives or tcp_user_timeout in conninfo wins over these. */
 void qn_store_config_defaults(struct qn_store_config *cfg);
 
 /*
