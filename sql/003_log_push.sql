@@ -200,12 +200,17 @@ BEGIN
         END IF;
     END IF;
 
+    -- Allocate and write: one statement (each statement a PL/pgSQL function
+    -- runs costs its executor start-up and shutdown, more than these inserts).
     r_status := 0;
     r_base := v_last + 1;
-    INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-    VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_blob);
-    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-    VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_hashes);
+    WITH s AS (
+        INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+        VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_blob)
+    ), t AS (
+        INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+        VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_hashes)
+    )
     UPDATE queen.log_partitions
     SET last_offset    = v_last + p_count,
         oldest_live_at = coalesce(oldest_live_at, r_created_at),
@@ -378,18 +383,21 @@ $$;
 -- resolve a duplicate's original message id and to snapshot dead letters.
 CREATE OR REPLACE FUNCTION qn.segment_at_v1(p_pid UUID, p_offsets INT8[])
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_blob BYTEA)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT s.base_offset, s.end_offset, s.created_at, s.blob
-    FROM (SELECT DISTINCT h.base_offset
-          FROM unnest(p_offsets) AS o(off)
-          CROSS JOIN LATERAL (
-              SELECT x.base_offset, x.end_offset
-              FROM queen.log_segments x
-              WHERE x.partition_id = p_pid AND x.base_offset <= o.off
-              ORDER BY x.base_offset DESC
-              LIMIT 1) h
-          WHERE h.end_offset >= o.off) b
-    JOIN queen.log_segments s ON s.partition_id = p_pid AND s.base_offset = b.base_offset
-    ORDER BY s.base_offset
+BEGIN
+    RETURN QUERY
+        SELECT s.base_offset, s.end_offset, s.created_at, s.blob
+        FROM (SELECT DISTINCT h.base_offset
+              FROM unnest(p_offsets) AS o(off)
+              CROSS JOIN LATERAL (
+                  SELECT x.base_offset, x.end_offset
+                  FROM queen.log_segments x
+                  WHERE x.partition_id = p_pid AND x.base_offset <= o.off
+                  ORDER BY x.base_offset DESC
+                  LIMIT 1) h
+              WHERE h.end_offset >= o.off) b
+        JOIN queen.log_segments s ON s.partition_id = p_pid AND s.base_offset = b.base_offset
+        ORDER BY s.base_offset;
+END;
 $$;

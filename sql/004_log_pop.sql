@@ -184,7 +184,6 @@ CREATE OR REPLACE FUNCTION qn.pop_partition(
 RETURNS TABLE (o_base INT8, o_start_idx INT4, o_take INT4, o_created_at TIMESTAMPTZ,
                o_blob BYTEA, o_lease_expires_at TIMESTAMPTZ, o_cost INT8)
 LANGUAGE plpgsql
-SET jit = off
 AS $$
 DECLARE
     v_now       TIMESTAMPTZ := now();
@@ -351,31 +350,33 @@ $$;
 -- expires); otherwise only updated_at moves. Rows upserted in queue id order.
 CREATE OR REPLACE FUNCTION qn.note_empty_scan(p_qids UUID[], p_group TEXT)
 RETURNS VOID
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    INSERT INTO queen.consumer_watermarks AS w
-        (queue_id, consumer_group, last_empty_scan_at, updated_at)
-    SELECT q.qid, p_group,
-           CASE WHEN EXISTS (
-                    SELECT 1
-                    FROM queen.log_partitions p
-                    LEFT JOIN queen.log_consumers c
-                           ON c.partition_id = p.id AND c.consumer_group = p_group
-                    WHERE p.queue_id = q.qid
-                      AND p.last_write_at >= coalesce(w0.last_empty_scan_at, 'epoch')
-                                             - interval '2 minutes'
-                      AND (c.partition_id IS NULL
-                           OR p.last_offset > greatest(c.committed, p.log_start - 1)))
-                THEN coalesce(w0.last_empty_scan_at, 'epoch')
-                ELSE now() END,
-           now()
-    FROM unnest(p_qids) AS q(qid)
-    LEFT JOIN queen.consumer_watermarks w0
-           ON w0.queue_id = q.qid AND w0.consumer_group = p_group
-    WHERE w0.queue_id IS NULL OR w0.updated_at < now() - interval '30 seconds'
-    ORDER BY q.qid
-    ON CONFLICT (queue_id, consumer_group) DO UPDATE
-    SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at
+BEGIN
+        INSERT INTO queen.consumer_watermarks AS w
+            (queue_id, consumer_group, last_empty_scan_at, updated_at)
+        SELECT q.qid, p_group,
+               CASE WHEN EXISTS (
+                        SELECT 1
+                        FROM queen.log_partitions p
+                        LEFT JOIN queen.log_consumers c
+                               ON c.partition_id = p.id AND c.consumer_group = p_group
+                        WHERE p.queue_id = q.qid
+                          AND p.last_write_at >= coalesce(w0.last_empty_scan_at, 'epoch')
+                                                 - interval '2 minutes'
+                          AND (c.partition_id IS NULL
+                               OR p.last_offset > greatest(c.committed, p.log_start - 1)))
+                    THEN coalesce(w0.last_empty_scan_at, 'epoch')
+                    ELSE now() END,
+               now()
+        FROM unnest(p_qids) AS q(qid)
+        LEFT JOIN queen.consumer_watermarks w0
+               ON w0.queue_id = q.qid AND w0.consumer_group = p_group
+        WHERE w0.queue_id IS NULL OR w0.updated_at < now() - interval '30 seconds'
+        ORDER BY q.qid
+        ON CONFLICT (queue_id, consumer_group) DO UPDATE
+        SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at;
+END;
 $$;
 
 -- pop_v1: see sql/API.md.
@@ -406,6 +407,7 @@ DECLARE
     v_mode    TEXT := qn.sub_mode_canonical(p_sub_mode);
     v_ts      TIMESTAMPTZ;
     v_qid     UUID;
+    v_pid     UUID;
     v_lease   INT4;
     v_delayed INT4;
     v_wbuf    INT4;
@@ -440,15 +442,18 @@ BEGIN
     v_ts := CASE v_mode WHEN 'all' THEN 'epoch'::TIMESTAMPTZ WHEN 'new' THEN now()
                         ELSE p_sub_from END;
 
+    -- One statement: the queue, its options, the group's subscription and the
+    -- named partition's id.
     FOR v_try IN 1 .. 2 LOOP
         SELECT q.id, coalesce(q.lease_time, 60), coalesce(q.delayed_processing, 0),
                coalesce(q.window_buffer, 0), m.subscription_mode, m.subscription_timestamp,
-               coalesce(m.conflation, false)
-        INTO v_qid, v_lease, v_delayed, v_wbuf, v_smode, v_sts, v_conf
+               coalesce(m.conflation, false), p.id
+        INTO v_qid, v_lease, v_delayed, v_wbuf, v_smode, v_sts, v_conf, v_pid
         FROM queen.queues q
         LEFT JOIN queen.consumer_groups_metadata m
                ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = q.id
               AND m.partition_name = '' AND m.namespace = '' AND m.task = ''
+        LEFT JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = v_part
         WHERE q.tenant_id = p_tenant AND q.name = p_queue;
         EXIT WHEN FOUND;
         -- A group may subscribe before the first push: provision the queue.
@@ -471,27 +476,38 @@ BEGIN
         v_lease := p_lease_seconds;
     END IF;
 
+    IF v_part IS NOT NULL THEN
+        -- The named partition (a missing one returns nothing): its rows straight
+        -- into the result, no candidate scan.
+        IF v_pid IS NOT NULL THEN
+            RETURN QUERY
+            SELECT p_queue, v_part, v_pid, pp.o_base, pp.o_start_idx, pp.o_take,
+                   pp.o_created_at, pp.o_blob, pp.o_lease_expires_at
+            FROM qn.pop_partition(v_pid, v_group, p_worker, coalesce(p_auto_ack, false),
+                                  v_lease, v_delayed, v_wbuf, v_smode, v_sts, v_left, v_bytes,
+                                  true, p_max_bytes, coalesce(p_msg_overhead, 0),
+                                  coalesce(p_max_msg_bytes, 0)) pp;
+        END IF;
+        RETURN;
+    END IF;
+
     FOR c IN
         SELECT p.id, p.name
         FROM queen.log_partitions p
-        WHERE v_part IS NOT NULL AND p.queue_id = v_qid AND p.name = v_part
-        UNION ALL
-        (SELECT p.id, p.name
-         FROM queen.log_partitions p
-         LEFT JOIN queen.log_consumers k
-                ON k.partition_id = p.id AND k.consumer_group = v_group
-         WHERE v_part IS NULL AND p.queue_id = v_qid
-           -- the empty-scan floor, with two minutes of slack for the 1 s
-           -- quantization of last_write_at and for commit latency
-           AND p.last_write_at >= coalesce(
-                   (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                    WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
-                   'epoch') - interval '2 minutes'
-           AND (k.partition_id IS NULL
-                OR (p.last_offset > k.committed
-                    AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
-         ORDER BY random()
-         LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END)
+        LEFT JOIN queen.log_consumers k
+               ON k.partition_id = p.id AND k.consumer_group = v_group
+        WHERE p.queue_id = v_qid
+          -- the empty-scan floor, with two minutes of slack for the 1 s
+          -- quantization of last_write_at and for commit latency
+          AND p.last_write_at >= coalesce(
+                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                   WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
+                  'epoch') - interval '2 minutes'
+          AND (k.partition_id IS NULL
+               OR (p.last_offset > k.committed
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+        ORDER BY random()
+        LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END
     LOOP
         v_got := 0;
         FOR s IN
@@ -524,7 +540,7 @@ BEGIN
         EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
     END LOOP;
 
-    IF v_claimed = 0 AND v_part IS NULL THEN
+    IF v_claimed = 0 THEN
         PERFORM qn.note_empty_scan(ARRAY[v_qid], v_group);
     END IF;
 END;
@@ -773,23 +789,26 @@ CREATE OR REPLACE FUNCTION qn.pop_gate_v1(
     p_group     TEXT,
     p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE (r_pending INT8, r_min_wait INT4)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT coalesce((
-               SELECT sum(greatest(p.last_offset
-                                   - greatest(coalesce(k.committed, -1), p.log_start - 1), 0))
-               FROM queen.log_partitions p
-               LEFT JOIN queen.log_consumers k
-                 ON k.partition_id = p.id
-                AND k.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
-               WHERE p.queue_id = q.id
-                 AND (nullif(p_partition, '') IS NULL OR p.name = p_partition)
-                 AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())), 0)::INT8,
-           q.min_pop_wait_time
-    FROM queen.queues q
-    WHERE q.tenant_id = p_tenant AND q.name = p_queue
-    UNION ALL
-    SELECT 0::INT8, 0
-    WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
-                      WHERE q.tenant_id = p_tenant AND q.name = p_queue)
+BEGIN
+    RETURN QUERY
+        SELECT coalesce((
+                   SELECT sum(greatest(p.last_offset
+                                       - greatest(coalesce(k.committed, -1), p.log_start - 1), 0))
+                   FROM queen.log_partitions p
+                   LEFT JOIN queen.log_consumers k
+                     ON k.partition_id = p.id
+                    AND k.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
+                   WHERE p.queue_id = q.id
+                     AND (nullif(p_partition, '') IS NULL OR p.name = p_partition)
+                     AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())), 0)::INT8,
+               q.min_pop_wait_time
+        FROM queen.queues q
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue
+        UNION ALL
+        SELECT 0::INT8, 0
+        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
+                          WHERE q.tenant_id = p_tenant AND q.name = p_queue);
+END;
 $$;

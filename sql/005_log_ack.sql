@@ -26,7 +26,8 @@
 --   5. Lock order: acks take only their consumer row (FOR UPDATE); several acks in
 --      one transaction are issued in ascending (partition_id, consumer_group) by
 --      the caller.
--- (SET jit = off on the heavier procedures: see 003_log_push.sql.)
+-- (JIT is turned off only around the one-shot hash resolution: see
+-- 003_log_push.sql.)
 
 -- ack_v1: see sql/API.md. Outcomes: 1 applied, 2 noop, 3 stale, 4 unresolved,
 -- 5 lease_invalid, 6 rejected, 7 deferred. Summary flags: 1 lease released,
@@ -42,7 +43,6 @@ CREATE OR REPLACE FUNCTION qn.ack_v1(
 RETURNS TABLE (r_idx INT4, r_outcome INT2, r_off INT8, r_flags INT4, r_committed INT8,
                r_base INT8, r_blob BYTEA)
 LANGUAGE plpgsql
-SET jit = off
 AS $$
 DECLARE
     v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
@@ -165,6 +165,8 @@ BEGIN
         -- chose nested loops that exploded every stored row once per item.
         v_lo := greatest(v_com + 1, v_txs);
         v_res := p_hashes;
+        -- one-shot plans below: JIT would compile again at every call
+        PERFORM set_config('jit', 'off', true);
         FOR i IN 1 .. v_n LOOP
             IF v_out[i] IS NOT NULL THEN
                 v_res[i] := NULL;            -- rejected already: not resolved
@@ -323,11 +325,26 @@ BEGIN
         WHERE partition_id = p_pid AND consumer_group = v_group;
     END IF;
 
-    RETURN QUERY
-    SELECT (u.ord - 1)::INT4, u.out, u.eff, NULL::INT4, NULL::INT8, NULL::INT8, NULL::BYTEA
-    FROM unnest(v_out, v_eff) WITH ORDINALITY AS u(out, eff, ord)
-    ORDER BY u.ord;
-    RETURN QUERY SELECT -1, NULL::INT2, v_poff, v_flags, v_new, v_pbase, v_pblob;
+    -- Rows returned one by one: a statement per row set would cost more than
+    -- the rows (an ack carries few items).
+    r_flags := NULL;
+    r_committed := NULL;
+    r_base := NULL;
+    r_blob := NULL;
+    FOR i IN 1 .. v_n LOOP
+        r_idx := i - 1;
+        r_outcome := v_out[i];
+        r_off := v_eff[i];
+        RETURN NEXT;
+    END LOOP;
+    r_idx := -1;
+    r_outcome := NULL;
+    r_off := v_poff;
+    r_flags := v_flags;
+    r_committed := v_new;
+    r_base := v_pbase;
+    r_blob := v_pblob;
+    RETURN NEXT;
 END;
 $$;
 
@@ -427,8 +444,11 @@ $$;
 -- operation.
 CREATE OR REPLACE FUNCTION qn.renew_lease_v1(p_worker TEXT, p_seconds INT4)
 RETURNS TABLE (r_renewed INT4, r_expires_at TIMESTAMPTZ)
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function's statement is planned again at every
+    -- call, this one's plan is cached for the session.
     WITH l AS (
         SELECT c.partition_id, c.consumer_group
         FROM queen.log_consumers c
@@ -443,15 +463,20 @@ AS $$
         WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
         RETURNING c.lease_expires_at
     )
-    SELECT count(*)::INT4, min(u.lease_expires_at) FROM u
+    SELECT count(*)::INT4, min(u.lease_expires_at) INTO r_renewed, r_expires_at FROM u;
+    RETURN NEXT;
+END;
 $$;
 
 -- release_lease_v1: releases every live lease of the worker now; the cursor does
 -- not move, so each batch redelivers at once (a Consume stream ended).
 CREATE OR REPLACE FUNCTION qn.release_lease_v1(p_worker TEXT)
 RETURNS INT4
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+DECLARE
+    v_n INT4;
+BEGIN
     WITH l AS (
         SELECT c.partition_id, c.consumer_group
         FROM queen.log_consumers c
@@ -465,7 +490,9 @@ AS $$
         WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
         RETURNING 1
     )
-    SELECT count(*)::INT4 FROM u
+    SELECT count(*)::INT4 INTO v_n FROM u;
+    RETURN v_n;
+END;
 $$;
 
 -- check_leases_v1: inside a transaction, fails it unless every named worker

@@ -240,9 +240,12 @@ $$;
 CREATE OR REPLACE FUNCTION qn.evict_max_wait_step_v1(p_pid UUID, p_cutoff TIMESTAMPTZ,
                                                         p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_frames INT8, r_new_log_start INT8, r_done BOOL)
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    SELECT * FROM qn.trim_segments(p_pid, p_cutoff, NULL, p_max_rows, 'max_wait_time_eviction')
+BEGIN
+    RETURN QUERY
+        SELECT * FROM qn.trim_segments(p_pid, p_cutoff, NULL, p_max_rows, 'max_wait_time_eviction');
+END;
 $$;
 
 -- txns_purge_step_v1: deletes the oldest sidecar rows created before p_cutoff,
@@ -313,21 +316,24 @@ $$;
 -- partition does not exist.
 CREATE OR REPLACE FUNCTION qn.partition_dead_v1(p_pid UUID, p_cutoff TIMESTAMPTZ)
 RETURNS BOOL
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT p.created_at < p_cutoff AND p.last_write_at < p_cutoff
-       AND NOT EXISTS (SELECT 1 FROM queen.log_segments s WHERE s.partition_id = p.id)
-       AND NOT EXISTS (SELECT 1 FROM queen.log_dlq d WHERE d.partition_id = p.id)
-       AND NOT EXISTS (
-               SELECT 1 FROM queen.log_consumers c
-               WHERE c.partition_id = p.id
-                 AND ((c.batch_end IS NOT NULL
-                       AND (c.lease_expires_at IS NULL OR c.lease_expires_at > now()))
-                      OR c.lease_expires_at >= p_cutoff
-                      OR c.lease_acquired_at >= p_cutoff
-                      OR c.created_at >= p_cutoff))
-    FROM queen.log_partitions p
-    WHERE p.id = p_pid
+BEGIN
+    RETURN (
+        SELECT p.created_at < p_cutoff AND p.last_write_at < p_cutoff
+           AND NOT EXISTS (SELECT 1 FROM queen.log_segments s WHERE s.partition_id = p.id)
+           AND NOT EXISTS (SELECT 1 FROM queen.log_dlq d WHERE d.partition_id = p.id)
+           AND NOT EXISTS (
+                   SELECT 1 FROM queen.log_consumers c
+                   WHERE c.partition_id = p.id
+                     AND ((c.batch_end IS NOT NULL
+                           AND (c.lease_expires_at IS NULL OR c.lease_expires_at > now()))
+                          OR c.lease_expires_at >= p_cutoff
+                          OR c.lease_acquired_at >= p_cutoff
+                          OR c.created_at >= p_cutoff))
+        FROM queen.log_partitions p
+        WHERE p.id = p_pid);
+END;
 $$;
 
 -- partition_cleanup_step_v1: deletes up to p_max_rows dead partitions. Candidates

@@ -333,13 +333,16 @@ CREATE OR REPLACE FUNCTION qn.partition_meta_v1(
     p_partition TEXT,
     p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE (r_pid UUID, r_window INT4, r_last_offset INT8, r_txns_start INT8)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT p.id, q.dedup_window_seconds, p.last_offset, p.txns_start
-    FROM queen.queues q
-    JOIN queen.log_partitions p
-      ON p.queue_id = q.id AND p.name = coalesce(nullif(p_partition, ''), 'Default')
-    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+BEGIN
+    RETURN QUERY
+        SELECT p.id, q.dedup_window_seconds, p.last_offset, p.txns_start
+        FROM queen.queues q
+        JOIN queen.log_partitions p
+          ON p.queue_id = q.id AND p.name = coalesce(nullif(p_partition, ''), 'Default')
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+END;
 $$;
 
 -- txns_window_v1: the dedup cache's hydration, every sidecar row created within
@@ -347,13 +350,16 @@ $$;
 -- qualifying rows are a suffix of the partition's (already purged) sidecar.
 CREATE OR REPLACE FUNCTION qn.txns_window_v1(p_pid UUID, p_seconds INT4)
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
-    FROM queen.log_txns t
-    WHERE t.partition_id = p_pid
-      AND t.created_at >= now() - make_interval(secs => greatest(coalesce(p_seconds, 0), 0))
-    ORDER BY t.base_offset
+BEGIN
+    RETURN QUERY
+        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+        FROM queen.log_txns t
+        WHERE t.partition_id = p_pid
+          AND t.created_at >= now() - make_interval(secs => greatest(coalesce(p_seconds, 0), 0))
+        ORDER BY t.base_offset;
+END;
 $$;
 
 -- txns_since_v1: the sidecar rows after offset p_after (end_offset > p_after),
@@ -362,17 +368,20 @@ $$;
 -- hydrating the whole window again.
 CREATE OR REPLACE FUNCTION qn.txns_since_v1(p_pid UUID, p_after INT8)
 RETURNS TABLE (r_base INT8, r_end INT8, r_created_at TIMESTAMPTZ, r_hashes BYTEA)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
-    FROM queen.log_txns t
-    WHERE t.partition_id = p_pid
-      AND t.base_offset >= coalesce(
-              (SELECT max(t2.base_offset) FROM queen.log_txns t2
-               WHERE t2.partition_id = p_pid AND t2.base_offset <= p_after + 1),
-              p_after + 1)
-      AND t.end_offset > p_after
-    ORDER BY t.base_offset
+BEGIN
+    RETURN QUERY
+        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+        FROM queen.log_txns t
+        WHERE t.partition_id = p_pid
+          AND t.base_offset >= coalesce(
+                  (SELECT max(t2.base_offset) FROM queen.log_txns t2
+                   WHERE t2.partition_id = p_pid AND t2.base_offset <= p_after + 1),
+                  p_after + 1)
+          AND t.end_offset > p_after
+        ORDER BY t.base_offset;
+END;
 $$;
 
 -- notify_push_v1: wakes long-polling pops on other brokers. Sent after the
@@ -383,8 +392,10 @@ CREATE OR REPLACE FUNCTION qn.notify_push_v1(
     p_queues TEXT[],
     p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS VOID
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    SELECT count(pg_notify('queen_push', p_tenant::TEXT || '/' || x.q))
-    FROM (SELECT DISTINCT q FROM unnest(p_queues) AS q WHERE q IS NOT NULL AND q <> '') x
+BEGIN
+    PERFORM count(pg_notify('queen_push', p_tenant::TEXT || '/' || x.q))
+    FROM (SELECT DISTINCT q FROM unnest(p_queues) AS q WHERE q IS NOT NULL AND q <> '') x;
+END;
 $$;

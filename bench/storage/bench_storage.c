@@ -6,7 +6,8 @@
  * the store.
  *
  * Usage: bench_storage [--seconds S] [--pool N] [--depth N] [--only push|raw|pop]
- *                      [--sizes 1,100,1000] [--warmup S] [URL]
+ *                      [--sizes 1,100,1000] [--shapes 1x1,16x1,16x16,256x16]
+ *                      [--warmup S] [URL]
  * URL (or QUEEN_DATABASE_URL) names a cluster; the bench works in a fresh
  * database `queen_bench` on it (dropped and re-created). Start one with fsync on:
  *   scripts/pg.sh start /tmp/qn-bench-pg
@@ -519,14 +520,12 @@ static void on_state(void *ud, bool up)
 int main(int argc, char **argv)
 {
     int seconds = 6, pool = 8, depth = 16, warmup = 10;
-    const char *only = NULL, *sizes_arg = "1,100,1000";
-    static const struct option opts[] = {{"seconds", required_argument, 0, 's'},
-                                         {"pool", required_argument, 0, 'p'},
-                                         {"depth", required_argument, 0, 'd'},
-                                         {"only", required_argument, 0, 'o'},
-                                         {"sizes", required_argument, 0, 'z'},
-                                         {"warmup", required_argument, 0, 'w'},
-                                         {0, 0, 0, 0}};
+    const char *only = NULL, *sizes_arg = "1,100,1000", *shapes_arg = "1x1,16x1,16x16,256x16";
+    static const struct option opts[] = {
+        {"seconds", required_argument, 0, 's'}, {"pool", required_argument, 0, 'p'},
+        {"depth", required_argument, 0, 'd'},   {"only", required_argument, 0, 'o'},
+        {"sizes", required_argument, 0, 'z'},   {"warmup", required_argument, 0, 'w'},
+        {"shapes", required_argument, 0, 'h'},  {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
@@ -548,10 +547,14 @@ int main(int argc, char **argv)
         case 'w':
             warmup = (int)strtol(optarg, NULL, 10);
             break;
+        case 'h':
+            shapes_arg = optarg;
+            break;
         default:
             fprintf(stderr,
                     "usage: %s [--seconds S] [--pool N] [--depth N] [--only "
-                    "push|raw|pop] [--sizes 1,100,1000] [--warmup S] [URL]\n",
+                    "push|raw|pop] [--sizes 1,100,1000] [--shapes PxB,...] [--warmup S] "
+                    "[URL]\n",
                     argv[0]);
             return 2;
         }
@@ -620,9 +623,24 @@ int main(int argc, char **argv)
     printf("bench_storage: pool %d, depth %d, %d s per run, 256-byte JSON payloads, zstd 3\n", pool,
            depth, seconds);
 
-    static const struct {
+    struct {
         int parts, bundle;
-    } shapes[] = {{1, 1}, {16, 1}, {16, 16}, {256, 16}};
+    } shapes[8];
+    int nshapes = 0;
+    for (char *s = (char *)shapes_arg; *s && nshapes < 8;) {
+        char *end;
+        long p = strtol(s, &end, 10), b;
+        if (end == s || *end != 'x')
+            return 2;
+        s = end + 1;
+        b = strtol(s, &end, 10);
+        if (end == s || p < 1 || p > 4096 || b < 1 || b > 16 || p % b != 0)
+            return 2;
+        shapes[nshapes].parts = (int)p;
+        shapes[nshapes].bundle = (int)b;
+        nshapes++;
+        s = *end ? end + 1 : end;
+    }
     uint64_t first = 0;
     for (int zi = 0; zi < nsizes; zi++) {
         uint32_t size = sizes[zi];
@@ -660,7 +678,7 @@ int main(int argc, char **argv)
                    secs);
             free(W.parts);
         }
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        for (int si = 0; si < nshapes; si++) {
             struct run R;
             memset(&R, 0, sizeof R);
             R.base = base;
