@@ -2,7 +2,7 @@
  * test_sql_pop.c - 004_log_pop.sql: leases and SKIP LOCKED, lease expiry,
  * subscription modes, the wildcard candidate scan and its empty-scan floor, gap
  * tolerance, the cursor seal, delayed processing, window buffer, auto-ack, the
- * byte budget, discovery, has_pending.
+ * byte budget, discovery, has_pending, pop and ack flat with backlog depth.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -661,6 +661,100 @@ START_TEST(test_first_base_since_matches_walk)
 }
 END_TEST
 
+/* Blocks the statements of the current transaction read so far (shared buffer
+ * hits and reads) in every relation of schema queen, their indexes, TOAST tables
+ * and TOAST indexes. Backend-local counters, not flushed inside a transaction
+ * block, so the difference around a call is that call's. */
+static int64_t xact_blocks(PGconn *c)
+{
+    return qt_i(c, "SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0)::INT8 "
+                   "FROM pg_class c WHERE c.relnamespace = 'queen'::regnamespace "
+                   "OR c.oid IN (SELECT t.reltoastrelid FROM pg_class t "
+                   "WHERE t.relnamespace = 'queen'::regnamespace) "
+                   "OR c.oid IN (SELECT i.indexrelid FROM pg_index i JOIN pg_class t "
+                   "ON t.reltoastrelid = i.indrelid WHERE t.relnamespace = 'queen'::regnamespace)");
+}
+
+/* One positional pop (budget 1: the next segment) and its ack on partition
+ * part, each inside a transaction block; *pop_blocks / *ack_blocks the blocks
+ * each read. Returns the offset popped. */
+static int64_t pop_ack_blocks(PGconn *c, const char *part, int64_t *pop_blocks, int64_t *ack_blocks)
+{
+    char pid[37];
+    qt_pid(c, "depth", part, pid);
+    PQclear(qt_q(c, "BEGIN"));
+    int64_t b0 = xact_blocks(c);
+    PGresult *r = pop(c, "depth", part, "g", 1, "w-depth");
+    int64_t b1 = xact_blocks(c);
+    ck_assert_int_eq(qt_taken(r), 1);
+    int64_t off = qt_gi(r, 0, "r_base") + qt_gi(r, 0, "r_start_idx");
+    PQclear(r);
+    struct qt_ack_item it = {NULL, off, 1};
+    r = qt_ack(c, pid, "g", "w-depth", &it, 1);
+    int64_t b2 = xact_blocks(c);
+    ck_assert_int_eq(qt_gi(r, 0, "r_outcome"), 1);
+    PQclear(r);
+    PQclear(qt_q(c, "COMMIT"));
+    *pop_blocks = b1 - b0;
+    *ack_blocks = b2 - b1;
+    return off;
+}
+
+/* Positional pop + ack stay flat with backlog depth: with 10,000 segments ahead
+ * of the cursor they read about as many blocks as with about 10 (the head probe and
+ * the forward walk go through the primary key and stop at the budget; the ack
+ * touches the cursor row only). A pop or ack that scanned the backlog would read
+ * hundreds of blocks more. */
+START_TEST(test_pop_ack_flat_with_backlog_depth)
+{
+    PGconn *c = qt_connect();
+    static const struct {
+        const char *part;
+        int segs;
+    } parts[2] = {{"shallow", 20}, {"deep", 10000}};
+    for (int k = 0; k < 2; k++) {
+        qt_push1(c, "depth", parts[k].part, parts[k].part, 0, 1); /* creates it, offset 0 */
+        char pid[37];
+        qt_pid(c, "depth", parts[k].part, pid);
+        /* the rest of the backlog written directly: segment g holds offset g */
+        PQclear(qt_q(c,
+                     "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, "
+                     "created_at, blob) SELECT '%s', g, g, now(), '\\x00'::bytea "
+                     "FROM generate_series(1, %d) g",
+                     pid, parts[k].segs - 1));
+        PQclear(qt_q(c,
+                     "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, "
+                     "created_at, hashes) SELECT '%s', g, g, now(), "
+                     "decode(lpad(to_hex(g), 32, '0'), 'hex') FROM generate_series(1, %d) g",
+                     pid, parts[k].segs - 1));
+        PQclear(qt_q(c, "UPDATE queen.log_partitions SET last_offset = %d WHERE id = '%s'",
+                     parts[k].segs - 1, pid));
+    }
+    PQclear(qt_q(c, "ANALYZE queen.log_segments, queen.log_txns, queen.log_consumers"));
+    /* first contact and warm plan caches: several rounds on each */
+    int64_t pb, ab;
+    for (int i = 0; i < 8; i++)
+        for (int k = 0; k < 2; k++)
+            ck_assert_int_eq(pop_ack_blocks(c, parts[k].part, &pb, &ab), i);
+    int64_t best_pop[2] = {INT64_MAX, INT64_MAX}, best_ack[2] = {INT64_MAX, INT64_MAX};
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 2; k++) {
+            pop_ack_blocks(c, parts[k].part, &pb, &ab);
+            best_pop[k] = pb < best_pop[k] ? pb : best_pop[k];
+            best_ack[k] = ab < best_ack[k] ? ab : best_ack[k];
+        }
+    ck_assert_int_gt(best_pop[0], 0);
+    ck_assert_int_gt(best_ack[0], 0);
+    ck_assert_msg(best_pop[1] <= 2 * best_pop[0] + 10,
+                  "pop reads %lld blocks 10,000 segments deep, %lld about 10 deep",
+                  (long long)best_pop[1], (long long)best_pop[0]);
+    ck_assert_msg(best_ack[1] <= 2 * best_ack[0] + 10,
+                  "ack reads %lld blocks 10,000 segments deep, %lld about 10 deep",
+                  (long long)best_ack[1], (long long)best_ack[0]);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_pop(void)
 {
     Suite *s = suite_create("pop");
@@ -680,6 +774,7 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_has_pending);
     tcase_add_test(tc, test_provisioning_by_pop);
     tcase_add_test(tc, test_first_base_since_matches_walk);
+    tcase_add_test(tc, test_pop_ack_flat_with_backlog_depth);
     suite_add_tcase(s, tc);
     return s;
 }
