@@ -140,13 +140,17 @@ BEGIN
            OR octet_length(coalesce(nullif(p_partition, ''), 'Default')) > 255 THEN
             RAISE EXCEPTION 'QPUSH unknown partition %', p_pid USING ERRCODE = 'no_data_found';
         END IF;
-        SELECT p.id, p.last_offset, p.txns_start, q.dedup_window_seconds
-        INTO r_pid, v_last, v_txs, r_window
+        r_pid := qn.partition_provision(p_tenant, p_queue,
+                                        coalesce(nullif(p_partition, ''), 'Default'));
+        SELECT p.last_offset, p.txns_start, q.dedup_window_seconds
+        INTO v_last, v_txs, r_window
         FROM queen.log_partitions p
         JOIN queen.queues q ON q.id = p.queue_id
-        WHERE p.id = qn.partition_provision(p_tenant, p_queue,
-                                            coalesce(nullif(p_partition, ''), 'Default'))
+        WHERE p.id = r_pid
         FOR NO KEY UPDATE OF p;
+        IF NOT FOUND THEN              -- deleted again in between
+            RAISE EXCEPTION 'QPUSH unknown queue or partition';
+        END IF;
         v_from := -1;                  -- the watermark was not vouched for this partition
     END IF;
     -- The stamp, after the lock (invariant 3).

@@ -639,6 +639,88 @@ START_TEST(test_resolve_finds_what_committed)
 }
 END_TEST
 
+/* push_one_v1 of one frame of transaction id txn: pid (text or NULL), the
+ * verified watermark, the cache window (NULL: none), queue name (NULL: none). */
+static PGresult *push_one_sql(PGconn *c, const char *pid, const char *txn, int64_t verified,
+                              const char *window, const char *queue, bool strict)
+{
+    uint8_t h[16];
+    char hex[33];
+    qt_hash(txn, h);
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    char pidv[48], qv[160], sql[512];
+    snprintf(pidv, sizeof pidv, pid ? "'%s'::uuid" : "NULL::uuid", pid);
+    snprintf(qv, sizeof qv, queue ? "'%s'" : "NULL", queue);
+    snprintf(sql, sizeof sql,
+             "SELECT * FROM qn.push_one_v1(%s, 1, decode('%s', 'hex'), %lld, '\\x01'::bytea, "
+             "%s, %s, false, %s, 'p')",
+             pidv, hex, (long long)verified, strict ? "true" : "false", window ? window : "NULL",
+             qv);
+    return PQexec(c, sql);
+}
+
+/* push_one_v1, the partition-keyed entry point: by id; an unknown id is found
+ * by name when the names are given (and its watermark not trusted), refused
+ * otherwise; duplicates as arrays; strict raises. */
+START_TEST(test_push_one_by_id)
+{
+    PGconn *c = qt_connect();
+    PGresult *r = push_one_sql(c, NULL, "one-0", -1, NULL, "one.q", false);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_window"), 3600);
+    char pid[37];
+    snprintf(pid, sizeof pid, "%s", qt_gs(r, 0, "r_pid"));
+    PQclear(r);
+    qt_pid(c, "one.q", "p", pid);
+    /* by id, vouched: queued without a probe */
+    r = push_one_sql(c, pid, "one-1", 0, NULL, NULL, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 1);
+    PQclear(r);
+    /* a duplicate: arrays of frame index and original offset, nothing written */
+    r = push_one_sql(c, pid, "one-1", -1, NULL, NULL, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_dup_idx"), "{0}");
+    ck_assert_str_eq(qt_gs(r, 0, "r_dup_off"), "{1}");
+    ck_assert(qt_gnull(r, 0, "r_base"));
+    ck_assert(qt_gnull(r, 0, "r_created_at"));
+    PQclear(r);
+    /* a watermark vouched under a narrower window than the queue's: probed */
+    r = push_one_sql(c, pid, "one-1", 5, "60", NULL, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    PQclear(r);
+    r = push_one_sql(c, pid, "one-1", 5, "3600", NULL, false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0); /* trusted: vouched above 1 */
+    PQclear(r);
+    /* strict */
+    r = push_one_sql(c, pid, "one-1", -1, NULL, NULL, true);
+    ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23505");
+    PQclear(r);
+    /* an id that does not exist: refused without names ... */
+    r = push_one_sql(c, "00000000-0000-0000-0000-0000000000aa", "one-2", -1, NULL, NULL, false);
+    ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "P0002");
+    PQclear(r);
+    /* ... found by name with them, the watermark ignored (one-1 is found) */
+    r = push_one_sql(c, "00000000-0000-0000-0000-0000000000aa", "one-1", 100, NULL, "one.q", false);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pid);
+    PQclear(r);
+    ck_assert_int_eq(qt_i(c, "SELECT last_offset FROM queen.log_partitions WHERE id = '%s'", pid),
+                     2);
+    check_invariants(c, pid);
+    /* bad segment */
+    char msg[256];
+    qt_fail(c, msg, sizeof msg,
+            "SELECT * FROM qn.push_one_v1('%s', 2, '\\x00112233445566778899aabbccddeeff', -1, "
+            "'\\x01')",
+            pid);
+    ck_assert_str_eq(msg, "QPUSH bad segment");
+    PQfinish(c);
+}
+END_TEST
+
 static char *captured;
 static void capture(void *arg, const PGresult *res)
 {
@@ -810,6 +892,7 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_quantized_and_coalesced_columns);
     tcase_add_test(tc, test_rolled_back_push_leaves_no_hole);
     tcase_add_test(tc, test_segment_at);
+    tcase_add_test(tc, test_push_one_by_id);
     suite_add_tcase(s, tc);
     return s;
 }
