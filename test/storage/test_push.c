@@ -1,7 +1,8 @@
 /*
  * test_push.c - push.c against the real procedures: queued verdicts, duplicate
  * verdicts with the original offsets, strict pushes, bundles across partitions in
- * input order, segment_at_v1, and concurrent pushes through the pool.
+ * input order, segment_at_v1, concurrent pushes through the pool, and pushes by
+ * partition id once the store knows the ids (stale ids found again by name).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,127 @@ START_TEST(bad_input)
 }
 END_TEST
 
+static uint64_t statements(qn_store *st)
+{
+    struct qn_store_stats x;
+    qn_store_get_stats(st, &x);
+    return x.statements;
+}
+
+/* The first push to a partition goes by names (push_v1); once the store knows
+ * every partition id of a bundle, the bundle is one push_one_v1 per segment in
+ * one sync. A remembered id that no longer exists (the queue was deleted and
+ * made again) is found again by name, and its watermark is not trusted. */
+START_TEST(pushes_by_id_once_known)
+{
+    struct qt_seg a, b, c;
+    qt_seg_make(&a, 2, "id-a", 0);
+    qt_seg_make(&b, 3, "id-b", 0);
+    qt_seg_make(&c, 1, "id-c", 0);
+    struct qt_push_out o;
+    uint64_t n0 = statements(S);
+    ck_assert_int_eq(qt_push1(B, S, "byid", "p0", &a, &o), QN_OK);
+    ck_assert_uint_eq(statements(S) - n0, 1);
+    uint8_t pid0[16];
+    memcpy(pid0, o.segs[0].pid, 16);
+    struct qn_push_segment three[3] = {qt_push_seg(&b, "byid", "p1"), qt_push_seg(&c, "byid", "p0"),
+                                       qt_push_seg(&c, "byid", "p1")};
+    three[1].verified = 1;
+    three[2].verified = INT64_MAX;
+    /* p1 unknown: one push_v1 */
+    n0 = statements(S);
+    ck_assert_int_eq(qt_push(B, S, three, 3, false, &o), QN_OK);
+    ck_assert_uint_eq(statements(S) - n0, 1);
+    ck_assert_int_eq(o.segs[0].base, 0);
+    ck_assert_int_eq(o.segs[1].base, 2);
+    ck_assert_int_eq(o.segs[2].base, 3);
+    /* all known: three push_one_v1, results in input order; the duplicates of
+     * the second segment (c again, in p0) are found by the probe (unverified) */
+    three[1].verified = -1;
+    n0 = statements(S);
+    ck_assert_int_eq(qt_push(B, S, three, 3, false, &o), QN_OK);
+    ck_assert_uint_eq(statements(S) - n0, 3);
+    ck_assert_int_eq(o.segs[0].status, QN_PUSH_DUPLICATE);
+    ck_assert_uint_eq(o.segs[0].ndups, 3);
+    ck_assert_int_eq(o.segs[0].dups[2].offset, 2);
+    ck_assert_int_eq(o.segs[1].status, QN_PUSH_DUPLICATE);
+    ck_assert_uint_eq(o.segs[1].ndups, 1);
+    ck_assert_int_eq(o.segs[1].dups[0].offset, 2);
+    ck_assert_mem_eq(o.segs[1].pid, pid0, 16);
+    ck_assert_int_eq(o.segs[2].status, QN_PUSH_QUEUED); /* vouched by INT64_MAX */
+    ck_assert_int_eq(o.segs[2].base, 4);
+    /* a watermark vouched for another partition is not sent */
+    struct qn_push_segment p = qt_push_seg(&a, "byid", "p0");
+    p.verified = INT64_MAX;
+    p.cache_pid = o.segs[2].pid; /* p1's id */
+    ck_assert_int_eq(qt_push(B, S, &p, 1, false, &o), QN_OK);
+    ck_assert_int_eq(o.segs[0].status, QN_PUSH_DUPLICATE);
+
+    /* the queue deleted and made again by another store: the remembered id is
+     * gone; the push finds the new partition by name, probes it whatever the
+     * watermark says, and the store remembers the new id */
+    char *gone = qt_value(CI, "SELECT qn.delete_queue_v1('byid')");
+    ck_assert_str_eq(gone, "t");
+    free(gone);
+    qn_store *s2 = qt_store(B, CI, 1, 4);
+    ck_assert_int_eq(qt_push1(B, s2, "byid", "p0", &b, &o), QN_OK);
+    uint8_t pid0b[16];
+    memcpy(pid0b, o.segs[0].pid, 16);
+    ck_assert(memcmp(pid0b, pid0, 16) != 0);
+    qn_store_free(s2);
+    p = qt_push_seg(&b, "byid", "p0");
+    p.verified = 100;
+    n0 = statements(S);
+    ck_assert_int_eq(qt_push(B, S, &p, 1, false, &o), QN_OK);
+    ck_assert_uint_eq(statements(S) - n0, 1);
+    ck_assert_int_eq(o.segs[0].status, QN_PUSH_DUPLICATE);
+    ck_assert_mem_eq(o.segs[0].pid, pid0b, 16);
+    p = qt_push_seg(&c, "byid", "p0");
+    ck_assert_int_eq(qt_push(B, S, &p, 1, false, &o), QN_OK);
+    ck_assert_int_eq(o.segs[0].status, QN_PUSH_QUEUED);
+    ck_assert_int_eq(o.segs[0].base, 3);
+    ck_assert_mem_eq(o.segs[0].pid, pid0b, 16);
+    char *last = qt_value(CI, "SELECT string_agg(p.name || '=' || p.last_offset, ',' ORDER BY "
+                              "p.name) FROM queen.log_partitions p JOIN queen.queues q ON "
+                              "q.id = p.queue_id WHERE q.name = 'byid'");
+    ck_assert_str_eq(last, "p0=3");
+    free(last);
+    qt_seg_free(&a);
+    qt_seg_free(&b);
+    qt_seg_free(&c);
+}
+END_TEST
+
+/* pid_cache 0: every push goes by names. */
+START_TEST(pid_cache_off_pushes_by_name)
+{
+    struct qn_store_config cfg;
+    qn_store_config_defaults(&cfg);
+    cfg.conninfo = CI;
+    cfg.pool_size = 1;
+    cfg.pid_cache = 0;
+    qn_store *s0 = qt_store_cfg(B, &cfg);
+    struct qt_seg a, b;
+    qt_seg_make(&a, 1, "off-a", 0);
+    qt_seg_make(&b, 1, "off-b", 0);
+    struct qn_push_segment two[2] = {qt_push_seg(&a, "nocache", "x"),
+                                     qt_push_seg(&b, "nocache", "y")};
+    struct qt_push_out o;
+    for (int i = 0; i < 2; i++) {
+        uint64_t n0 = statements(s0);
+        ck_assert_int_eq(qt_push(B, s0, two, 2, false, &o), QN_OK);
+        ck_assert_uint_eq(statements(s0) - n0, 1);
+    }
+    ck_assert_int_eq(o.segs[0].status, QN_PUSH_DUPLICATE);
+    cfg.pid_cache = (1 << 24) + 1;
+    qn_store *bad = NULL;
+    ck_assert_int_eq(qn_store_new(B, &cfg, &bad), QN_EINVAL);
+    qn_store_free(s0);
+    qt_seg_free(&a);
+    qt_seg_free(&b);
+}
+END_TEST
+
 static int done_count;
 
 static void count_cb(void *ud, const struct qn_store_status *st, const struct qn_push_result *r)
@@ -272,6 +394,8 @@ Suite *qn_test_push_suite(void)
     tcase_add_test(t, segment_at_reads_back);
     tcase_add_test(t, bad_input);
     tcase_add_test(t, concurrent_pushes_get_disjoint_ranges);
+    tcase_add_test(t, pushes_by_id_once_known);
+    tcase_add_test(t, pid_cache_off_pushes_by_name);
     suite_add_tcase(s, t);
     return s;
 }
