@@ -5,7 +5,8 @@
  * them), then read back from pg_stat_statements (top-level and nested
  * statements, planning and execution) and pg_stat_user_functions.
  *
- * Usage: bench_sqlprof [--calls N] [--warmup N] [--only NAME] [URL]
+ * Usage: bench_sqlprof [--calls N] [--warmup N] [--only NAMES] [--track top]
+ *                      [--async-commit] [URL]
  * URL (or QUEEN_DATABASE_URL) names a cluster started with the profiling
  * settings (QN_PG_PROFILE=1 scripts/pg.sh start DIR); the program works in a
  * fresh database `queen_sqlprof` (dropped and re-created).
@@ -16,6 +17,9 @@
  *   push100    one 100-message segment per call
  *   bundle16   16 partitions x 100-message segments per call
  *   bundle16x1 16 partitions x 1-message segments per call
+ *   bundle16loop  bundle16 as one call of a scratch PL/pgSQL function looping
+ *              over push_one_v1 (the "outer call" shape, for comparison with
+ *              the store's pipelined push_one_v1 calls)
  *   pop        pop_v1 of one named partition, budget 100 (its one segment)
  *   renew      renew_lease_v1 of that pop's lease (one per worker)
  *   ack        ack_v1 of the batch's last offset (positional)
@@ -28,7 +32,12 @@
  * statements (nested statements that do not themselves call a procedure of
  * ours running statements): the PL/pgSQL interpreter, expressions evaluated
  * outside statements, function-call setup, returning rows.
- * Figures include the profiling overhead of track = all and track_planning.
+ * Figures include the profiling overhead of track = all and track_planning;
+ * --track top sets pg_stat_statements.track = top on the measured session (only
+ * the top-level statements are timed: server time without that overhead).
+ * "wall" is the client's time per call (median), round trip and commit
+ * included; --async-commit sets synchronous_commit = off on the measured
+ * session so that the commit's WAL flush (and the machine's I/O noise) leaves it.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -36,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 #include <libpq-fe.h>
@@ -57,7 +67,11 @@ struct seg {
     uint32_t count;
 };
 
+static bool track_top, async_commit;
+
 struct ctx {
+    double *wall; /* per measured call, µs */
+    int nwall;
     struct event_base *base;
     qn_store *st;
     PGconn *side;
@@ -146,6 +160,38 @@ static void reset_stats(struct ctx *c)
     exec_or_die(c->side, "SELECT pg_stat_reset()");
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of the recorded wall times (and forgets them). */
+static double wall_median(struct ctx *c)
+{
+    if (c->nwall == 0)
+        return 0;
+    qsort(c->wall, (size_t)c->nwall, sizeof *c->wall, cmp_double);
+    double m = c->wall[c->nwall / 2];
+    c->nwall = 0;
+    return m;
+}
+
+/* Runs raw SQL on the measured session (its settings persist there). */
+static void session_sql(struct ctx *c, const char *sql)
+{
+    if (qn__store_sql(c->st, -1, sql, NULL, NULL, 1, NULL, raw_done, c, NULL) != QN_OK)
+        die("session", sql);
+    wait_done(c);
+}
+
 /* ---------------------------------------------------------------- payloads */
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -219,10 +265,72 @@ struct pushset {
     int nparts;
     const struct seg *seg;
     int64_t last[MAXP];
+    bool loop;             /* through prof_push_loop (needs pid) */
+    uint8_t pid[MAXP][16]; /* ascending after the first push, with last[] to match */
 };
+
+static int cmp_pid(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+static void loop_done(void *ud, const struct qn_store_status *st, const PGresult *res)
+{
+    struct ctx *c = ud;
+    note(c, st);
+    if (st->code == QN_OK)
+        for (int i = 0; i < PQntuples(res) && i < MAXP; i++) {
+            /* r_base, binary int8 */
+            const uint8_t *v = (const uint8_t *)PQgetvalue(res, i, 0);
+            uint64_t b = 0;
+            for (int k = 0; k < 8; k++)
+                b = b << 8 | v[k];
+            c->base_off[i] = (int64_t)b;
+        }
+}
+
+/* One bundle as one call of prof_push_loop (pids ascending). */
+static void push_loop_once(struct ctx *c, struct pushset *ps)
+{
+    static const uint32_t types[5] = {QN_OID_UUID_ARR, QN_OID_INT4_ARR, QN_OID_BYTEA_ARR,
+                                      QN_OID_INT8_ARR, QN_OID_BYTEA_ARR};
+    struct qn__arena a;
+    struct qn__params p;
+    const uint8_t *pids[MAXP], *hs[MAXP], *bs[MAXP];
+    int32_t pl[MAXP], counts[MAXP];
+    size_t hl[MAXP], bl[MAXP];
+    qn__arena_init(&a, (size_t)1 << 28);
+    qn__params_init(&p, &a, 5);
+    for (int i = 0; i < ps->nparts; i++) {
+        pids[i] = ps->pid[i];
+        pl[i] = 16;
+        counts[i] = (int32_t)ps->seg->count;
+        hs[i] = ps->seg->hashes;
+        hl[i] = (size_t)ps->seg->count * 16;
+        bs[i] = ps->seg->blob.data;
+        bl[i] = ps->seg->blob.len;
+    }
+    size_t n = (size_t)ps->nparts;
+    qn__p_array(&p, 0, QN_OID_UUID, pids, pl, n);
+    qn__p_arr_i32(&p, 1, counts, n);
+    qn__p_arr_bytea(&p, 2, hs, hl, n);
+    qn__p_arr_i64(&p, 3, ps->last, n);
+    qn__p_arr_bytea(&p, 4, bs, bl, n);
+    if (qn__store_sql(c->st, -1, "SELECT r_base FROM prof_push_loop($1, $2, $3, $4, $5)", types, &p,
+                      1, NULL, loop_done, c, NULL) != QN_OK)
+        die("push loop", NULL);
+    qn__arena_free(&a);
+    wait_done(c);
+    for (int i = 0; i < ps->nparts; i++)
+        ps->last[i] = c->base_off[i] + ps->seg->count - 1;
+}
 
 static void push_once(struct ctx *c, struct pushset *ps)
 {
+    if (ps->loop) {
+        push_loop_once(c, ps);
+        return;
+    }
     struct qn_push_segment segs[MAXP];
     char names[MAXP][8];
     for (int i = 0; i < ps->nparts; i++) {
@@ -373,9 +481,16 @@ static void report(struct ctx *c, const char *name, int calls, const char *top_l
         printf("   function %-28s %6.2f calls, total %7.1f, self %7.1f\n", PQgetvalue(r, i, 0),
                num(r, i, 1) / calls, num(r, i, 2) * 1000.0 / calls, num(r, i, 3) * 1000.0 / calls);
     PQclear(r);
-    printf("   SUMMARY %-10s server %.1f µs/call = plan %.1f (%.2f plans/call) + exec %.1f; "
-           "leaf statements %.1f, between statements %.1f\n",
-           name, top_exec + top_plan, top_plan, top_plans / calls, top_exec, leaf, top_exec - leaf);
+    double wall = wall_median(c);
+    if (track_top)
+        printf("   SUMMARY %-12s server %.1f µs/call = plan %.1f (%.2f plans/call) + exec %.1f; "
+               "wall %.1f\n",
+               name, top_exec + top_plan, top_plan, top_plans / calls, top_exec, wall);
+    else
+        printf("   SUMMARY %-12s server %.1f µs/call = plan %.1f (%.2f plans/call) + exec %.1f; "
+               "leaf statements %.1f, between statements %.1f; wall %.1f\n",
+               name, top_exec + top_plan, top_plan, top_plans / calls, top_exec, leaf,
+               top_exec - leaf, wall);
     fflush(stdout);
 }
 
@@ -386,30 +501,49 @@ static bool wanted(const char *only, const char *name)
     return only == NULL || strstr(only, name) != NULL;
 }
 
-static void run_push(struct ctx *c, const char *name, const char *queue, int nparts,
-                     const struct seg *seg, int calls, int warmup)
+static void timed_push(struct ctx *c, struct pushset *ps)
 {
-    struct pushset ps = {queue, nparts, seg, {0}};
+    double t0 = now_us();
+    push_once(c, ps);
+    c->wall[c->nwall++] = now_us() - t0;
+}
+
+static void run_push(struct ctx *c, const char *name, const char *queue, int nparts,
+                     const struct seg *seg, int calls, int warmup, bool loop)
+{
+    struct pushset ps;
+    memset(&ps, 0, sizeof ps);
+    ps.queue = queue;
+    ps.nparts = nparts;
+    ps.seg = seg;
     for (int i = 0; i < MAXP; i++)
         ps.last[i] = -1;
     push_once(c, &ps); /* first contact: creates the queue and its partitions */
+    if (loop) {
+        /* partitions p0.. were created with ids in no order: name them by id
+         * (every partition has the same last offset, so last[] still holds) */
+        for (int i = 0; i < nparts; i++)
+            memcpy(ps.pid[i], c->pid[i], 16);
+        qsort(ps.pid, (size_t)nparts, 16, cmp_pid);
+        ps.loop = true;
+    }
     for (int i = 0; i < warmup; i++)
         push_once(c, &ps);
     reset_stats(c);
     for (int i = 0; i < calls; i++)
-        push_once(c, &ps);
+        timed_push(c, &ps);
     flush_stats(c);
-    report(c, name, calls, "push");
+    report(c, name, calls, loop ? "prof_push_loop" : "push");
 }
 
 int main(int argc, char **argv)
 {
     int calls = 2000, warmup = 200;
     const char *only = NULL;
-    static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
-                                         {"warmup", required_argument, 0, 'w'},
-                                         {"only", required_argument, 0, 'o'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"calls", required_argument, 0, 'c'},  {"warmup", required_argument, 0, 'w'},
+        {"only", required_argument, 0, 'o'},   {"track", required_argument, 0, 't'},
+        {"async-commit", no_argument, 0, 'a'}, {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
@@ -422,8 +556,17 @@ int main(int argc, char **argv)
         case 'o':
             only = optarg;
             break;
+        case 't':
+            track_top = strcmp(optarg, "top") == 0;
+            break;
+        case 'a':
+            async_commit = true;
+            break;
         default:
-            fprintf(stderr, "usage: %s [--calls N] [--warmup N] [--only NAMES] [URL]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--calls N] [--warmup N] [--only NAMES] [--track top] "
+                    "[--async-commit] [URL]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -451,6 +594,19 @@ int main(int argc, char **argv)
     char err[1024] = "";
     if (qn_migrate(ci, 60000, NULL, err, sizeof err) != QN_OK)
         die("schema", err);
+    /* the "outer call" shape of a bundle, for comparison (bundle16loop) */
+    exec_or_die(c.side,
+                "CREATE FUNCTION prof_push_loop(p_pids UUID[], p_counts INT4[], p_hashes BYTEA[], "
+                "p_verified INT8[], p_blobs BYTEA[]) RETURNS TABLE (r_base INT8) "
+                "LANGUAGE plpgsql AS $$ DECLARE x RECORD; BEGIN "
+                "FOR i IN 1 .. cardinality(p_pids) LOOP "
+                "SELECT * INTO x FROM qn.push_one_v1(p_pids[i], p_counts[i], p_hashes[i], "
+                "p_verified[i], p_blobs[i]); "
+                "IF x.r_status <> 0 THEN RAISE EXCEPTION 'not queued'; END IF; "
+                "r_base := x.r_base; RETURN NEXT; END LOOP; END $$");
+    c.wall = calloc((size_t)calls + 16, sizeof *c.wall);
+    if (c.wall == NULL)
+        die("out of memory", NULL);
 
     c.base = event_base_new();
     struct qn_store_config cfg;
@@ -469,6 +625,10 @@ int main(int argc, char **argv)
         event_base_loop(c.base, EVLOOP_ONCE);
     if (!qn_store_is_up(c.st))
         die("store did not come up", NULL);
+    if (track_top)
+        session_sql(&c, "SET pg_stat_statements.track = 'top'");
+    if (async_commit)
+        session_sql(&c, "SET synchronous_commit = off");
 
     qn_zctx *z = NULL;
     qn_zctx_new(&z);
@@ -480,13 +640,15 @@ int main(int argc, char **argv)
            calls, warmup, s1.blob.len, s100.blob.len);
 
     if (wanted(only, "push1"))
-        run_push(&c, "push1", "prof.push1", 1, &s1, calls, warmup);
+        run_push(&c, "push1", "prof.push1", 1, &s1, calls, warmup, false);
     if (wanted(only, "push100"))
-        run_push(&c, "push100", "prof.push100", 1, &s100, calls, warmup);
+        run_push(&c, "push100", "prof.push100", 1, &s100, calls, warmup, false);
     if (wanted(only, "bundle16"))
-        run_push(&c, "bundle16", "prof.bundle16", 16, &s100, calls, warmup);
+        run_push(&c, "bundle16", "prof.bundle16", 16, &s100, calls, warmup, false);
     if (wanted(only, "bundle16x1"))
-        run_push(&c, "bundle16x1", "prof.bundle16x1", 16, &s1, calls, warmup);
+        run_push(&c, "bundle16x1", "prof.bundle16x1", 16, &s1, calls, warmup, false);
+    if (only != NULL && strstr(only, "bundle16loop") != NULL)
+        run_push(&c, "bundle16loop", "prof.bundle16loop", 16, &s100, calls, warmup, true);
     if (wanted(only, "pop") || wanted(only, "ack") || wanted(only, "renew")) {
         /* One partition per measured call, each holding one 100-message segment,
          * so that pops, renewals and acks can each be measured alone: pop every
@@ -522,7 +684,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             if (i == 1 + warmup)
                 reset_stats(&c);
+            double t0 = now_us();
             pop_one(&c, "prof.pop", tg[i].part, tg[i].worker);
+            if (i > warmup)
+                c.wall[c.nwall++] = now_us() - t0;
             memcpy(tg[i].pid, c.pid[0], 16);
             tg[i].last = c.pop_last;
         }
@@ -531,14 +696,20 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             if (i == 1 + warmup)
                 reset_stats(&c);
+            double t0 = now_us();
             renew_one(&c, tg[i].worker);
+            if (i > warmup)
+                c.wall[c.nwall++] = now_us() - t0;
         }
         flush_stats(&c);
         report(&c, "renew", calls, "renew_lease");
         for (int i = 0; i < n; i++) {
             if (i == 1 + warmup)
                 reset_stats(&c);
+            double t0 = now_us();
             ack_one(&c, tg[i].pid, tg[i].worker, tg[i].last);
+            if (i > warmup)
+                c.wall[c.nwall++] = now_us() - t0;
         }
         flush_stats(&c);
         report(&c, "ack", calls, "qn.ack");
@@ -554,5 +725,6 @@ int main(int argc, char **argv)
     qn_buf_free(&s100.blob);
     free(s1.hashes);
     free(s100.hashes);
+    free(c.wall);
     return 0;
 }
