@@ -1,9 +1,11 @@
--- 003_log_push.sql - push_v1 (the allocator and the authoritative dedup probe) and
--- segment_at_v1 (read segments back by offset).
+-- 003_log_push.sql - push_one_v1 (one segment into one partition by id: the hot
+-- path), push_v1 (by names: first contact; the allocator and the authoritative
+-- dedup probe either way) and segment_at_v1 (read segments back by offset).
 --
 -- Does: provision missing queues and partitions, lock every involved partition
--- row in ascending id, probe log_txns for duplicates BEFORE allocating, allocate
--- offset ranges, insert the segment and its hash sidecar row.
+-- row in ascending id (one statement per partition, never several), probe
+-- log_txns for duplicates BEFORE allocating, allocate offset ranges, insert the
+-- segment and its hash sidecar row.
 -- Does not: hash, compress or look inside blobs (the broker does), or dedup
 -- inside one segment (the caller guarantees its hashes are distinct).
 --
@@ -13,7 +15,7 @@
 --      is race-free across brokers.
 --   2. A duplicate writes nothing (no allocator bump, no segment, no sidecar), so
 --      no savepoint is needed and the bundle's other segments commit untouched.
---   3. created_at = clock_timestamp() taken after every lock of the call is held,
+--   3. created_at = clock_timestamp() taken after the partition's row lock is held,
 --      so it is monotone per partition in commit order.
 --   4. log_txns is written for every queued segment whatever the dedup window:
 --      ack by transaction id resolves through it.
@@ -21,10 +23,12 @@
 --      last_write_at only moves when more than a second old, so the allocator
 --      UPDATE of a partition that already holds data stays HOT.
 --
--- "SET jit = off" on this and the other procedures whose statements can be
--- estimated expensive (large windows, many partitions): JIT code is compiled
--- again at every execution, tens of milliseconds on a call that otherwise takes
--- one. The clause costs well under a microsecond per call.
+-- JIT: its code is compiled again at every execution, tens of milliseconds on a
+-- call that otherwise takes one. The other files put "SET jit = off" on the
+-- procedures whose statements can be estimated expensive (large windows, many
+-- partitions). Here only the one-shot probe can be, so push_one_v1 turns JIT off
+-- with set_config(..., true) just before it, and the common vouched call pays
+-- nothing (a SET clause saves and restores the setting at every call).
 
 -- The zero-based index of hash p_h in the 16-byte-stride set p_set, or NULL.
 -- Only 16-aligned matches count (a match straddling two hashes is skipped).

@@ -237,7 +237,11 @@ struct qn_push_result {
 typedef void (*qn_push_cb)(void *ud, const struct qn_store_status *st,
                            const struct qn_push_result *res);
 
-/* push_v1 in one transaction (one commit for every partition of the bundle).
+/* One transaction (one commit for every partition of the bundle): push_v1 by
+ * names, or, when the store knows the id of every partition of the bundle
+ * (pid_cache, learnt from earlier results), one push_one_v1 per segment in
+ * ascending partition id, pipelined in one round trip. Results, errors and
+ * semantics are the same either way.
  * strict: a duplicate fails the whole call with QN_EDUPLICATE. A write: a push
  * in doubt (QN_EINDOUBT) is resolved with qn_store_push_resolve. */
 int qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
