@@ -1,7 +1,8 @@
 /*
  * test_sql_schema.c - 000_schema.sql, 001_log_schema.sql, 002_log_indexes.sql
  * and how qn_migrate applies them: idempotence, concurrent migrations, the
- * tuning the seeds require, the two pure helpers.
+ * tuning the seeds require, the two pure helpers, and that the hot-path
+ * procedures are PL/pgSQL without per-call SET clauses.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -224,6 +225,45 @@ START_TEST(test_tuning_and_shape)
 }
 END_TEST
 
+/* The procedures the broker calls per message or per batch are PL/pgSQL (their
+ * statements' plans are cached per session; a SQL-language function with
+ * parameters is planned again at every call, and a distributed PostgreSQL cannot
+ * push it down), and the cheapest of them carry no SET clause (it saves and
+ * restores the setting at every call; they turn JIT off only around their
+ * one-shot statements). */
+START_TEST(test_hot_path_is_plpgsql)
+{
+    PGconn *c = qt_connect();
+    static const char *hot =
+        "'push_one_v1','push_v1','partition_provision','segment_at_v1','pop_v1',"
+        "'pop_discover_v1','pop_partition','note_empty_scan','has_pending_v1','pop_gate_v1',"
+        "'ack_v1','dlq_head_v1','renew_lease_v1','release_lease_v1','check_leases_v1',"
+        "'partition_meta_v1','txns_since_v1','txns_window_v1','retention_step_v1',"
+        "'txns_purge_step_v1','evict_max_wait_step_v1','partition_dead_v1'";
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(DISTINCT proname) FROM pg_proc WHERE pronamespace = "
+                          "'qn'::regnamespace AND proname IN (%s)",
+                          hot),
+                     22);
+    ck_assert_str_eq(qt_s(c,
+                          "SELECT coalesce(string_agg(p.proname, ','), '') FROM pg_proc p JOIN "
+                          "pg_language l ON l.oid = p.prolang WHERE p.pronamespace = "
+                          "'qn'::regnamespace AND p.proname IN (%s) AND l.lanname <> 'plpgsql'",
+                          hot),
+                     "");
+    ck_assert_str_eq(qt_s(c, "SELECT coalesce(string_agg(proname, ','), '') FROM pg_proc WHERE "
+                             "pronamespace = 'qn'::regnamespace AND proname IN ('push_one_v1', "
+                             "'push_v1', 'pop_partition', 'ack_v1', 'renew_lease_v1', "
+                             "'release_lease_v1') AND proconfig IS NOT NULL"),
+                     "");
+    /* the hot push is keyed on one partition id */
+    ck_assert_str_eq(qt_s(c, "SELECT format_type(proargtypes[0], NULL) FROM pg_proc WHERE "
+                             "oid = 'qn.push_one_v1'::regproc"),
+                     "uuid");
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_unnest_hashes)
 {
     PGconn *c = qt_connect();
@@ -387,6 +427,7 @@ Suite *qt_suite_schema(void)
     tcase_add_test(tc, test_concurrent_migrations);
     tcase_add_test(tc, test_reapply_takes_no_blocking_lock);
     tcase_add_test(tc, test_tuning_and_shape);
+    tcase_add_test(tc, test_hot_path_is_plpgsql);
     tcase_add_test(tc, test_unnest_hashes);
     tcase_add_test(tc, test_zstd_content_size);
     tcase_add_test(tc, test_one_truth_for_defaults);
