@@ -27,7 +27,7 @@ cpu_of() { # total utime+stime ticks of the processes whose command matches $1
 
 run() { # label broker bench db
   local label=$1 broker=$2 bench=$3 db=$4 port pid
-  psql -q "$url" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
+  psql -q "$url" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null 2>&1
   local dburl=${url%/*}/$db
   port=$(( 20000 + RANDOM % 20000 ))
   QUEEN_DATABASE_URL=$dburl QUEEN_PORT=$port QUEEN_HTTP_PORT=0 QUEEN_LOG_LEVEL=warn \
@@ -41,7 +41,7 @@ run() { # label broker bench db
   hz=$(getconf CLK_TCK)
   b0=$(awk '{print $14 + $15}' /proc/$pid/stat); p0=$(cpu_of "postgres: .*$db")
   t0=$(date +%s.%N)
-  line=$("$bench" push --addr 127.0.0.1:$port --batch 100 --partitions 16 --duration "$SECS" | tail -1)
+  line=$("$bench" push --addr 127.0.0.1:$port --batch 100 --partitions 16 --duration "$SECS" | grep '^push ')
   t1=$(date +%s.%N)
   b1=$(awk '{print $14 + $15}' /proc/$pid/stat); p1=$(cpu_of "postgres: .*$db")
   kill "$pid"; wait "$pid" || true
