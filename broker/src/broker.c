@@ -4,9 +4,11 @@
  * console, gRPC-Web: http_routes.c), the metrics registry, the modules it is
  * given (the product's are in modules.c) and the signals that end it.
  *
- * Does: start the modules in order, listen, report the bound ports (log line and
- * QUEEN_PORT_FILE), serve; on the first SIGTERM/SIGINT report NOT_SERVING, let
- * modules stop taking work, close side port connections after their current
+ * Does: load the credentials and keys (security.h) and put their gate on the
+ * server (gRPC and gRPC-Web calls alike), start the modules in order, listen,
+ * report the bound ports (log line and QUEEN_PORT_FILE), serve; on SIGHUP reload
+ * the key files (off the loop); on the first SIGTERM/SIGINT report NOT_SERVING,
+ * let modules stop taking work, close side port connections after their current
  * response, drain the server for up to QUEEN_SHUTDOWN_TIMEOUT_MS and return; a
  * second signal ends the loop at once.
  * Does not: run migrations (the product's module applies the schema off the
@@ -14,8 +16,9 @@
  *
  * Invariants:
  *   1. Teardown runs in reverse: side port and server (cancel every call) ->
- *      modules -> routes, health and reflection -> metrics -> loop, so no
- *      handler or collector runs on freed state.
+ *      modules -> routes, health and reflection -> metrics -> security ->
+ *      loop, so no handler or collector runs on freed state and no call
+ *      outlives the keys its gate used.
  *   2. The loop ends within QUEEN_SHUTDOWN_TIMEOUT_MS of the first signal (the
  *      server's shutdown is bounded by it).
  */
@@ -33,6 +36,7 @@
 #include "obs/metrics.h"
 #include "queen/error.h"
 #include "queen/store.h"
+#include "security.h"
 #include "transport/call.h"
 #include "transport/health.h"
 #include "transport/reflection.h"
@@ -51,7 +55,7 @@ struct run {
     size_t nstarted;
     int signals;       /* signals received */
     int64_t signal_ms; /* when the first arrived */
-    struct event *sig_term, *sig_int;
+    struct event *sig_term, *sig_int, *sig_hup;
     bool wrote_port_file;
     qn_side *side;                 /* the HTTP side port */
     struct qn_http_routes *routes; /* its plain routes */
@@ -90,6 +94,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         if (r->mods[i]->shutdown)
             r->mods[i]->shutdown(r->state[i]);
     qn_rpc_server_shutdown(r->ctx.server, (int)r->ctx.cfg->shutdown_timeout_ms, on_drained, r);
+}
+
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    struct run *r = arg;
+    qn_security_reload(r->ctx.security);
 }
 
 static int write_port_file(const char *path, int port, int tls_port, int http_port)
@@ -138,6 +150,11 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     rc = qn_rpc_server_set_metrics(r.ctx.server, r.ctx.metrics);
     if (rc != QN_OK)
         goto out;
+    rc = qn_security_new(r.ctx.base, cfg, &r.ctx.security);
+    if (rc != QN_OK)
+        goto out;
+    if (qn_security_auth_on(r.ctx.security))
+        qn_rpc_server_set_gate(r.ctx.server, qn_security_gate, r.ctx.security);
     rc = qn_health_new(r.ctx.server, &r.ctx.health);
     if (rc != QN_OK)
         goto out;
@@ -178,8 +195,10 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
      * appears is a shutdown, never the default action. */
     r.sig_term = evsignal_new(r.ctx.base, SIGTERM, on_signal, &r);
     r.sig_int = evsignal_new(r.ctx.base, SIGINT, on_signal, &r);
-    if (r.sig_term == NULL || r.sig_int == NULL || evsignal_add(r.sig_term, NULL) != 0 ||
-        evsignal_add(r.sig_int, NULL) != 0) {
+    r.sig_hup = evsignal_new(r.ctx.base, SIGHUP, on_sighup, &r);
+    if (r.sig_term == NULL || r.sig_int == NULL || r.sig_hup == NULL ||
+        evsignal_add(r.sig_term, NULL) != 0 || evsignal_add(r.sig_int, NULL) != 0 ||
+        evsignal_add(r.sig_hup, NULL) != 0) {
         QN_ERROR("cannot install signal handlers");
         rc = QN_EINTERNAL;
         goto out;
@@ -216,10 +235,13 @@ out:
     qn_reflection_free(refl);
     qn_health_free(r.ctx.health);
     qn_metrics_free(r.ctx.metrics);
+    qn_security_free(r.ctx.security);
     if (r.sig_term)
         event_free(r.sig_term);
     if (r.sig_int)
         event_free(r.sig_int);
+    if (r.sig_hup)
+        event_free(r.sig_hup);
     event_base_free(r.ctx.base);
     if (r.wrote_port_file)
         unlink(cfg->port_file);

@@ -176,6 +176,42 @@ const struct qn_config_var qn_config_vars[] = {
      "period of the per-queue metrics refresh (two database reads, never one per scrape)"},
     {"QUEEN_LOG_FORMAT", QN_CFG_STRING, "text", 0, 0, OFF(log_format),
      "text (one line per event, key=value fields) or json (one JSON object per line)"},
+    /* ---- security: authentication, authorization, tenants, encryption at rest
+     * (w2c-auth; README "Security") */
+    {"QUEEN_AUTH", QN_CFG_STRING, "none", 0, 0, OFF(auth),
+     "none, jwt, mtls or jwt,mtls: how calls are authenticated (jwt,mtls accepts either)"},
+    {"QUEEN_AUTH_OPEN_HEALTH", QN_CFG_BOOL, "true", 0, 0, OFF(auth_open_health),
+     "grpc.health.v1.Health answers without credentials"},
+    {"QUEEN_AUTH_OPEN_REFLECTION", QN_CFG_BOOL, "true", 0, 0, OFF(auth_open_reflection),
+     "server reflection answers without credentials"},
+    {"QUEEN_AUTH_DEFAULT_TENANT", QN_CFG_BOOL, "true", 0, 0, OFF(auth_default_tenant),
+     "a token without the tenant claim acts in the default tenant; false refuses it"},
+    {"QUEEN_JWT_SECRET_FILES", QN_CFG_STRING, "", 0, 0, OFF(jwt_secret_files),
+     "HS256 secret files, comma-separated, each [kid=]path (at least 32 bytes each)"},
+    {"QUEEN_JWT_PUBLIC_KEY_FILES", QN_CFG_STRING, "", 0, 0, OFF(jwt_public_key_files),
+     "PEM public keys (RSA >= 2048 bits: RS256; EC P-256: ES256), comma-separated, each "
+     "[kid=]path"},
+    {"QUEEN_JWT_JWKS_FILE", QN_CFG_STRING, "", 0, 0, OFF(jwt_jwks_file),
+     "JWKS file; a token's kid picks its key"},
+    {"QUEEN_JWT_ISSUER", QN_CFG_STRING, "", 0, 0, OFF(jwt_issuer),
+     "when set, a token's iss must equal it"},
+    {"QUEEN_JWT_AUDIENCE", QN_CFG_STRING, "", 0, 0, OFF(jwt_audience),
+     "when set, a token's aud must contain it"},
+    {"QUEEN_JWT_CLOCK_SKEW_S", QN_CFG_INT, "30", 0, 600, OFF(jwt_clock_skew_s),
+     "seconds of clock skew allowed on exp, nbf and iat"},
+    {"QUEEN_JWT_REQUIRE_EXP", QN_CFG_BOOL, "true", 0, 0, OFF(jwt_require_exp),
+     "refuse tokens without an exp claim"},
+    {"QUEEN_JWT_TENANT_CLAIM", QN_CFG_STRING, "tenant", 0, 0, OFF(jwt_tenant_claim),
+     "claim holding the tenant (a UUID)"},
+    {"QUEEN_JWT_SCOPES_CLAIM", QN_CFG_STRING, "scopes", 0, 0, OFF(jwt_scopes_claim),
+     "claim holding the grants (array, or space-separated string, of scope:pattern)"},
+    {"QUEEN_MTLS_POLICY_FILE", QN_CFG_STRING, "", 0, 0, OFF(mtls_policy_file),
+     "JSON policy giving client-certificate principals their tenant and grants"},
+    {"QUEEN_MTLS_IDENTITY", QN_CFG_STRING, "", 0, 0, OFF(mtls_identity),
+     "cn, san:dns, san:uri or san:email: the certificate part naming the principal (empty: "
+     "the policy file's)"},
+    {"QUEEN_ENCRYPTION_KEYRING", QN_CFG_STRING, "", 0, 0, OFF(encryption_keyring),
+     "key ring file for queues with encryption_enabled (last key encrypts, all decrypt)"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 
@@ -210,6 +246,58 @@ static int parse_int(const char *s, int64_t *out)
     if (errno != 0 || end == s || *end != '\0')
         return QN_EINVAL;
     *out = v;
+    return QN_OK;
+}
+
+/* The security block's combinations (w2c-auth). */
+static int check_security(struct qn_config *cfg, char *err, size_t errcap)
+{
+    static const char *const modes[] = {"none", "jwt", "mtls", "jwt,mtls", "mtls,jwt"};
+    bool ok = false;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        ok |= strcmp(cfg->auth, modes[i]) == 0;
+    if (!ok) {
+        snprintf(err, errcap, "QUEEN_AUTH: expected none, jwt, mtls or jwt,mtls, got \"%s\"",
+                 cfg->auth);
+        return QN_EINVAL;
+    }
+    cfg->auth_jwt = strstr(cfg->auth, "jwt") != NULL;
+    cfg->auth_mtls = strstr(cfg->auth, "mtls") != NULL;
+    if (cfg->auth_jwt && !cfg->jwt_secret_files[0] && !cfg->jwt_public_key_files[0] &&
+        !cfg->jwt_jwks_file[0]) {
+        snprintf(err, errcap,
+                 "QUEEN_AUTH=%s needs a key: QUEEN_JWT_SECRET_FILES, QUEEN_JWT_PUBLIC_KEY_FILES "
+                 "or QUEEN_JWT_JWKS_FILE",
+                 cfg->auth);
+        return QN_EINVAL;
+    }
+    if (cfg->auth_mtls && (!cfg->tls_cert[0] || !cfg->tls_client_ca[0])) {
+        snprintf(err, errcap,
+                 "QUEEN_AUTH=%s needs the TLS listener with client certificates: "
+                 "QUEEN_TLS_CERT, QUEEN_TLS_KEY and QUEEN_TLS_CLIENT_CA",
+                 cfg->auth);
+        return QN_EINVAL;
+    }
+    if (cfg->auth_mtls && !cfg->mtls_policy_file[0]) {
+        snprintf(err, errcap, "QUEEN_AUTH=%s needs QUEEN_MTLS_POLICY_FILE", cfg->auth);
+        return QN_EINVAL;
+    }
+    static const char *const ids[] = {"", "cn", "san:dns", "san:uri", "san:email"};
+    ok = false;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        ok |= strcmp(cfg->mtls_identity, ids[i]) == 0;
+    if (!ok) {
+        snprintf(err, errcap,
+                 "QUEEN_MTLS_IDENTITY: expected cn, san:dns, san:uri or san:email, got \"%s\"",
+                 cfg->mtls_identity);
+        return QN_EINVAL;
+    }
+    if (!cfg->jwt_tenant_claim[0] || !cfg->jwt_scopes_claim[0] ||
+        strcmp(cfg->jwt_tenant_claim, cfg->jwt_scopes_claim) == 0) {
+        snprintf(err, errcap,
+                 "QUEEN_JWT_TENANT_CLAIM and QUEEN_JWT_SCOPES_CLAIM must be two different names");
+        return QN_EINVAL;
+    }
     return QN_OK;
 }
 
@@ -333,7 +421,7 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
         snprintf(err, errcap, "QUEEN_TLS_CERT and QUEEN_TLS_KEY must be set together");
         return QN_EINVAL;
     }
-    return QN_OK;
+    return check_security(cfg, err, errcap);
 }
 
 int qn_config_load(struct qn_config *cfg, char *err, size_t errcap)

@@ -91,6 +91,25 @@ struct qn_config {
     int64_t metrics_max_groups;      /* QUEEN_METRICS_MAX_GROUPS ((queue, group) lag series) */
     int64_t metrics_refresh_ms;      /* QUEEN_METRICS_REFRESH_MS (per-queue stats period) */
     char *log_format;                /* QUEEN_LOG_FORMAT (text or json) */
+    /* security (w2c-auth; README "Security") */
+    char *auth;                 /* QUEEN_AUTH: none | jwt | mtls | jwt,mtls */
+    bool auth_open_health;      /* QUEEN_AUTH_OPEN_HEALTH */
+    bool auth_open_reflection;  /* QUEEN_AUTH_OPEN_REFLECTION */
+    bool auth_default_tenant;   /* QUEEN_AUTH_DEFAULT_TENANT */
+    char *jwt_secret_files;     /* QUEEN_JWT_SECRET_FILES ([kid=]path,...) */
+    char *jwt_public_key_files; /* QUEEN_JWT_PUBLIC_KEY_FILES ([kid=]path,...) */
+    char *jwt_jwks_file;        /* QUEEN_JWT_JWKS_FILE */
+    char *jwt_issuer;           /* QUEEN_JWT_ISSUER ("" = not checked) */
+    char *jwt_audience;         /* QUEEN_JWT_AUDIENCE ("" = not checked) */
+    int64_t jwt_clock_skew_s;   /* QUEEN_JWT_CLOCK_SKEW_S */
+    bool jwt_require_exp;       /* QUEEN_JWT_REQUIRE_EXP */
+    char *jwt_tenant_claim;     /* QUEEN_JWT_TENANT_CLAIM */
+    char *jwt_scopes_claim;     /* QUEEN_JWT_SCOPES_CLAIM */
+    char *mtls_policy_file;     /* QUEEN_MTLS_POLICY_FILE */
+    char *mtls_identity;        /* QUEEN_MTLS_IDENTITY ("" = the policy file's) */
+    char *encryption_keyring;   /* QUEEN_ENCRYPTION_KEYRING */
+    bool auth_jwt;              /* derived from QUEEN_AUTH: tokens accepted */
+    bool auth_mtls;             /* derived from QUEEN_AUTH: client certificates accepted */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };

@@ -12,6 +12,7 @@
 #include "transport/health.h"
 
 struct event_base;
+struct qn_security;
 
 /* What a module gets at start: borrowed for the whole run. */
 struct qn_broker_ctx {
@@ -21,6 +22,7 @@ struct qn_broker_ctx {
     qn_health *health; /* "" starts SERVING; a module may set it (e.g. storage down) */
     /* the process's metrics registry (the side port's /metrics) */
     qn_metrics *metrics;
+    struct qn_security *security; /* credentials and keys (security.h) */
 };
 
 /*

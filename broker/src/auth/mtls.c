@@ -56,6 +56,24 @@ void qn_policy_free(qn_policy *pol)
     free(pol);
 }
 
+static const struct {
+    const char *name;
+    enum identity id;
+} identity_words[] = {
+    {"cn", ID_CN}, {"san:dns", ID_DNS}, {"san:uri", ID_URI}, {"san:email", ID_EMAIL}};
+
+int qn_policy_set_identity(qn_policy *pol, const char *identity)
+{
+    if (!pol || !identity)
+        return QN_EINVAL;
+    for (size_t i = 0; i < sizeof identity_words / sizeof identity_words[0]; i++)
+        if (strcmp(identity, identity_words[i].name) == 0) {
+            pol->identity = identity_words[i].id;
+            return QN_OK;
+        }
+    return QN_EINVAL;
+}
+
 size_t qn_policy_count(const qn_policy *pol)
 {
     return pol ? pol->n : 0;
@@ -145,10 +163,6 @@ int qn_policy_parse(const uint8_t *json, size_t len, qn_policy **out, char *msg,
     if (!out || (!json && len))
         return QN_EINVAL;
     static const char *const members[] = {"identity", "principals"};
-    static const struct {
-        const char *name;
-        enum identity id;
-    } ids[] = {{"cn", ID_CN}, {"san:dns", ID_DNS}, {"san:uri", ID_URI}, {"san:email", ID_EMAIL}};
     json_error_t jerr;
     const char *bad = NULL;
     int rc = QN_EAUTH_CONFIG;
@@ -174,9 +188,9 @@ int qn_policy_parse(const uint8_t *json, size_t len, qn_policy **out, char *msg,
     pol->identity = ID_CN;
     if (idv) {
         bool found = false;
-        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-            if (json_is_string(idv) && strcmp(json_string_value(idv), ids[i].name) == 0) {
-                pol->identity = ids[i].id;
+        for (size_t i = 0; i < sizeof identity_words / sizeof identity_words[0]; i++)
+            if (json_is_string(idv) && strcmp(json_string_value(idv), identity_words[i].name) == 0) {
+                pol->identity = identity_words[i].id;
                 found = true;
             }
         if (!found) {

@@ -62,6 +62,11 @@ int qn_policy_load(const char *path, qn_policy **out, char *msg, size_t cap);
 
 void qn_policy_free(qn_policy *pol);
 
+/* Overrides the policy's "identity" ("cn", "san:dns", "san:uri" or
+ * "san:email"; the operator's QUEEN_MTLS_IDENTITY). Call before the policy is
+ * shared. Returns QN_OK, or QN_EINVAL for another word or NULL arguments. */
+int qn_policy_set_identity(qn_policy *pol, const char *identity);
+
 /* Entries in the policy. */
 size_t qn_policy_count(const qn_policy *pol);
 

@@ -159,6 +159,8 @@ struct qn_call {
     int64_t deadline_ms;    /* 0 = none */
     struct event *deadline_ev;
     void *data;
+    void *auth; /* the gate's principal (qn_call_set_auth), freed with the call */
+    void (*auth_free)(void *auth);
 };
 
 struct method_table {
@@ -188,6 +190,8 @@ struct qn_calls {
     qn_call *dead; /* CLOSED calls waiting for the reap pass */
     struct event *reap_ev;
     bool shutting_down;
+    qn_call_gate_fn gate; /* authentication, NULL = every call runs */
+    void *gate_ud;
     uint64_t calls_started;
     uint32_t calls_open;
     uint64_t status_count[17];
@@ -435,6 +439,8 @@ static void call_free(qn_call *c)
     if (c->held)
         protobuf_c_message_free_unpacked(c->held, NULL);
     qn_grpc_reader_reset(&c->reader);
+    if (c->auth_free != NULL)
+        c->auth_free(c->auth);
     free(c->hbuf);
     free(c->status_msg);
     free(c);
@@ -755,6 +761,16 @@ void qn__call_start(qn_call *c, int64_t timeout_ms)
         call_end(c, 200, QN_GRPC_UNAVAILABLE, "the server is shutting down", false);
         return;
     }
+    if (set->gate != NULL) {
+        /* authentication comes before anything else of the call: no request
+         * byte reaches a method the gate refused */
+        char msg[MAX_STATUS_MSG] = "";
+        enum qn_grpc_code code = set->gate(set->gate_ud, c, msg, sizeof msg);
+        if (code != QN_GRPC_OK) {
+            call_end(c, 200, code, msg, false);
+            return;
+        }
+    }
     /* A client that does not read what it asked for gets no new work started
      * (call.h, the outbound budget); over the broker's budget only connections
      * holding unread bytes themselves are refused. */
@@ -992,6 +1008,12 @@ int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, si
     set->tables = t;
     set->tables[set->ntables++] = (struct method_table){methods, n, instr};
     return QN_OK;
+}
+
+void qn__calls_set_gate(struct qn_calls *set, qn_call_gate_fn gate, void *ud)
+{
+    set->gate = gate;
+    set->gate_ud = ud;
 }
 
 bool qn__calls_has_service(const struct qn_calls *set, const char *service)
@@ -1267,4 +1289,27 @@ qn_rpc_server *qn_call_server(const qn_call *c)
 const struct qn_method *qn_call_method(const qn_call *c)
 {
     return c->method;
+}
+
+void qn_call_set_auth(qn_call *c, void *auth, void (*free_fn)(void *auth))
+{
+    if (c->auth_free != NULL)
+        c->auth_free(c->auth);
+    c->auth = auth;
+    c->auth_free = free_fn;
+}
+
+void *qn_call_auth(const qn_call *c)
+{
+    return c->auth;
+}
+
+struct x509_st *qn_call_peer_cert(const qn_call *c)
+{
+    return c->cc != NULL ? c->cc->peer_cert : NULL;
+}
+
+const char *qn_call_peer(const qn_call *c)
+{
+    return c->cc != NULL && c->cc->peer != NULL ? c->cc->peer : "";
 }

@@ -171,4 +171,34 @@ qn_rpc_server *qn_call_server(const qn_call *call);
 /* The method the call runs (its `data` carries the service's state). */
 const struct qn_method *qn_call_method(const qn_call *call);
 
+/* ---------------------------------------------------------------- authentication
+ *
+ * The transport knows nothing of credentials: the process installs a gate on the
+ * server (qn_rpc_server_set_gate) that runs once per call, after routing and
+ * before any request byte reaches the method; a refusal ends the call with the
+ * gate's status and the method never sees it. What the gate learned (the
+ * principal) travels with the call. */
+
+/* Decides whether `call` may run: QN_GRPC_OK, or the status to answer with and a
+ * message in msg[0..cap) (NUL-terminated). Runs on the loop; may read headers,
+ * qn_call_peer_cert and set the call's auth. */
+typedef enum qn_grpc_code (*qn_call_gate_fn)(void *ud, qn_call *call, char *msg, size_t cap);
+
+/* Attaches what authenticated the call (taken: free_fn(auth) runs when the call
+ * is freed, after its handler is done with it). One per call; a second call
+ * frees the first. */
+void qn_call_set_auth(qn_call *call, void *auth, void (*free_fn)(void *auth));
+
+/* The call's auth, or NULL (no gate, or the gate attached none). Borrowed for
+ * the call's life. */
+void *qn_call_auth(const qn_call *call);
+
+/* The TLS client certificate of the call's connection, verified by the
+ * handshake against QUEEN_TLS_CLIENT_CA; NULL on h2c, without a client CA, or
+ * once the call is closed. Borrowed (X509 *) for the connection's life. */
+struct x509_st *qn_call_peer_cert(const qn_call *call);
+
+/* "addr:port" of the call's peer for logs; "" when unknown. Borrowed. */
+const char *qn_call_peer(const qn_call *call);
+
 #endif

@@ -59,6 +59,8 @@ int qn__calls_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_s
 void qn__calls_free(struct qn_calls *set);
 
 int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, size_t n);
+/* The authentication gate qn__call_start runs for every routed call (NULL: none). */
+void qn__calls_set_gate(struct qn_calls *set, qn_call_gate_fn gate, void *ud);
 bool qn__calls_has_service(const struct qn_calls *set, const char *service);
 /* The method registered for path, or NULL (a binding that must refuse some
  * methods before starting the call: gRPC-Web and client streaming). */
@@ -113,10 +115,12 @@ struct qn_call_ops {
 struct qn_call_conn {
     qn_call *calls; /* not closed */
     size_t ncalls;
-    size_t nheaders; /* of ncalls, those still in HEADERS (not yet work: see active) */
-    size_t inbound;  /* bytes held by its calls' partly received messages */
-    size_t queued;   /* response bytes its calls queued and the binding has not taken */
-    size_t reserved; /* response bytes its producers reserved (qn_call_reserve) */
+    size_t nheaders;           /* of ncalls, those still in HEADERS (not yet work: see active) */
+    size_t inbound;            /* bytes held by its calls' partly received messages */
+    size_t queued;             /* response bytes its calls queued and the binding has not taken */
+    size_t reserved;           /* response bytes its producers reserved (qn_call_reserve) */
+    struct x509_st *peer_cert; /* verified TLS client certificate, or NULL (borrowed) */
+    const char *peer;          /* "addr:port" for logs, or NULL (borrowed) */
 };
 
 /* Calls of the connection past their request headers: its work in progress (a

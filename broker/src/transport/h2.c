@@ -291,6 +291,8 @@ static int h_open(void *proto, qn_conn *conn, void **out)
         return QN_ENOMEM;
     s->h2 = h2;
     s->conn = conn;
+    s->cc.peer_cert = qn__net_conn_peer_cert(conn);
+    s->cc.peer = qn__net_conn_peer(conn);
     if (nghttp2_session_server_new2(&s->ng, h2->cbs, s, h2->opt) != 0) {
         free(s);
         return QN_ENOMEM;

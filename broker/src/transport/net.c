@@ -1065,6 +1065,17 @@ const char *qn__net_conn_peer(const qn_conn *c)
     return c->peer;
 }
 
+struct x509_st *qn__net_conn_peer_cert(const qn_conn *c)
+{
+    if (!c->tls || c->bev == NULL)
+        return NULL;
+    SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+    if (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK)
+        return NULL;
+    /* without QUEEN_TLS_CLIENT_CA no certificate is asked for, so none is here */
+    return SSL_get0_peer_certificate(ssl);
+}
+
 bool qn__net_conn_is_dead(const qn_conn *c)
 {
     return c->state == CONN_DEAD;

@@ -131,5 +131,8 @@ void qn__net_conn_greeted(qn_conn *c);
 void qn__net_conn_progress(qn_conn *c);
 /* "addr:port" of the peer, for logs. */
 const char *qn__net_conn_peer(const qn_conn *c);
+/* The client certificate of a TLS connection whose handshake verified it
+ * (QUEEN_TLS_CLIENT_CA), else NULL. Borrowed (X509 *) for the connection's life. */
+struct x509_st *qn__net_conn_peer_cert(const qn_conn *c);
 
 #endif

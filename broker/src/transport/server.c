@@ -131,6 +131,11 @@ int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n)
     return qn__calls_register(s->calls, methods, n);
 }
 
+void qn_rpc_server_set_gate(qn_rpc_server *s, qn_call_gate_fn gate, void *ud)
+{
+    qn__calls_set_gate(s->calls, gate, ud);
+}
+
 bool qn_rpc_has_service(const qn_rpc_server *s, const char *service)
 {
     return qn__calls_has_service(s->calls, service);

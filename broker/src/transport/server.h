@@ -31,6 +31,10 @@ int qn_rpc_server_new(struct event_base *base, const struct qn_config *cfg, qn_r
  * QN_ENOMEM. */
 int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n);
 
+/* Installs the authentication gate every call passes before its method sees it
+ * (call.h, qn_call_gate_fn); NULL removes it. Borrows ud. */
+void qn_rpc_server_set_gate(qn_rpc_server *s, qn_call_gate_fn gate, void *ud);
+
 /* True when a method of `service` (full name, "queen.v1.QueueService") is
  * registered. */
 bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
