@@ -549,7 +549,12 @@ $$;
 -- pop_discover_v1: see sql/API.md. The durable subscription is stored once per
 -- (group, namespace, task) with queue_id NULL; a matching queue met later is
 -- registered from it, so with 'new' a queue created after the subscription is
--- read from its beginning.
+-- read from its beginning. p_allow_exact / p_allow_prefix (both NULL: every
+-- queue) narrow the matching queues to those the caller may consume (a name in
+-- p_allow_exact, or starting with an element of p_allow_prefix): a queue outside
+-- them is neither registered with the group nor claimed.
+DROP FUNCTION IF EXISTS qn.pop_discover_v1(TEXT, TEXT, TEXT, INT4, INT8, INT4, INT4, INT4, TEXT,
+                                           BOOL, INT4, TEXT, TIMESTAMPTZ, UUID);
 CREATE OR REPLACE FUNCTION qn.pop_discover_v1(
     p_namespace      TEXT,
     p_task           TEXT,
@@ -564,7 +569,9 @@ CREATE OR REPLACE FUNCTION qn.pop_discover_v1(
     p_max_partitions INT4,
     p_sub_mode       TEXT,
     p_sub_from       TIMESTAMPTZ,
-    p_tenant         UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+    p_tenant         UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact    TEXT[] DEFAULT NULL,
+    p_allow_prefix   TEXT[] DEFAULT NULL)
 RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_idx INT4,
                r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
                r_lease_expires_at TIMESTAMPTZ)
@@ -630,6 +637,10 @@ BEGIN
         FROM queen.queues x
         WHERE x.tenant_id = p_tenant
           AND (v_ns = '' OR x.namespace = v_ns) AND (v_task = '' OR x.task = v_task)
+          AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+               OR x.name = ANY (p_allow_exact)
+               OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                          WHERE starts_with(x.name, a.pre)))
           AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
                           WHERE m.tenant_id = p_tenant AND m.consumer_group = v_group
                             AND m.queue_id = x.id AND m.partition_name = ''
@@ -645,7 +656,11 @@ BEGIN
     SELECT array_agg(x.id ORDER BY x.id) INTO v_qids
     FROM queen.queues x
     WHERE x.tenant_id = p_tenant
-      AND (v_ns = '' OR x.namespace = v_ns) AND (v_task = '' OR x.task = v_task);
+      AND (v_ns = '' OR x.namespace = v_ns) AND (v_task = '' OR x.task = v_task)
+      AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+           OR x.name = ANY (p_allow_exact)
+           OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                      WHERE starts_with(x.name, a.pre)));
     IF v_qids IS NULL THEN
         RETURN;
     END IF;

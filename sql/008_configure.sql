@@ -296,13 +296,18 @@ AS $$
 $$;
 
 -- list_queues_v1: ordered by name; an empty or NULL namespace / task matches all;
--- p_limit <= 0 means no limit.
+-- p_limit <= 0 means no limit. p_allow_exact / p_allow_prefix (both NULL: all)
+-- keep the queues the caller may see (a name in p_allow_exact, or starting with
+-- an element of p_allow_prefix), before paging.
+DROP FUNCTION IF EXISTS qn.list_queues_v1(TEXT, TEXT, INT4, INT4, UUID);
 CREATE OR REPLACE FUNCTION qn.list_queues_v1(
-    p_namespace TEXT,
-    p_task      TEXT,
-    p_limit     INT4,
-    p_offset    INT4,
-    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+    p_namespace    TEXT,
+    p_task         TEXT,
+    p_limit        INT4,
+    p_offset       INT4,
+    p_tenant       UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact  TEXT[] DEFAULT NULL,
+    p_allow_prefix TEXT[] DEFAULT NULL)
 RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_at TIMESTAMPTZ,
                r_priority INT4, r_lease_time INT4, r_retry_limit INT4, r_retry_delay INT4,
                r_max_size INT4, r_ttl INT4, r_dead_letter_queue BOOL,
@@ -319,6 +324,10 @@ AS $$
         WHERE q.tenant_id = p_tenant
           AND (coalesce(p_namespace, '') = '' OR q.namespace = p_namespace)
           AND (coalesce(p_task, '') = '' OR q.task = p_task)
+          AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+               OR q.name = ANY (p_allow_exact)
+               OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                          WHERE starts_with(q.name, a.pre)))
         ORDER BY q.name
         LIMIT CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit END
         OFFSET greatest(coalesce(p_offset, 0), 0))) x

@@ -224,13 +224,18 @@ AS $$ SELECT convert_to(p::TEXT, 'UTF8') $$;
 
 -- list_dlq_v1: newest first; empty or NULL filters match all; p_limit <= 0
 -- means 100. Scans idx_log_dlq_partition_failed_at per partition.
+-- p_allow_exact / p_allow_prefix (both NULL: all) keep the queues the caller may
+-- see, before paging.
+DROP FUNCTION IF EXISTS qn.list_dlq_v1(TEXT, TEXT, TEXT, INT4, INT4, UUID);
 CREATE OR REPLACE FUNCTION qn.list_dlq_v1(
-    p_queue     TEXT,
-    p_group     TEXT,
-    p_partition TEXT,
-    p_limit     INT4,
-    p_offset    INT4,
-    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+    p_queue        TEXT,
+    p_group        TEXT,
+    p_partition    TEXT,
+    p_limit        INT4,
+    p_offset       INT4,
+    p_tenant       UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact  TEXT[] DEFAULT NULL,
+    p_allow_prefix TEXT[] DEFAULT NULL)
 RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TEXT,
                r_offset INT8, r_message_id UUID, r_txn TEXT, r_payload BYTEA, r_error TEXT,
                r_retry_count INT4, r_failed_at TIMESTAMPTZ)
@@ -246,6 +251,10 @@ AS $$
       AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
       AND (coalesce(p_partition, '') = '' OR p.name = p_partition)
       AND (coalesce(p_group, '') = '' OR d.consumer_group = p_group)
+      AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+           OR q.name = ANY (p_allow_exact)
+           OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                      WHERE starts_with(q.name, a.pre)))
     ORDER BY d.failed_at DESC, d.id
     LIMIT CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END
     OFFSET greatest(coalesce(p_offset, 0), 0)

@@ -22,12 +22,14 @@
 struct event_base;
 struct qn_config;
 struct qn_conn_budget;
+struct qn_crypt;
 struct qn_dedup;
 struct qn_fusion;
 struct qn_method;
 struct qn_notifier;
 struct qn_pop_gates;
 struct qn_pop_release;
+struct qn_security;
 struct qn_waiters;
 
 struct qn_app {
@@ -35,12 +37,14 @@ struct qn_app {
     const struct qn_config *cfg;
     qn_store *store;
     qn_rpc_server *rpc;
+    struct qn_security *security;    /* credentials and the key ring (security.h); borrowed */
     qn_zctx *zctx;                   /* compression/decompression for the loop thread */
     struct qn_uuid7_gen ids;         /* message ids and lease ids */
     struct qn_fusion *fusion;        /* push batching */
     struct qn_waiters *waiters;      /* parked pops and consume streams */
     struct qn_notifier *notifier;    /* wake-ups from commits, ours and other brokers' */
     struct qn_pop_gates *gates;      /* queues' min_pop_wait_time */
+    struct qn_crypt *crypt;          /* queues' encryption flags, sealing and opening payloads */
     struct qn_dedup *dedup;          /* NULL when QUEEN_DEDUP_CACHE is off */
     struct qn_conn_budget *budget;   /* database calls per client connection */
     qn_maint *maint;                 /* the process's maintenance loop; NULL when none */

@@ -18,10 +18,10 @@
  *
  * Invariants:
  *   1. Start order: ids, zctx, store, waiters, fusion, dedup cache, notifier,
- *      gates, methods, the schema attempts; the maintenance loop once the schema
- *      is applied. Stop ends the schema attempts and frees the maintenance loop
- *      first,
- *      then the notifier (LISTEN off) and the store (its pending callbacks still
+ *      gates, crypt, methods, the schema attempts; the maintenance loop once the
+ *      schema is applied. Stop ends the schema attempts and frees the maintenance
+ *      loop first, then the notifier (LISTEN off), crypt (its lookups) and the
+ *      store (its pending callbacks still
  *      find fusion, waiters and the dedup cache alive), then those, then the
  *      contexts and the method table (the server that used it is gone).
  *   2. Shutdown marks the app shutting down before waking parked pops, so a
@@ -50,6 +50,7 @@
 #include "queen/segment.h"
 #include "queen/store.h"
 #include "queue_metrics.h"
+#include "rpc/crypt.h"
 #include "rpc/methods.h"
 #include "rpc/svc_batch.h"
 #include "transport/health.h"
@@ -195,6 +196,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     app->base = ctx->base;
     app->cfg = cfg;
     app->rpc = ctx->server;
+    app->security = ctx->security;
     app->started_ms = qn_store_now_ms();
 
     if ((rc = qn_uuid7_init(&app->ids)) != QN_OK) {
@@ -236,6 +238,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     }
     qn_fusion_on_commit(app->fusion, qn_notifier_committed, app->notifier);
     if ((rc = qn_pop_gates_new(&app->gates)) != QN_OK)
+        return rc;
+    if ((rc = qn_crypt_new(app, &app->crypt)) != QN_OK)
         return rc;
     if ((rc = qn_rpc_methods_register(app)) != QN_OK) {
         QN_ERROR("cannot register the queue services: %s", qn_strerror(rc));
@@ -288,6 +292,8 @@ static void queue_stop(void *state)
     m->metrics = NULL;
     qn_notifier_free(app->notifier);
     app->notifier = NULL;
+    qn_crypt_free(app->crypt); /* cancels its lookups: before the store goes */
+    app->crypt = NULL;
     if (app->store) {
         qn_store_on_state(app->store, NULL, NULL);
         qn_store_free(app->store);

@@ -331,7 +331,9 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
     qm->nqueues = n;
     qsort(qm->chosen, qm->nchosen, sizeof *qm->chosen, by_name);
     qm->state = REFRESH_GROUPS;
-    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL};
+    /* the default tenant's queues only (NULL): /metrics answers without
+     * credentials, so other tenants' queue names never appear there */
+    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
     int rc =
         qn_store_list_consumer_groups(qm->app->store, NULL, NULL, &opts, groups_done, qm, &qm->req);
     if (rc != QN_OK) {
@@ -346,7 +348,9 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
     if (qm->state != REFRESH_IDLE || qm->app->cfg->metrics_max_queues == 0)
         return; /* invariant 1 */
     qm->state = REFRESH_STATS;
-    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL};
+    /* the default tenant's queues only (NULL): /metrics answers without
+     * credentials, so other tenants' queue names never appear there */
+    struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
     int rc = qn_store_stats(qm->app->store, NULL, &opts, stats_done, qm, &qm->req);
     if (rc != QN_OK) {
         qm->req = NULL;

@@ -358,6 +358,7 @@ int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task,
     qn__p_i32(&s->p, 2, limit);
     qn__p_i32(&s->p, 3, offset);
     qn__p_uuid(&s->p, 4, qn__req_tenant(r));
+    qn__p_names(&s->p, 5, opts ? opts->names : NULL);
     return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
@@ -575,6 +576,7 @@ int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const 
     qn__p_i32(&s->p, 3, limit);
     qn__p_i32(&s->p, 4, offset);
     qn__p_uuid(&s->p, 5, qn__req_tenant(r));
+    qn__p_names(&s->p, 6, opts ? opts->names : NULL);
     return qn__call_submit(r, finish_dlq, (qn__anyfn)cb, ud, req);
 }
 
@@ -667,4 +669,69 @@ int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,
     qn__p_arr_text(&s->p, 0, queues, n, NULL);
     qn__p_uuid(&s->p, 1, qn__req_tenant(r));
     return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
+}
+
+/* ---------------------------------------------------------------- authorization lookups */
+
+#define PQ struct qn_pid_queue
+static const struct qn__col pid_queue_cols[] = {QN__UUID(PQ, pid), QN__TEXT_OR(PQ, queue)};
+#undef PQ
+
+static const struct qn__rowspec pid_queue_spec = {QN__NCOLS(pid_queue_cols),
+                                                  pid_queue_cols,
+                                                  sizeof(struct qn_pid_queue),
+                                                  0,
+                                                  -1,
+                                                  sizeof(struct qn_pid_queues_result),
+                                                  offsetof(struct qn_pid_queues_result, n),
+                                                  offsetof(struct qn_pid_queues_result, rows),
+                                                  false,
+                                                  NULL};
+
+int qn__decode_pid_queues(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &pid_queue_spec);
+}
+
+QN__FINISH_PTR(finish_pid_queues, qn_pid_queues_cb)
+
+int qn_store_partition_queues(qn_store *st, const uint8_t (*pids)[16], size_t n,
+                              const struct qn_call_opts *opts, qn_pid_queues_cb cb, void *ud,
+                              qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL || (n > 0 && pids == NULL) || n > (size_t)INT32_MAX / 32)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_PARTITION_QUEUES, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    const uint8_t **ptrs = qn__arena_alloc(qn__req_arena(r), sizeof *ptrs * (n ? n : 1));
+    int32_t *lens = qn__arena_alloc(qn__req_arena(r), sizeof *lens * (n ? n : 1));
+    if (ptrs == NULL || lens == NULL) {
+        qn__req_discard(r);
+        return QN_ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++) {
+        ptrs[k] = pids[k];
+        lens[k] = 16;
+    }
+    qn__p_array(&s->p, 0, QN_OID_UUID, ptrs, lens, n);
+    qn__p_uuid(&s->p, 1, qn__req_tenant(r));
+    return qn__call_submit(r, finish_pid_queues, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_lease_queues(qn_store *st, const char *worker, const struct qn_call_opts *opts,
+                          qn_pid_queues_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL || worker == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LEASE_QUEUES, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, worker);
+    qn__p_uuid(&s->p, 1, qn__req_tenant(r));
+    return qn__call_submit(r, finish_pid_queues, (qn__anyfn)cb, ud, req);
 }

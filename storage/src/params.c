@@ -366,3 +366,14 @@ void qn__p_arr_bytea(struct qn__params *p, int i, const uint8_t *const *ptrs, co
     }
     qn__p_array(p, i, QN_OID_BYTEA, ptrs, l32, n);
 }
+
+void qn__p_names(struct qn__params *p, int i, const struct qn_name_filter *f)
+{
+    if (f == NULL) {
+        qn__p_null(p, i);
+        qn__p_null(p, i + 1);
+        return;
+    }
+    qn__p_arr_text(p, i, f->exact, f->n_exact, NULL);
+    qn__p_arr_text(p, i + 1, f->prefix, f->n_prefix, NULL);
+}

@@ -98,6 +98,8 @@ int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call
     else
         qn__p_null(p, 12);
     qn__p_uuid(p, 13, qn__req_tenant(r));
+    if (discover)
+        qn__p_names(p, 14, opts ? opts->names : NULL);
     return qn__call_submit(r, finish_pop, (qn__anyfn)cb, ud, req);
 }
 

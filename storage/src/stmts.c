@@ -86,9 +86,9 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                      qn__decode_pop},
     [QN_STMT_POP_DISCOVER] = {"qn_pop_discover",
                               "SELECT " POP_COLS " FROM qn.pop_discover_v1($1, $2, $3, $4, "
-                              "$5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-                              14,
-                              {T, T, T, I4, I8, I4, I4, I4, T, B, I4, T, TS, U},
+                              "$5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                              16,
+                              {T, T, T, I4, I8, I4, I4, I4, T, B, I4, T, TS, U, TA, TA},
                               QN__LANE_READ,
                               true,
                               qn__decode_pop},
@@ -168,9 +168,10 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                            false,
                            qn__decode_queues},
     [QN_STMT_LIST_QUEUES] = {"qn_list_queues",
-                             "SELECT " QUEUE_COLS " FROM qn.list_queues_v1($1, $2, $3, $4, $5)",
-                             5,
-                             {T, T, I4, I4, U},
+                             "SELECT " QUEUE_COLS
+                             " FROM qn.list_queues_v1($1, $2, $3, $4, $5, $6, $7)",
+                             7,
+                             {T, T, I4, I4, U, TA, TA},
                              QN__LANE_READ,
                              false,
                              qn__decode_queues},
@@ -215,9 +216,10 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                               true,
                               qn__decode_scalar_int},
     [QN_STMT_LIST_DLQ] = {"qn_list_dlq",
-                          "SELECT " DLQ_COLS " FROM qn.list_dlq_v1($1, $2, $3, $4, $5, $6)",
-                          6,
-                          {T, T, T, I4, I4, U},
+                          "SELECT " DLQ_COLS
+                          " FROM qn.list_dlq_v1($1, $2, $3, $4, $5, $6, $7, $8)",
+                          8,
+                          {T, T, T, I4, I4, U, TA, TA},
                           QN__LANE_READ,
                           false,
                           qn__decode_dlq},
@@ -358,6 +360,22 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                            QN__LANE_READ,
                            false,
                            qn__decode_scalar_int},
+    /* the authorization lookups of calls that name partitions or leases by id:
+     * an ack waits on them, so they take the write lane (they only read) */
+    [QN_STMT_PARTITION_QUEUES] = {"qn_partition_queues",
+                                  "SELECT r_pid, r_queue FROM qn.partition_queues_v1($1, $2)",
+                                  2,
+                                  {QN_OID_UUID_ARR, U},
+                                  QN__LANE_WRITE,
+                                  false,
+                                  qn__decode_pid_queues},
+    [QN_STMT_LEASE_QUEUES] = {"qn_lease_queues",
+                              "SELECT r_pid, r_queue FROM qn.lease_queues_v1($1, $2)",
+                              2,
+                              {T, U},
+                              QN__LANE_WRITE,
+                              false,
+                              qn__decode_pid_queues},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -126,6 +126,9 @@ void qn__p_arr_i32(struct qn__params *p, int i, const int32_t *v, size_t n);
 void qn__p_arr_i64(struct qn__params *p, int i, const int64_t *v, size_t n);
 /* NULL element -> NULL; dflt != NULL replaces NULL and "" elements. */
 void qn__p_arr_text(struct qn__params *p, int i, const char *const *v, size_t n, const char *dflt);
+/* The name filter of a call's options (store.h) as parameters i (exact names)
+ * and i + 1 (prefixes): two text arrays, or two NULLs without a filter. */
+void qn__p_names(struct qn__params *p, int i, const struct qn_name_filter *f);
 /* Any array: elements already in binary form, lens[k] -1 for NULL. */
 void qn__p_array(struct qn__params *p, int i, uint32_t elem_oid, const uint8_t *const *ptrs,
                  const int32_t *lens, size_t n);
@@ -297,6 +300,8 @@ enum qn__stmt_id {
     QN_STMT_UNLOCK,
     QN_STMT_DB_NOW,
     QN_STMT_QUEUES_OF,
+    QN_STMT_PARTITION_QUEUES,
+    QN_STMT_LEASE_QUEUES,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */
@@ -565,6 +570,7 @@ int qn__decode_partitions(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_groups(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_stats(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_pid_queues(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_partition_meta(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_txns(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_worklist(qn_store_req *r, int step, const PGresult *res);

@@ -61,7 +61,7 @@ static void cap_cb(void *ud, const struct qn_store_status *st, const PGresult *r
 static int sql_async(qn_store *st, const char *sql, int64_t deadline, struct cap *c,
                      qn_store_req **req)
 {
-    struct qn_call_opts o = {deadline, NULL};
+    struct qn_call_opts o = {deadline, NULL, NULL};
     memset(c, 0, sizeof *c);
     return qn__store_sql(st, -1, sql, NULL, NULL, 0, &o, cap_cb, c, req);
 }
@@ -661,7 +661,7 @@ START_TEST(deadline_of_a_sent_write_is_in_doubt)
     struct cap w, q;
     memset(&w, 0, sizeof w);
     int64_t t0 = qn_store_now_ms();
-    struct qn_call_opts o = {t0 + 300, NULL};
+    struct qn_call_opts o = {t0 + 300, NULL, NULL};
     ck_assert_int_eq(qn__store_sql_as(st, QN__LANE_WRITE, true,
                                       "WITH i AS (INSERT INTO dl VALUES (1) RETURNING v) "
                                       "SELECT pg_sleep(2) /* held */ FROM i",

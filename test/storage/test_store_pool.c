@@ -128,7 +128,7 @@ static void push_async(qn_store *st, const char *queue, struct qt_seg *seg, int6
 {
     memset(k, 0, sizeof *k);
     struct qn_push_segment s = qt_push_seg(seg, queue, "p");
-    struct qn_call_opts o = {deadline, NULL};
+    struct qn_call_opts o = {deadline, NULL, NULL};
     ck_assert_int_eq(qn_store_push(st, &s, 1, false, &o, push_cb, k, NULL), QN_OK);
 }
 

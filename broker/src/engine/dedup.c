@@ -1,7 +1,7 @@
 /*
  * engine/dedup.c - the dedup cache (see dedup.h and the dedup seed).
  *
- * Entry lifecycle (one entry per (queue, partition) this broker pushes to):
+ * Entry lifecycle (one entry per (tenant, queue, partition) this broker pushes to):
  *
  *   COLD --build admitted--> LOADING --rows + pending commits--> VOUCHING
  *    ^  \--build refused--> SUPPRESSED (cooldown) --cooldown over--> COLD
@@ -70,7 +70,7 @@ struct dd_entry {
     struct qn_hring ring;
     size_t accounted; /* bytes counted in total_bytes */
     size_t klen;
-    char key[]; /* queue \0 partition \0 */
+    char key[]; /* tenant (16 bytes) queue \0 partition \0 */
 };
 
 /* footprint hints and nothing else: survives eviction, soft-capped */
@@ -245,16 +245,31 @@ static void entry_free(struct qn_dedup *d, struct dd_entry *e)
     free(e);
 }
 
-static struct dd_entry *entry_get(struct qn_dedup *d, const char *queue, const char *partition,
-                                  bool create)
+/* The parts of an entry's key: a tenant's queues are not another's. */
+static const uint8_t *key_tenant(const struct dd_entry *e)
+{
+    return (const uint8_t *)e->key;
+}
+static const char *key_queue(const struct dd_entry *e)
+{
+    return e->key + 16;
+}
+static const char *key_partition(const struct dd_entry *e)
+{
+    return e->key + 16 + strlen(e->key + 16) + 1;
+}
+
+static struct dd_entry *entry_get(struct qn_dedup *d, const uint8_t tenant[16], const char *queue,
+                                  const char *partition, bool create)
 {
     size_t ql = strlen(queue), pl = strlen(partition);
-    size_t klen = ql + 1 + pl + 1;
-    char kbuf[600];
+    size_t klen = 16 + ql + 1 + pl + 1;
+    char kbuf[620];
     if (klen > sizeof kbuf)
         return NULL;
-    memcpy(kbuf, queue, ql + 1);
-    memcpy(kbuf + ql + 1, partition, pl + 1);
+    memcpy(kbuf, tenant, 16);
+    memcpy(kbuf + 16, queue, ql + 1);
+    memcpy(kbuf + 16 + ql + 1, partition, pl + 1);
     struct qn_map_node *n = qn_map_get(&d->entries, kbuf, klen);
     if (n != NULL)
         return qn_container_of(n, struct dd_entry, node);
@@ -306,7 +321,7 @@ static void warn_pressure(struct qn_dedup *d, const struct dd_entry *e)
     d->last_warn_ms = now;
     QN_WARN("dedup cache full: partition %s/%s answers without the cache for %lld s "
             "(suppressed=%zu budget_mb=%zu)",
-            e->key, e->key + strlen(e->key) + 1, (long long)(d->cfg.cooldown_ms / 1000),
+            key_queue(e), key_partition(e), (long long)(d->cfg.cooldown_ms / 1000),
             d->suppressed, d->cfg.budget_bytes >> 20);
 }
 
@@ -362,7 +377,7 @@ static void rows_done(void *ud, const struct qn_store_status *st,
         return;
     }
     if (st->code != QN_OK) {
-        QN_DEBUG("dedup load of %s failed: %s", e->key, st->message);
+        QN_DEBUG("dedup load of %s failed: %s", key_queue(e), st->message);
         entry_forget(e, DD_COLD);
         return;
     }
@@ -474,10 +489,11 @@ static void load_start(struct dd_entry *e, bool full)
     e->full_load = full;
     set_state(e, DD_LOADING);
     int rc;
-    const char *queue = e->key, *partition = e->key + strlen(e->key) + 1;
     if (full) {
+        struct qn_call_opts o = {0, key_tenant(e), NULL};
         d->stats.hydrations++;
-        rc = qn_store_partition_meta(d->store, queue, partition, NULL, meta_done, e, &e->req);
+        rc = qn_store_partition_meta(d->store, key_queue(e), key_partition(e), &o, meta_done, e,
+                                     &e->req);
     } else {
         d->stats.catchups++;
         rc = qn_store_txns_since(d->store, e->pid, e->verified_upto, NULL, rows_done, e, &e->req);
@@ -530,11 +546,11 @@ static void maybe_build(struct dd_entry *e)
 
 /* ---------------------------------------------------------------- hooks */
 
-int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
-                          size_t n)
+int64_t qn_dedup_verified(void *ud, const uint8_t tenant[16], const char *queue,
+                          const char *partition, const uint8_t *hashes, size_t n)
 {
     struct qn_dedup *d = ud;
-    struct dd_entry *e = entry_get(d, queue, partition, true);
+    struct dd_entry *e = entry_get(d, tenant, queue, partition, true);
     if (e == NULL) {
         d->stats.declined++;
         return -1;
@@ -550,9 +566,10 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, co
     if (now - e->meta_at_ms > d->cfg.meta_ttl_ms && e->req == NULL) {
         /* refresh in the background; keep vouching meanwhile (push results also
          * carry the window, so a change is seen at the next commit anyway) */
-        const char *q = e->key, *p = e->key + strlen(e->key) + 1;
+        struct qn_call_opts o = {0, key_tenant(e), NULL};
         e->meta_at_ms = now;
-        if (qn_store_partition_meta(d->store, q, p, NULL, meta_refresh_done, e, &e->req) != QN_OK)
+        if (qn_store_partition_meta(d->store, key_queue(e), key_partition(e), &o,
+                                    meta_refresh_done, e, &e->req) != QN_OK)
             e->req = NULL;
     }
     int64_t cutoff = wall_ms() - (int64_t)e->load_window * 1000 - d->cfg.skew_ms;
@@ -569,11 +586,11 @@ int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, co
     return e->verified_upto;
 }
 
-bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, int32_t *window,
-                          uint8_t pid[16])
+bool qn_dedup_vouched_for(void *ud, const uint8_t tenant[16], const char *queue,
+                          const char *partition, int32_t *window, uint8_t pid[16])
 {
     struct qn_dedup *d = ud;
-    struct dd_entry *e = entry_get(d, queue, partition, false);
+    struct dd_entry *e = entry_get(d, tenant, queue, partition, false);
     if (e == NULL || e->state != DD_VOUCHING || !e->have_meta)
         return false;
     *window = e->load_window;
@@ -581,12 +598,12 @@ bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, in
     return true;
 }
 
-void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                        int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
-                        size_t n)
+void qn_dedup_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                        const char *partition, const uint8_t pid[16], int32_t window, int64_t base,
+                        int64_t created_at_us, const uint8_t *hashes, size_t n)
 {
     struct qn_dedup *d = ud;
-    struct dd_entry *e = entry_get(d, queue, partition, false);
+    struct dd_entry *e = entry_get(d, tenant, queue, partition, false);
     if (e == NULL)
         return;
     if (e->have_meta && memcmp(e->pid, pid, 16) != 0) {

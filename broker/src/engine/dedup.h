@@ -51,17 +51,18 @@ int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup
                  struct qn_dedup **out);
 void qn_dedup_free(struct qn_dedup *d);
 
-/* The fusion hooks (see fusion.h). */
-int64_t qn_dedup_verified(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
-                          size_t n);
-void qn_dedup_committed(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                        int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
-                        size_t n);
+/* The fusion hooks (see fusion.h). Entries are per (tenant, queue, partition):
+ * two tenants' queues of one name share nothing. */
+int64_t qn_dedup_verified(void *ud, const uint8_t tenant[16], const char *queue,
+                          const char *partition, const uint8_t *hashes, size_t n);
+void qn_dedup_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                        const char *partition, const uint8_t pid[16], int32_t window, int64_t base,
+                        int64_t created_at_us, const uint8_t *hashes, size_t n);
 /* The window and partition id the entry vouches under (sent with p_verified so SQL
  * can refuse a watermark computed under a smaller window or for a partition that
  * was deleted and created again); false when the entry does not vouch. */
-bool qn_dedup_vouched_for(void *ud, const char *queue, const char *partition, int32_t *window,
-                          uint8_t pid[16]);
+bool qn_dedup_vouched_for(void *ud, const uint8_t tenant[16], const char *queue,
+                          const char *partition, int32_t *window, uint8_t pid[16]);
 
 struct qn_dedup_stats {
     size_t entries;      /* partitions with an entry */

@@ -1,8 +1,9 @@
 /*
  * engine/fusion.c - per-partition single-flight push batching (see fusion.h).
  *
- * Does: keep one slot per (queue, partition) that has frames waiting or a flush
- * in flight; dispatch ready slots in bundles on the next loop turn; pack and
+ * Does: keep one slot per (tenant, queue, partition) that has frames waiting or
+ * a flush in flight; dispatch ready slots in bundles (one tenant per bundle:
+ * push_v1 takes one tenant) on the next loop turn; pack and
  * compress each slot's frames into one segment; apply layer-2 dedup; resolve
  * items from push_v1's verdicts; re-send the survivors of a segment that held
  * duplicates; look up the original message ids of duplicates.
@@ -89,8 +90,13 @@ struct slot {
     uint64_t pending_bytes;
     struct slot *ready_next;
     size_t klen;
-    char key[]; /* queue \0 partition \0 */
+    char key[]; /* tenant (16 bytes) queue \0 partition \0 */
 };
+
+static const uint8_t *slot_tenant(const struct slot *s)
+{
+    return (const uint8_t *)s->key;
+}
 
 struct seg {
     struct slot *slot;
@@ -129,6 +135,7 @@ struct lookup {
     bool resolve;
     bool own_guess;
     char *queue, *partition; /* resolve: for the commit hook (copies) */
+    uint8_t tenant[16];      /* resolve: the slot's tenant, for the commit hook */
 };
 
 struct qn_fusion {
@@ -145,7 +152,8 @@ struct qn_fusion {
     uint64_t pending_bytes;
     struct qn_fusion_dedup_hooks dedup;
     struct qn_fusion_metrics metrics; /* segment histograms (NULL series: none) */
-    void (*on_commit)(void *ud, const char *queue, const char *partition);
+    void (*on_commit)(void *ud, const uint8_t tenant[16], const char *queue,
+                      const char *partition);
     void *on_commit_ud;
     struct bundle *doubt; /* bundles in doubt, oldest first */
     struct bundle *doubt_tail;
@@ -246,15 +254,24 @@ static void ready_push(struct qn_fusion *f, struct slot *s)
     f->ready_tail = s;
 }
 
-static struct slot *ready_pop(struct qn_fusion *f)
+/* The first ready slot of tenant (any tenant when NULL), taken off the list;
+ * NULL when there is none. Slots of other tenants keep their places. */
+static struct slot *ready_pop(struct qn_fusion *f, const uint8_t *tenant)
 {
-    struct slot *s = f->ready_head;
-    if (s) {
-        f->ready_head = s->ready_next;
-        if (f->ready_head == NULL)
-            f->ready_tail = NULL;
-        s->ready_next = NULL;
+    struct slot *prev = NULL, *s = f->ready_head;
+    while (s != NULL && tenant != NULL && memcmp(slot_tenant(s), tenant, 16) != 0) {
+        prev = s;
+        s = s->ready_next;
     }
+    if (s == NULL)
+        return NULL;
+    if (prev)
+        prev->ready_next = s->ready_next;
+    else
+        f->ready_head = s->ready_next;
+    if (f->ready_tail == s)
+        f->ready_tail = prev;
+    s->ready_next = NULL;
     return s;
 }
 
@@ -302,12 +319,13 @@ int qn_fusion_submit(struct qn_fusion *f, struct qn_push_job *job, const uint32_
 
     const struct qn_push_item *first = &job->items[idx[0]];
     size_t ql = strlen(first->queue), pl = strlen(first->partition);
-    size_t klen = ql + 1 + pl + 1;
-    char kbuf[600];
+    size_t klen = 16 + ql + 1 + pl + 1;
+    char kbuf[620];
     if (klen > sizeof kbuf)
         return QN_EINVAL;
-    memcpy(kbuf, first->queue, ql + 1);
-    memcpy(kbuf + ql + 1, first->partition, pl + 1);
+    memcpy(kbuf, job->tenant, 16);
+    memcpy(kbuf + 16, first->queue, ql + 1);
+    memcpy(kbuf + 16 + ql + 1, first->partition, pl + 1);
 
     struct slot *s = NULL;
     struct qn_map_node *node = qn_map_get(&f->slots, kbuf, klen);
@@ -319,8 +337,8 @@ int qn_fusion_submit(struct qn_fusion *f, struct qn_push_job *job, const uint32_
             return QN_ENOMEM;
         memcpy(s->key, kbuf, klen);
         s->klen = klen;
-        s->queue = s->key;
-        s->partition = s->key + ql + 1;
+        s->queue = s->key + 16;
+        s->partition = s->key + 16 + ql + 1;
         int rc = qn_map_put(&f->slots, &s->node, s->key, klen);
         if (rc != QN_OK) {
             free(s);
@@ -505,7 +523,7 @@ static void lookup_apply(struct qn_fusion *f, struct lookup *lk, uint8_t (*ids)[
         f->stats.committed += own;
         f->stats.duplicates -= own;
         if (f->on_commit && lk->queue && lk->partition)
-            f->on_commit(f->on_commit_ud, lk->queue, lk->partition);
+            f->on_commit(f->on_commit_ud, lk->tenant, lk->queue, lk->partition);
     }
     for (size_t i = 0; i < lk->n; i++) {
         struct qn_item_ref r = lk->refs[i];
@@ -574,6 +592,7 @@ static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_
     if (lk && resolve) {
         lk->queue = strdup(s->queue);
         lk->partition = strdup(s->partition);
+        memcpy(lk->tenant, slot_tenant(s), 16);
     }
     size_t nsurv = sg->nleaders;
     for (size_t k = 0; dup && orig && k < r->ndups; k++) {
@@ -618,7 +637,8 @@ static void seg_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_
     f->stats.duplicates += lk->n;
     if (lk->n > 0) {
         f->lookups++;
-        if (qn_store_segment_at(f->store, r->pid, lk->offsets, lk->n, NULL, lookup_done, lk,
+        struct qn_call_opts opts = {0, slot_tenant(s), NULL};
+        if (qn_store_segment_at(f->store, r->pid, lk->offsets, lk->n, &opts, lookup_done, lk,
                                 NULL) == QN_OK) {
             lk = NULL;
         } else {
@@ -671,11 +691,12 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
                 qn_metric_observe(f->metrics.segment_messages, (double)sg->nleaders);
                 qn_metric_observe(f->metrics.segment_bytes, (double)sg->blob.len);
                 if (f->dedup.committed)
-                    f->dedup.committed(f->dedup.ud, sg->slot->queue, sg->slot->partition, r->pid,
-                                       r->window, r->base, r->created_at_us, sg->hashes,
-                                       sg->nleaders);
+                    f->dedup.committed(f->dedup.ud, slot_tenant(sg->slot), sg->slot->queue,
+                                       sg->slot->partition, r->pid, r->window, r->base,
+                                       r->created_at_us, sg->hashes, sg->nleaders);
                 if (f->on_commit)
-                    f->on_commit(f->on_commit_ud, sg->slot->queue, sg->slot->partition);
+                    f->on_commit(f->on_commit_ud, slot_tenant(sg->slot), sg->slot->queue,
+                                 sg->slot->partition);
             } else {
                 seg_duplicates(f, sg, r, resolve);
             }
@@ -827,7 +848,10 @@ static void resolve_send(struct qn_fusion *f, struct bundle *b)
         b->resolving = true;
         b->attempts++;
         f->stats.resolves++;
-        rc = qn_store_push_resolve(f->store, ps, b->nsegs, NULL, resolve_done, b, NULL);
+        /* the bundle's tenant (one per bundle): the re-send must land where the
+         * first send did, and push_v1 takes one tenant */
+        struct qn_call_opts opts = {0, slot_tenant(b->segs[0].slot), NULL};
+        rc = qn_store_push_resolve(f->store, ps, b->nsegs, &opts, resolve_done, b, NULL);
         free(ps);
     }
     if (rc != QN_OK) {
@@ -928,8 +952,10 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
             return;
         }
         b->f = f;
-        while (b->nsegs < bundle_max && f->ready_head != NULL) {
-            struct slot *s = ready_pop(f);
+        uint8_t tenant[16]; /* the bundle's: the first slot's */
+        memcpy(tenant, slot_tenant(f->ready_head), 16);
+        struct slot *s;
+        while (b->nsegs < bundle_max && (s = ready_pop(f, tenant)) != NULL) {
             s->state = SLOT_INFLIGHT;
             struct seg *sg = &b->segs[b->nsegs];
             int rc = seg_build(f, sg, s);
@@ -963,11 +989,12 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
                 p->verified = INT64_MAX;
                 p->cache_window = INT32_MAX;
             } else if (f->dedup.verified) {
-                p->verified = f->dedup.verified(f->dedup.ud, s->queue, s->partition, sg->hashes,
-                                                sg->nleaders);
+                p->verified = f->dedup.verified(f->dedup.ud, tenant, s->queue, s->partition,
+                                                sg->hashes, sg->nleaders);
                 p->cache_window = 0;
-                if (p->verified >= 0 && f->dedup.vouched_for(f->dedup.ud, s->queue, s->partition,
-                                                             &p->cache_window, sg->cache_pid))
+                if (p->verified >= 0 && f->dedup.vouched_for(f->dedup.ud, tenant, s->queue,
+                                                             s->partition, &p->cache_window,
+                                                             sg->cache_pid))
                     p->cache_pid = sg->cache_pid;
                 else
                     p->verified = -1; /* cannot say what it vouched for: probe */
@@ -987,7 +1014,8 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->stats.segments += b->nsegs;
         f->inflight++;
         f->stats.inflight = f->inflight;
-        int rc = qn_store_push(f->store, ps, b->nsegs, false, NULL, push_done, b, NULL);
+        struct qn_call_opts opts = {0, tenant, NULL};
+        int rc = qn_store_push(f->store, ps, b->nsegs, false, &opts, push_done, b, NULL);
         free(ps);
         if (rc != QN_OK) {
             struct qn_store_status st = {rc, "", ""};
@@ -1068,7 +1096,9 @@ void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks
 }
 
 void qn_fusion_on_commit(struct qn_fusion *f,
-                         void (*cb)(void *ud, const char *queue, const char *partition), void *ud)
+                         void (*cb)(void *ud, const uint8_t tenant[16], const char *queue,
+                                    const char *partition),
+                         void *ud)
 {
     f->on_commit = cb;
     f->on_commit_ud = ud;

@@ -2,12 +2,12 @@
  * engine/fusion.h - private to broker/: per-partition single-flight push batching.
  *
  * A push RPC becomes a qn_push_job whose items are routed to the fusion slot of
- * their (queue, partition). A slot with frames and no flush in flight is
+ * their (tenant, queue, partition). A slot with frames and no flush in flight is
  * dispatched on the next loop turn; while its flush is in flight new frames
  * accumulate and go out together when it completes. Segment size is therefore
  * emergent: whatever arrived during the previous flush's round trip. Several
- * ready slots ride one database transaction (a bundle, up to QUEEN_V2_BUNDLE_MAX
- * partitions).
+ * ready slots of one tenant ride one database transaction (a bundle, up to
+ * QUEEN_V2_BUNDLE_MAX partitions).
  *
  * Dedup layer 2 lives here: inside one flush of one partition, frames with the
  * same transaction-id hash keep the first as leader; later ones are followers
@@ -81,6 +81,7 @@ struct qn_push_item {
 };
 
 struct qn_push_job {
+    uint8_t tenant[16]; /* every item's queue is this tenant's (set before submission) */
     struct qn_push_item *items;
     size_t nitems;
     size_t pending; /* items not yet resolved */
@@ -97,20 +98,21 @@ struct qn_push_job {
 
 struct qn_fusion;
 
-/* Hooks for the dedup cache; NULL hooks mean "cannot vouch". */
+/* Hooks for the dedup cache; NULL hooks mean "cannot vouch". A partition is
+ * (tenant, queue, partition): tenant is 16 bytes. */
 struct qn_fusion_dedup_hooks {
     /* The p_verified watermark for these hashes in (queue, partition), -1 when the
      * cache cannot vouch (a local hit also answers -1). */
-    int64_t (*verified)(void *ud, const char *queue, const char *partition, const uint8_t *hashes,
-                        size_t n);
+    int64_t (*verified)(void *ud, const uint8_t tenant[16], const char *queue,
+                        const char *partition, const uint8_t *hashes, size_t n);
     /* The dedup window (seconds) and the partition id the watermark was computed
      * under; false when unknown. */
-    bool (*vouched_for)(void *ud, const char *queue, const char *partition, int32_t *window,
-                        uint8_t pid[16]);
+    bool (*vouched_for)(void *ud, const uint8_t tenant[16], const char *queue,
+                        const char *partition, int32_t *window, uint8_t pid[16]);
     /* A segment committed at base with these hashes. */
-    void (*committed)(void *ud, const char *queue, const char *partition, const uint8_t pid[16],
-                      int32_t window, int64_t base, int64_t created_at_us, const uint8_t *hashes,
-                      size_t n);
+    void (*committed)(void *ud, const uint8_t tenant[16], const char *queue, const char *partition,
+                      const uint8_t pid[16], int32_t window, int64_t base, int64_t created_at_us,
+                      const uint8_t *hashes, size_t n);
     void *ud;
 };
 
@@ -133,8 +135,8 @@ struct qn_fusion_metrics {
 void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m);
 
 /*
- * Routes items idx[0..n) of job (all of the same queue and partition) to their
- * slot. The items' input fields must be set and stay valid until the job is
+ * Routes items idx[0..n) of job (all of the same queue and partition, in the
+ * job's tenant) to their slot. The items' input fields must be set and stay valid until the job is
  * done. Items that are layer-1 followers must not be submitted (their owner
  * resolves them). Returns QN_OK, or QN_ELIMIT when fusion holds more than its
  * byte budget (nothing was queued; the caller fails those items).
@@ -173,9 +175,11 @@ struct qn_fusion_stats {
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 
-/* Queues the notify hook: cb(ud, queue, partition) runs after each commit for
- * every partition that received messages (waiters wake-up). */
+/* Queues the notify hook: cb(ud, tenant, queue, partition) runs after each
+ * commit for every partition that received messages (waiters wake-up). */
 void qn_fusion_on_commit(struct qn_fusion *f,
-                         void (*cb)(void *ud, const char *queue, const char *partition), void *ud);
+                         void (*cb)(void *ud, const uint8_t tenant[16], const char *queue,
+                                    const char *partition),
+                         void *ud);
 
 #endif

@@ -3,8 +3,9 @@
  *
  * Does: wake QN_NOTIFY_WAKE_PER_GROUP waiters per group of a queue when this
  * broker commits to it; collect the queues committed to and send one NOTIFY
- * naming them at most every QN_NOTIFY_INTERVAL_MS; wake waiters of the queue
- * another broker's NOTIFY names (payload "tenant/queue").
+ * naming them at most every QN_NOTIFY_INTERVAL_MS (one per tenant); wake
+ * waiters of the queue another broker's NOTIFY names (payload "tenant/queue",
+ * so a tenant's waiters are woken only by its own queues).
  * Does not: send NOTIFY inside the push transaction (it follows the commit),
  * retry a NOTIFY that failed (re-check timers cover it).
  *
@@ -25,15 +26,19 @@
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
+#include "queen/ids.h"
 
 struct qn_notifier {
     qn_store *store;            /* borrowed */
     struct qn_waiters *waiters; /* borrowed */
     struct event *timer;
     bool armed;
-    char *queues[QN_NOTIFY_MAX_QUEUES];
+    char *queues[QN_NOTIFY_MAX_QUEUES];         /* owned copies */
+    uint8_t tenants[QN_NOTIFY_MAX_QUEUES][16]; /* queues[i]'s tenant */
     size_t n;
 };
+
+static const uint8_t default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 
 static void notify_sent(void *ud, const struct qn_store_status *st, int64_t value)
 {
@@ -56,23 +61,38 @@ static void notify_flush(evutil_socket_t fd, short what, void *ud)
     (void)what;
     struct qn_notifier *nt = ud;
     nt->armed = false;
-    if (nt->n > 0)
-        qn_store_notify_push(nt->store, (const char *const *)nt->queues, nt->n, NULL, notify_sent,
-                             NULL, NULL);
+    /* one NOTIFY call per tenant (notify_push_v1 takes one), names in order */
+    const char *batch[QN_NOTIFY_MAX_QUEUES];
+    bool sent[QN_NOTIFY_MAX_QUEUES] = {false};
+    for (size_t i = 0; i < nt->n; i++) {
+        if (sent[i])
+            continue;
+        size_t k = 0;
+        for (size_t j = i; j < nt->n; j++)
+            if (!sent[j] && memcmp(nt->tenants[j], nt->tenants[i], 16) == 0) {
+                batch[k++] = nt->queues[j];
+                sent[j] = true;
+            }
+        struct qn_call_opts opts = {0, nt->tenants[i], NULL};
+        qn_store_notify_push(nt->store, batch, k, &opts, notify_sent, NULL, NULL);
+    }
     drop_queues(nt);
 }
 
-void qn_notifier_committed(void *ud, const char *queue, const char *partition)
+void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                           const char *partition)
 {
     struct qn_notifier *nt = ud;
-    qn_waiters_notify(nt->waiters, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
+    qn_waiters_notify(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
-        known = strcmp(nt->queues[i], queue) == 0;
+        known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;
     if (!known && nt->n < QN_NOTIFY_MAX_QUEUES) {
         char *q = strdup(queue);
-        if (q != NULL)
+        if (q != NULL) {
+            memcpy(nt->tenants[nt->n], tenant, 16);
             nt->queues[nt->n++] = q;
+        }
     }
     if (!nt->armed) {
         struct timeval tv = {0, QN_NOTIFY_INTERVAL_MS * 1000};
@@ -87,7 +107,11 @@ static void on_listen(void *ud, const char *payload)
     struct qn_notifier *nt = ud;
     const char *slash = strchr(payload, '/');
     const char *queue = slash ? slash + 1 : payload;
-    qn_waiters_notify(nt->waiters, queue, NULL, QN_NOTIFY_WAKE_PER_GROUP);
+    uint8_t tenant[16];
+    /* "tenant/queue"; a payload without a tenant is the default tenant's */
+    if (slash == NULL || qn_uuid_parse(payload, (size_t)(slash - payload), tenant) != QN_OK)
+        memcpy(tenant, default_tenant, 16);
+    qn_waiters_notify(nt->waiters, tenant, queue, NULL, QN_NOTIFY_WAKE_PER_GROUP);
 }
 
 int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters *ws,

@@ -13,6 +13,8 @@
 #ifndef QN_BROKER_NOTIFIER_H
 #define QN_BROKER_NOTIFIER_H
 
+#include <stdint.h>
+
 #include "queen/store.h"
 
 struct event_base;
@@ -36,11 +38,12 @@ int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters 
                     struct qn_notifier **out);
 
 /*
- * Messages were committed to (queue, partition) on this broker: wakes local
- * waiters now and queues queue for the next NOTIFY. The signature fits fusion's
- * commit hook (ud is the notifier). Copies queue.
+ * Messages were committed to (tenant, queue, partition) on this broker: wakes
+ * local waiters now and queues (tenant, queue) for the next NOTIFY. The
+ * signature fits fusion's commit hook (ud is the notifier). Copies queue.
  */
-void qn_notifier_committed(void *ud, const char *queue, const char *partition);
+void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                           const char *partition);
 
 /* Stops listening, drops what was queued for NOTIFY and frees. Before the store
  * and the waiters are freed. NULL allowed. */

@@ -1,7 +1,7 @@
 /*
  * engine/pop_gate.c - the min_pop_wait_time cache (see pop_gate.h).
  *
- * A map from queue name to (option, when learned). Invariant: count <=
+ * A map from (tenant, queue name) to (option, when learned). Invariant: count <=
  * QN_POP_GATE_MAX; putting a new queue into a full cache empties it first.
  */
 #include <stdlib.h>
@@ -15,8 +15,17 @@ struct gate_entry {
     struct qn_map_node node;
     int32_t min_wait_ms;
     int64_t at_ms;
-    char name[];
+    char key[]; /* tenant (16 bytes) then the queue name */
 };
+
+/* The map key of (tenant, queue) in buf (>= 16 + 255 bytes); its length. */
+static size_t gate_key(const uint8_t tenant[16], const char *queue, char *buf)
+{
+    size_t ql = strnlen(queue, 255);
+    memcpy(buf, tenant, 16);
+    memcpy(buf + 16, queue, ql);
+    return 16 + ql;
+}
 
 struct qn_pop_gates {
     struct qn_map map;
@@ -38,28 +47,31 @@ static void entry_free(struct qn_map_node *n, void *ud)
     free(qn_container_of(n, struct gate_entry, node));
 }
 
-int32_t qn_pop_gates_get(const struct qn_pop_gates *g, const char *queue, int64_t now_ms)
+int32_t qn_pop_gates_get(const struct qn_pop_gates *g, const uint8_t tenant[16], const char *queue,
+                         int64_t now_ms)
 {
-    struct qn_map_node *n = qn_map_get(&g->map, queue, strlen(queue));
+    char k[16 + 255];
+    struct qn_map_node *n = qn_map_get(&g->map, k, gate_key(tenant, queue, k));
     if (n == NULL)
         return -1;
     const struct gate_entry *e = qn_container_of(n, struct gate_entry, node);
     return now_ms - e->at_ms > QN_POP_GATE_TTL_MS ? -1 : e->min_wait_ms;
 }
 
-void qn_pop_gates_put(struct qn_pop_gates *g, const char *queue, int32_t min_wait_ms,
-                      int64_t now_ms)
+void qn_pop_gates_put(struct qn_pop_gates *g, const uint8_t tenant[16], const char *queue,
+                      int32_t min_wait_ms, int64_t now_ms)
 {
-    size_t l = strlen(queue);
-    struct qn_map_node *n = qn_map_get(&g->map, queue, l);
+    char k[16 + 255];
+    size_t l = gate_key(tenant, queue, k);
+    struct qn_map_node *n = qn_map_get(&g->map, k, l);
     if (n == NULL) {
         if (g->map.count >= QN_POP_GATE_MAX)
             qn_map_each(&g->map, entry_free, &g->map);
-        struct gate_entry *e = calloc(1, sizeof *e + l + 1);
+        struct gate_entry *e = calloc(1, sizeof *e + l);
         if (e == NULL)
             return;
-        memcpy(e->name, queue, l + 1);
-        if (qn_map_put(&g->map, &e->node, e->name, l) != QN_OK) {
+        memcpy(e->key, k, l);
+        if (qn_map_put(&g->map, &e->node, e->key, l) != QN_OK) {
             free(e);
             return;
         }

@@ -22,14 +22,16 @@ struct qn_pop_gates;
 /* Returns QN_OK or QN_ENOMEM. */
 int qn_pop_gates_new(struct qn_pop_gates **out);
 
-/* The remembered min_pop_wait_time of queue (>= 0), or -1 when unknown or
- * older than QN_POP_GATE_TTL_MS at now_ms (monotonic, qn_store_now_ms()). */
-int32_t qn_pop_gates_get(const struct qn_pop_gates *g, const char *queue, int64_t now_ms);
+/* The remembered min_pop_wait_time of the tenant's queue (>= 0), or -1 when
+ * unknown or older than QN_POP_GATE_TTL_MS at now_ms (monotonic,
+ * qn_store_now_ms()). tenant is 16 bytes. */
+int32_t qn_pop_gates_get(const struct qn_pop_gates *g, const uint8_t tenant[16], const char *queue,
+                         int64_t now_ms);
 
-/* Remembers queue's option as of now_ms (copies queue). A failed allocation
- * only forgets (the next pop asks again). */
-void qn_pop_gates_put(struct qn_pop_gates *g, const char *queue, int32_t min_wait_ms,
-                      int64_t now_ms);
+/* Remembers the tenant's queue's option as of now_ms (copies queue). A failed
+ * allocation only forgets (the next pop asks again). */
+void qn_pop_gates_put(struct qn_pop_gates *g, const uint8_t tenant[16], const char *queue,
+                      int32_t min_wait_ms, int64_t now_ms);
 
 /* Queues remembered (tests). */
 size_t qn_pop_gates_count(const struct qn_pop_gates *g);

@@ -1,9 +1,10 @@
 /*
  * engine/waiters.c - see waiters.h.
  *
- * Layout: a map from queue name to a queue entry holding one bucket per consumer
- * group (a short list: groups waiting on one queue are few), each bucket a FIFO of
- * waiters. Discovery waiters live in one extra bucket. Empty buckets and queue
+ * Layout: a map from (tenant, queue name) to a queue entry holding one bucket
+ * per consumer group (a short list: groups waiting on one queue are few), each
+ * bucket a FIFO of waiters. Discovery waiters live in one extra bucket and are
+ * woken only by commits of their own tenant. Empty buckets and queue
  * entries are freed as soon as their last waiter leaves.
  *
  * A wake pass first moves the waiters it wakes, oldest first, from their buckets
@@ -42,7 +43,7 @@ struct qn_wait_queue {
     struct qn_map_node node;
     struct qn_wait_bucket *buckets;
     size_t klen;
-    char name[];
+    char key[]; /* tenant (16 bytes) then the queue name, NUL-terminated */
 };
 
 struct qn_waiters {
@@ -143,8 +144,18 @@ static void list_unlink(struct qn_wait_bucket *b, struct qn_waiter *w)
     w->prev = w->next = NULL;
 }
 
-int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
-                    const char *group)
+/* The map key of (tenant, queue) in buf (>= 16 + 256 bytes); its length. */
+static size_t queue_key(const uint8_t tenant[16], const char *queue, char *buf)
+{
+    size_t ql = strnlen(queue, 255);
+    memcpy(buf, tenant, 16);
+    memcpy(buf + 16, queue, ql);
+    buf[16 + ql] = '\0';
+    return 16 + ql;
+}
+
+int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
+                    const char *queue, const char *group)
 {
     if (w->bucket != NULL)
         return QN_OK; /* parked already, or about to be called by a wake pass */
@@ -152,24 +163,26 @@ int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queu
         return QN_EBUSY;
     if (group == NULL)
         group = "";
+    memcpy(w->tenant, tenant, 16);
     struct qn_wait_bucket *b = NULL;
     if (queue == NULL || *queue == '\0') {
         if (ws->discovery == NULL && (ws->discovery = bucket_new(NULL, "")) == NULL)
             return QN_ENOMEM;
         b = ws->discovery;
     } else {
-        size_t ql = strlen(queue);
+        char kbuf[16 + 256];
+        size_t klen = queue_key(tenant, queue, kbuf);
         struct qn_wait_queue *q = NULL;
-        struct qn_map_node *n = qn_map_get(&ws->queues, queue, ql);
+        struct qn_map_node *n = qn_map_get(&ws->queues, kbuf, klen);
         if (n != NULL) {
             q = qn_container_of(n, struct qn_wait_queue, node);
         } else {
-            q = calloc(1, sizeof *q + ql + 1);
+            q = calloc(1, sizeof *q + klen + 1);
             if (q == NULL)
                 return QN_ENOMEM;
-            memcpy(q->name, queue, ql + 1);
-            q->klen = ql;
-            int rc = qn_map_put(&ws->queues, &q->node, q->name, ql);
+            memcpy(q->key, kbuf, klen + 1);
+            q->klen = klen;
+            int rc = qn_map_put(&ws->queues, &q->node, q->key, klen);
             if (rc != QN_OK) {
                 free(q);
                 return rc == QN_ELIMIT ? QN_EBUSY : rc;
@@ -233,15 +246,17 @@ void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w)
 
 /* Collects the waiters to wake from one bucket into `out`, oldest first, so that
  * they leave their buckets (which may free them) after the walk. */
-static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const char *partition,
-                      size_t per_group, struct qn_waiter **out, size_t cap, size_t n)
+static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uint8_t *tenant,
+                      const char *partition, size_t per_group, struct qn_waiter **out, size_t cap,
+                      size_t n)
 {
     size_t any = 0;
     struct qn_waiter *w = b->head;
     while (w && n < cap) {
         struct qn_waiter *next = w->next;
         bool specific = w->partition != NULL;
-        bool match = !specific || partition == NULL || strcmp(w->partition, partition) == 0;
+        bool match = (!specific || partition == NULL || strcmp(w->partition, partition) == 0) &&
+                     (tenant == NULL || memcmp(w->tenant, tenant, 16) == 0);
         if (match && (specific || any < per_group)) {
             if (!specific)
                 any++;
@@ -252,24 +267,26 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const cha
     return n;
 }
 
-void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *partition,
-                       size_t per_group)
+void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
+                       const char *partition, size_t per_group)
 {
     enum { BATCH = 256 };
     struct qn_waiter *wake[BATCH];
     size_t n = 0;
     if (per_group == 0)
         per_group = 1;
-    if (queue != NULL) {
-        struct qn_map_node *node = qn_map_get(&ws->queues, queue, strlen(queue));
+    if (queue != NULL && tenant != NULL) {
+        char kbuf[16 + 256];
+        size_t klen = queue_key(tenant, queue, kbuf);
+        struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
         if (node != NULL) {
             struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
             for (struct qn_wait_bucket *b = q->buckets; b && n < BATCH; b = b->next)
-                n = collect(ws, b, partition, per_group, wake, BATCH, n);
+                n = collect(ws, b, NULL, partition, per_group, wake, BATCH, n);
         }
     }
     if (ws->discovery != NULL && n < BATCH)
-        n = collect(ws, ws->discovery, NULL, per_group, wake, BATCH, n);
+        n = collect(ws, ws->discovery, tenant, NULL, per_group, wake, BATCH, n);
     /* Move all to the waking list first (this may free buckets), then call back
      * from its head: a waiter unparked meanwhile is off the list (invariant 4). */
     for (size_t i = 0; i < n; i++) {
@@ -304,9 +321,11 @@ static void collect_name(struct qn_map_node *n, void *ud)
         l->names = p;
         l->cap = cap;
     }
-    char *copy = strdup(q->name);
-    if (copy != NULL)
+    char *copy = malloc(q->klen + 1);
+    if (copy != NULL) {
+        memcpy(copy, q->key, q->klen + 1);
         l->names[l->n++] = copy;
+    }
 }
 
 void qn_waiters_wake_all(struct qn_waiters *ws)
@@ -318,12 +337,13 @@ void qn_waiters_wake_all(struct qn_waiters *ws)
         struct name_list l = {NULL, 0, 0};
         qn_map_each(&ws->queues, collect_name, &l);
         for (size_t i = 0; i < l.n; i++) {
-            qn_waiters_notify(ws, l.names[i], NULL, SIZE_MAX);
+            /* a key is the tenant's 16 bytes, then the queue name */
+            qn_waiters_notify(ws, (const uint8_t *)l.names[i], l.names[i] + 16, NULL, SIZE_MAX);
             free(l.names[i]);
         }
         free(l.names);
         if (ws->discovery != NULL)
-            qn_waiters_notify(ws, NULL, NULL, SIZE_MAX);
+            qn_waiters_notify(ws, NULL, NULL, NULL, SIZE_MAX);
         if (ws->count >= before)
             break;
     }

@@ -2,9 +2,11 @@
  * engine/waiters.h - private to broker/: pops, consume streams and fetches
  * waiting for data.
  *
- * A waiter parks under (queue, consumer group) - or under the discovery list when
- * it pops by namespace/task - and is woken when a push to that queue commits on
- * this broker, or when another broker's NOTIFY names the queue. Waking unparks the
+ * A waiter parks under (tenant, queue, consumer group) - or under the discovery
+ * list when it pops by namespace/task - and is woken when a push to that queue of
+ * that tenant commits on this broker, or when another broker's NOTIFY names it
+ * (a discovery waiter: any queue of its tenant). Two tenants' queues of one name
+ * never wake each other's waiters. Waking unparks the
  * waiter and calls its wake() callback; the owner then pops again (and parks again
  * if it found nothing). Owners also re-check on their own timer
  * (QUEEN_WAKE_RECHECK_MS), which bounds any wake-up that was missed.
@@ -26,6 +28,7 @@ struct qn_waiter {
     void (*wake)(struct qn_waiter *w);
     void *ud;
     /* owned by waiters.c */
+    uint8_t tenant[16];            /* the tenant it parked in */
     struct qn_wait_bucket *bucket; /* non-NULL while parked */
     struct qn_waiter *prev, *next;
 };
@@ -35,12 +38,13 @@ int qn_waiters_new(size_t max_parked, struct qn_waiters **out);
 void qn_waiters_free(struct qn_waiters *ws);
 
 /*
- * Parks w under (queue, group); queue NULL or "" parks it on the discovery list
- * (woken by a push to any queue). Returns QN_OK, QN_EBUSY when max_parked waiters
- * are already parked, or QN_ENOMEM.
+ * Parks w under (tenant, queue, group) (tenant: 16 bytes); queue NULL or ""
+ * parks it on the discovery list (woken by a push to any queue of tenant).
+ * Returns QN_OK, QN_EBUSY when max_parked waiters are already parked, or
+ * QN_ENOMEM.
  */
-int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const char *queue,
-                    const char *group);
+int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
+                    const char *queue, const char *group);
 
 /* Unparks w if it is parked (no callback). Also takes w off a wake pass that
  * has not called it yet: an owner may unpark and free any of its waiters from
@@ -52,16 +56,17 @@ void qn_waiters_unpark(struct qn_waiters *ws, struct qn_waiter *w);
 bool qn_waiter_parked(const struct qn_waiter *w);
 
 /*
- * Data arrived in (queue, partition); partition NULL = unknown (a NOTIFY from
- * another broker). Wakes, for every group waiting on the queue, up to `per_group`
- * waiters that want any partition, plus every waiter for exactly this partition;
- * and up to `per_group` discovery waiters. Oldest waiters first (per bucket;
- * at most 256 per call). Each chosen waiter is unparked, then its wake() runs,
- * from this call, never for a waiter unparked in the meantime. Called from
- * inside a wake(), it only adds to the running pass.
+ * Data arrived in (tenant, queue, partition); partition NULL = unknown (a NOTIFY
+ * from another broker). Wakes, for every group waiting on the queue, up to
+ * `per_group` waiters that want any partition, plus every waiter for exactly
+ * this partition; and up to `per_group` discovery waiters of tenant (tenant NULL:
+ * of any tenant, for the shutdown). Oldest waiters first (per bucket; at most
+ * 256 per call). Each chosen waiter is unparked, then its wake() runs, from this
+ * call, never for a waiter unparked in the meantime. Called from inside a
+ * wake(), it only adds to the running pass.
  */
-void qn_waiters_notify(struct qn_waiters *ws, const char *queue, const char *partition,
-                       size_t per_group);
+void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
+                       const char *partition, size_t per_group);
 
 size_t qn_waiters_count(const struct qn_waiters *ws);
 

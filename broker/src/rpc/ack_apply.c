@@ -3,8 +3,12 @@
  * Ack and Consume's in-band acks, and files the dead letters an ack hands off
  * (Transact files its own through qn_dlq_file too).
  *
- * Does: group ack items by (partition, lease) and apply each group with one
- * ack_v1 call (all groups in flight at once, pipelined by storage); file the
+ * Does: with auth on, find the queue of every named partition in the caller's
+ * tenant (partition_queues_v1) and check the consume grant on each before any
+ * ack is sent (a partition of another tenant reads as unknown: its items are
+ * rejected and nothing is sent for them); group ack items by (partition, lease)
+ * and apply each group with one ack_v1 call (all groups in flight at once,
+ * pipelined by storage); renew leases the same way (qn_renew_run); file the
  * dead letter a group hands off (decode the poison frame from the segment the
  * database returned, then dlq_head_v1); answer per item in request order.
  * A group whose ack_v1 was sent and never answered (QN_EINDOUBT) is sent again,
@@ -38,6 +42,7 @@
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "rpc/ack_apply.h"
+#include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/validate.h"
 
@@ -107,7 +112,7 @@ int qn_dlq_file(struct qn_app *app, const uint8_t pid[16], const char *group, co
                     (long long)r->dlq_offset);
         }
     }
-    struct qn_call_opts opts = {deadline, NULL};
+    struct qn_call_opts opts = {deadline, NULL, NULL}; /* keyed on the partition */
     return qn_store_dlq_head(app->store, &a, &opts, dlq_head_done, j, &j->sreq);
 }
 
@@ -125,11 +130,14 @@ struct ack_group {
     bool resent;          /* the first ack_v1 was in doubt: this group was sent again */
     int64_t resend_ms;    /* next backoff between re-sends */
     struct event *resend; /* re-send timer (made on the first doubt) */
+    bool skip;            /* its partition is not in the caller's tenant: answered rejected */
 };
 
 struct qn_ack_op {
     struct qn_app *app;
+    qn_call *call; /* for the caller's principal, tenant and audit lines */
     const Queen__V1__AckRequest *req;
+    qn_store_req *lookup; /* partition_queues_v1 in flight (auth on) */
     const char *group;
     struct ack_group *groups;
     size_t ngroups;
@@ -167,6 +175,7 @@ void qn_ack_cancel(struct qn_ack_op *op)
 {
     if (op == NULL)
         return;
+    qn_store_cancel(op->lookup);
     for (size_t g = 0; g < op->ngroups; g++) {
         qn_store_cancel(op->groups[g].sreq);
         qn_store_cancel(op->groups[g].dlq.sreq);
@@ -389,7 +398,9 @@ static int group_send(struct ack_group *g)
     args.worker = g->lease ? g->lease : "";
     args.items = items;
     args.n = g->n;
-    struct qn_call_opts opts = {op->deadline, NULL};
+    /* ack_v1 is keyed on the partition (its tenant was checked before the
+     * first send, qn_ack_run); the tenant rides along like every call's */
+    struct qn_call_opts opts = qn_authz_opts(op->call, op->deadline);
     rc = qn_store_ack(op->app->store, &args, &opts, group_done, g, &g->sreq);
     if (rc != QN_OK)
         g->sreq = NULL;
@@ -421,18 +432,25 @@ static int cmp_ack(const void *a, const void *b, void *ud)
     return c;
 }
 
-int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
+static int ack_send(struct qn_ack_op *op);
+static void ack_authorized(void *ud, const struct qn_store_status *st,
+                           const struct qn_pid_queues_result *res);
+
+int qn_ack_run(struct qn_app *app, qn_call *call, const Queen__V1__AckRequest *req,
                void (*done)(void *ud, enum qn_grpc_code code, const char *message,
                             const Queen__V1__AckResponse *resp),
                void *ud, int64_t deadline_ms, struct qn_ack_op **out)
 {
     size_t n = req->n_items;
+    if (out)
+        *out = NULL;
     if (n == 0)
         return QN_EBADREQUEST;
     struct qn_ack_op *op = calloc(1, sizeof *op);
     if (op == NULL)
         return QN_ENOMEM;
     op->app = app;
+    op->call = call;
     op->req = req;
     op->group = qn_or_default(req->consumer_group, QN_QUEUE_MODE);
     op->done = done;
@@ -476,9 +494,49 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
         g->resend_ms = ACK_RESEND_MIN_MS;
         s = e;
     }
+    int rc;
+    if (qn_authz_principal(op->call) == NULL) {
+        rc = ack_send(op);
+        if (rc != QN_OK) {
+            ack_op_free(op);
+            return rc;
+        }
+        if (out)
+            *out = op;
+        return QN_OK;
+    }
+    /* auth: the queue of every partition first, in the caller's tenant */
+    uint8_t(*pids)[16] = calloc(op->ngroups, 16);
+    if (pids == NULL) {
+        ack_op_free(op);
+        return QN_ENOMEM;
+    }
+    for (size_t gi = 0; gi < op->ngroups; gi++)
+        memcpy(pids[gi], op->groups[gi].pid, 16);
+    struct qn_call_opts opts = qn_authz_opts(op->call, op->deadline);
+    rc = qn_store_partition_queues(app->store, (const uint8_t(*)[16])pids, op->ngroups, &opts,
+                                   ack_authorized, op, &op->lookup);
+    free(pids);
+    if (rc != QN_OK) {
+        ack_op_free(op);
+        return rc;
+    }
+    if (out)
+        *out = op;
+    return QN_OK;
+}
+
+/* Sends every group not already answered; completes later (never inside). */
+static int ack_send(struct qn_ack_op *op)
+{
+    struct qn_app *app = op->app;
     op->outstanding = op->ngroups + 1; /* +1 while sending, see below */
     for (size_t gi = 0; gi < op->ngroups; gi++) {
         struct ack_group *g = &op->groups[gi];
+        if (g->skip) {
+            op->outstanding--; /* answered already (not in the caller's tenant) */
+            continue;
+        }
         int rc = group_send(g);
         if (rc != QN_OK) {
             struct qn_store_status st = {rc, "", qn_strerror(rc)};
@@ -488,22 +546,233 @@ int qn_ack_run(struct qn_app *app, const Queen__V1__AckRequest *req,
             group_done(g, &st, NULL);
         }
     }
-    if (out)
-        *out = op;
     if (op->outstanding > 1) {
         op->outstanding--; /* the sending reference */
         return QN_OK;
     }
-    /* Every group failed to send: complete from a later loop turn, never inside
-     * the caller's call. */
+    /* Every group failed to send (or none was left to send): complete from a
+     * later loop turn, never inside the caller's call. */
     op->defer = evtimer_new(app->base, ack_op_defer_cb, op);
-    if (op->defer == NULL) {
-        ack_op_free(op);
-        if (out)
-            *out = NULL;
+    if (op->defer == NULL)
         return QN_ENOMEM;
-    }
     struct timeval zero = {0, 0};
     evtimer_add(op->defer, &zero);
+    return QN_OK;
+}
+
+/* partition_queues_v1 answered: refuse the whole call when a queue lacks the
+ * consume grant (nothing was sent), answer the groups of partitions outside the
+ * caller's tenant as rejected, send the rest. */
+static void ack_authorized(void *ud, const struct qn_store_status *st,
+                           const struct qn_pid_queues_result *res)
+{
+    struct qn_ack_op *op = ud;
+    op->lookup = NULL;
+    if (st->code != QN_OK) {
+        op->done(op->ud, qn_grpc_from_status(st), qn_status_message(st), NULL);
+        ack_op_free(op);
+        return;
+    }
+    for (size_t gi = 0; gi < op->ngroups; gi++) {
+        struct ack_group *g = &op->groups[gi];
+        const char *queue = NULL;
+        for (size_t k = 0; k < res->n && queue == NULL; k++)
+            if (memcmp(res->rows[k].pid, g->pid, 16) == 0)
+                queue = res->rows[k].queue;
+        if (queue == NULL) {
+            g->skip = true;
+            for (size_t k = 0; k < g->n; k++) {
+                Queen__V1__AckResult *r = &op->results[g->idx[k]];
+                r->outcome = QUEEN__V1__ACK_OUTCOME__ACK_OUTCOME_REJECTED;
+                r->error = "partition not found";
+            }
+            continue;
+        }
+        char why[400];
+        if (!qn_authz_check(op->call, QN_SCOPE_CONSUME, queue, why, sizeof why)) {
+            op->done(op->ud, QN_GRPC_PERMISSION_DENIED, why, NULL);
+            ack_op_free(op);
+            return;
+        }
+    }
+    int rc = ack_send(op);
+    if (rc != QN_OK) {
+        op->done(op->ud, qn_grpc_from_store(rc), qn_strerror(rc), NULL);
+        ack_op_free(op);
+    }
+}
+
+/* ---------------------------------------------------------------- renewals */
+
+/* A renewal whose result was lost (QN_EINDOUBT) is sent again with backoff
+ * until it answers or the deadline (30 s without one) is near: renewing sets
+ * the expiry from now, so a repeat extends it once more, never less. */
+#define RENEW_RESEND_MIN_MS 50
+#define RENEW_RESEND_MAX_MS 1000
+#define RENEW_RESOLVE_MAX_MS 30000
+
+struct qn_renew_op {
+    struct qn_app *app;
+    qn_call *call;
+    char lease[256];
+    int32_t seconds;
+    int64_t deadline;      /* 0 = none */
+    int64_t resolve_until; /* re-sends stop here */
+    int64_t backoff_ms;    /* next backoff between re-sends */
+    bool resent;           /* the first renew_lease_v1 was in doubt */
+    struct event *timer;   /* re-send (made on the first doubt) */
+    qn_store_req *sreq;
+    void (*done)(void *ud, enum qn_grpc_code code, const char *message, int32_t renewed,
+                 int64_t expires_at_us);
+    void *ud;
+};
+
+static void renew_op_free(struct qn_renew_op *op)
+{
+    if (op->timer)
+        event_free(op->timer);
+    free(op);
+}
+
+void qn_renew_cancel(struct qn_renew_op *op)
+{
+    if (op == NULL)
+        return;
+    qn_store_cancel(op->sreq);
+    renew_op_free(op);
+}
+
+static void renew_end(struct qn_renew_op *op, enum qn_grpc_code code, const char *msg,
+                      int32_t renewed, int64_t exp)
+{
+    op->done(op->ud, code, msg, renewed, exp);
+    renew_op_free(op);
+}
+
+static int renew_send(struct qn_renew_op *op);
+
+static void renew_renewed(void *ud, const struct qn_store_status *st, int32_t renewed,
+                          int64_t expires_at_us);
+
+static void renew_timer_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct qn_renew_op *op = ud;
+    int rc = renew_send(op);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        renew_renewed(op, &st, 0, 0);
+    }
+}
+
+static void renew_renewed(void *ud, const struct qn_store_status *st, int32_t renewed,
+                          int64_t expires_at_us)
+{
+    struct qn_renew_op *op = ud;
+    op->sreq = NULL;
+    bool doubt = st->code == QN_EINDOUBT ||
+                 (op->resent &&
+                  (st->code == QN_EUNAVAILABLE || st->code == QN_ETIMEOUT || st->code == QN_EBUSY));
+    if (doubt && qn_store_now_ms() + op->backoff_ms < op->resolve_until) {
+        if (op->timer == NULL)
+            op->timer = evtimer_new(op->app->base, renew_timer_cb, op);
+        if (op->timer != NULL) {
+            op->resent = true;
+            struct timeval tv = {(time_t)(op->backoff_ms / 1000),
+                                 (suseconds_t)((op->backoff_ms % 1000) * 1000)};
+            evtimer_add(op->timer, &tv);
+            op->backoff_ms =
+                op->backoff_ms * 2 > RENEW_RESEND_MAX_MS ? RENEW_RESEND_MAX_MS : op->backoff_ms * 2;
+            return;
+        }
+    }
+    if (st->code != QN_OK && (doubt || op->resent)) {
+        struct qn_store_status u = {QN_EINDOUBT, "", ""};
+        renew_end(op, qn_grpc_from_status(&u), qn_status_message(&u), 0, 0);
+        return;
+    }
+    if (st->code != QN_OK) {
+        renew_end(op, qn_grpc_from_status(st), qn_status_message(st), 0, 0);
+        return;
+    }
+    renew_end(op, QN_GRPC_OK, NULL, renewed, expires_at_us);
+}
+
+static int renew_send(struct qn_renew_op *op)
+{
+    /* keyed on the lease (its tenant checked first with auth on) */
+    struct qn_call_opts opts = qn_authz_opts(op->call, op->deadline);
+    int rc = qn_store_renew_lease(op->app->store, op->lease, op->seconds, &opts, renew_renewed, op,
+                                  &op->sreq);
+    if (rc != QN_OK)
+        op->sreq = NULL;
+    return rc;
+}
+
+static void renew_authorized(void *ud, const struct qn_store_status *st,
+                             const struct qn_pid_queues_result *res)
+{
+    struct qn_renew_op *op = ud;
+    op->sreq = NULL;
+    if (st->code != QN_OK) {
+        renew_end(op, qn_grpc_from_status(st), qn_status_message(st), 0, 0);
+        return;
+    }
+    if (res->n == 0) {
+        renew_end(op, QN_GRPC_OK, NULL, 0, 0); /* nothing live under this lease */
+        return;
+    }
+    for (size_t i = 0; i < res->n; i++)
+        if (res->rows[i].queue[0] == '\0') {
+            /* a lease of another tenant: unknown here, and never touched */
+            renew_end(op, QN_GRPC_OK, NULL, 0, 0);
+            return;
+        }
+    for (size_t i = 0; i < res->n; i++) {
+        char why[400];
+        if (!qn_authz_check(op->call, QN_SCOPE_CONSUME, res->rows[i].queue, why, sizeof why)) {
+            renew_end(op, QN_GRPC_PERMISSION_DENIED, why, 0, 0);
+            return;
+        }
+    }
+    int rc = renew_send(op);
+    if (rc != QN_OK)
+        renew_end(op, qn_grpc_from_store(rc), qn_strerror(rc), 0, 0);
+}
+
+int qn_renew_run(struct qn_app *app, qn_call *call, const char *lease, int32_t seconds,
+                 int64_t deadline_ms,
+                 void (*done)(void *ud, enum qn_grpc_code code, const char *message,
+                              int32_t renewed, int64_t expires_at_us),
+                 void *ud, struct qn_renew_op **out)
+{
+    *out = NULL;
+    if (strlen(lease) >= sizeof ((struct qn_renew_op *)0)->lease)
+        return QN_EINVAL;
+    struct qn_renew_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return QN_ENOMEM;
+    op->app = app;
+    op->call = call;
+    memcpy(op->lease, lease, strlen(lease) + 1);
+    op->seconds = seconds;
+    op->deadline = deadline_ms;
+    op->resolve_until = deadline_ms > 0 ? deadline_ms : qn_store_now_ms() + RENEW_RESOLVE_MAX_MS;
+    op->backoff_ms = RENEW_RESEND_MIN_MS;
+    op->done = done;
+    op->ud = ud;
+    int rc;
+    if (qn_authz_principal(call) == NULL) {
+        rc = renew_send(op);
+    } else {
+        struct qn_call_opts opts = qn_authz_opts(call, deadline_ms);
+        rc = qn_store_lease_queues(app->store, op->lease, &opts, renew_authorized, op, &op->sreq);
+    }
+    if (rc != QN_OK) {
+        renew_op_free(op);
+        return rc;
+    }
+    *out = op;
     return QN_OK;
 }

@@ -6,11 +6,13 @@
  * exactly one ending (or qn_admin_cancel) frees it; every ending clears the
  * call's data first, so on_cancel never finds freed state.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "app.h"
 #include "queen/error.h"
 #include "rpc/admin_call.h"
+#include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -115,6 +117,56 @@ bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *wha
         return true;
     qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
     return false;
+}
+
+struct qn_call_opts qn_admin_opts(const struct qn_admin_call *a)
+{
+    return qn_authz_opts(a->call, qn_call_deadline_ms(a->call));
+}
+
+bool qn_admin_authorize(struct qn_admin_call *a, const char *queue)
+{
+    char why[400];
+    if (qn_authz_check(a->call, QN_SCOPE_ADMIN, queue, why, sizeof why))
+        return true;
+    qn_admin_finish(a, QN_GRPC_PERMISSION_DENIED, why);
+    return false;
+}
+
+bool qn_admin_authorize_all(struct qn_admin_call *a, const char *what)
+{
+    struct qn_authz_names names;
+    int reach = qn_authz_names(a->call, QN_SCOPE_ADMIN, &names);
+    qn_authz_names_free(&names);
+    if (reach == QN_REACH_ALL)
+        return true;
+    char why[400], reason[300];
+    snprintf(reason, sizeof reason, "%s needs an admin grant on every queue (admin:*)", what);
+    qn_authz_refuse(a->call, QN_SCOPE_ADMIN, "", reason, why, sizeof why);
+    qn_admin_finish(a, QN_GRPC_PERMISSION_DENIED, why);
+    return false;
+}
+
+int qn_admin_reach(struct qn_admin_call *a, struct qn_authz_names *names)
+{
+    int reach = qn_authz_names(a->call, QN_SCOPE_ADMIN, names);
+    if (reach == QN_REACH_ALL)
+        return 1;
+    if (reach == QN_REACH_SOME)
+        return 0;
+    if (reach < 0) {
+        qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+    }
+    char why[400];
+    qn_authz_refuse(a->call, QN_SCOPE_ADMIN, "", "no admin grant", why, sizeof why);
+    qn_admin_finish(a, QN_GRPC_PERMISSION_DENIED, why);
+    return -1;
+}
+
+void qn_admin_audit(const struct qn_admin_call *a, const char *queue, const char *what)
+{
+    qn_authz_audit_admin(a->call, queue, what);
 }
 
 uint32_t qn_admin_list_limit(uint32_t limit)

@@ -67,6 +67,31 @@ bool qn_admin_sent(struct qn_admin_call *a, int rc);
 bool qn_admin_check_name(struct qn_admin_call *a, const char *s, const char *what,
                          bool allow_empty);
 
+/* Options of the call's storage calls: its deadline and its tenant. */
+struct qn_call_opts qn_admin_opts(const struct qn_admin_call *a);
+
+/* True when the call may administer queue; otherwise the call was ended with
+ * PERMISSION_DENIED (audited; a is freed). */
+bool qn_admin_authorize(struct qn_admin_call *a, const char *queue);
+
+/* The same for every queue (a call that names none, e.g. deleting a group on
+ * all queues): only an "admin:*" grant (or no auth) passes. */
+bool qn_admin_authorize_all(struct qn_admin_call *a, const char *what);
+
+struct qn_authz_names;
+
+/*
+ * For list and stats calls that name no queue: returns 1 when the caller sees
+ * every queue (no auth, or an "admin:*" grant), 0 when it sees some (*names is
+ * then the filter to apply; the state's cleanup must free it with
+ * qn_authz_names_free), or -1 when it has no admin grant at all or memory ran
+ * out (the call was ended: PERMISSION_DENIED or RESOURCE_EXHAUSTED; a is freed).
+ */
+int qn_admin_reach(struct qn_admin_call *a, struct qn_authz_names *names);
+
+/* An audit line for the admin mutation the call is about to make on queue. */
+void qn_admin_audit(const struct qn_admin_call *a, const char *queue, const char *what);
+
 /* The row limit for a requested limit (0 = default, capped at the maximum). */
 uint32_t qn_admin_list_limit(uint32_t limit);
 

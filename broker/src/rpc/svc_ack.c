@@ -2,10 +2,10 @@
  * rpc/svc_ack.c - QueueService.Ack and RenewLease.
  *
  * Does: validate (validate.h); hand the request to the ack engine
- * (ack_apply.h) and answer with its per-item results; renew a lease with one
- * renew_lease_v1 call.
- * A renewal whose result was lost is sent again until it answers (see
- * RENEW_RESOLVE_MAX_MS); a re-send that cannot get through answers UNKNOWN.
+ * (ack_apply.h, which checks the consume grant of every partition's queue when
+ * auth is on) and answer with its per-item results; renew a lease through the
+ * same engine (qn_renew_run, which sends a renewal whose result was lost again
+ * until it answers; one that cannot get through answers UNKNOWN).
  * Does not: apply acks itself; keep anything after the call ends (a cancelled
  * call cancels its storage work).
  *
@@ -87,7 +87,7 @@ void qn_svc_ack(qn_call *call, ProtobufCMessage *msg)
         return;
     }
     qn_call_set_data(call, a);
-    rc = qn_ack_run(app, req, ack_rpc_done, a, qn_call_deadline_ms(call), &a->op);
+    rc = qn_ack_run(app, call, req, ack_rpc_done, a, qn_call_deadline_ms(call), &a->op);
     if (rc != QN_OK) {
         qn_call_set_data(call, NULL);
         protobuf_c_message_free_unpacked(msg, NULL);
@@ -111,85 +111,29 @@ void qn_svc_ack_cancel(qn_call *call, int reason)
 
 /* ---------------------------------------------------------------- RenewLease */
 
-/* A renewal whose result was lost (QN_EINDOUBT) is sent again with backoff
- * until it answers or the deadline (30 s without one) is near: renewing sets
- * the expiry from now, so a repeat extends it once more, never less. */
-#define RENEW_RESEND_MIN_MS 50
-#define RENEW_RESEND_MAX_MS 1000
-#define RENEW_RESOLVE_MAX_MS 30000
-
 struct renew_rpc {
-    struct qn_app *app;
     qn_call *call;
-    qn_store_req *sreq;
-    char lease[QN_UUID_STR_LEN + 1];
-    int32_t seconds;
-    int64_t deadline;      /* 0 = none */
-    int64_t resolve_until; /* re-sends stop here */
-    int64_t backoff_ms;
-    bool resent;
-    struct event *timer; /* re-send (made on the first doubt) */
+    struct qn_renew_op *op;
     struct qn_conn_slot *slot;
 };
 
 static void renew_free(struct renew_rpc *r)
 {
-    qn_store_cancel(r->sreq);
+    qn_renew_cancel(r->op);
     qn_conn_budget_give(r->slot);
-    if (r->timer)
-        event_free(r->timer);
     free(r);
 }
 
-static int renew_send(struct renew_rpc *r);
-
-static void renew_done(void *ud, const struct qn_store_status *st, int32_t renewed,
-                       int64_t expires_at_us);
-
-static void renew_timer_cb(evutil_socket_t fd, short what, void *ud)
-{
-    (void)fd;
-    (void)what;
-    struct renew_rpc *r = ud;
-    int rc = renew_send(r);
-    if (rc != QN_OK) {
-        struct qn_store_status st = {rc, "", qn_strerror(rc)};
-        renew_done(r, &st, 0, 0);
-    }
-}
-
-static void renew_done(void *ud, const struct qn_store_status *st, int32_t renewed,
+static void renew_done(void *ud, enum qn_grpc_code code, const char *message, int32_t renewed,
                        int64_t expires_at_us)
 {
     struct renew_rpc *r = ud;
-    r->sreq = NULL;
-    bool doubt = st->code == QN_EINDOUBT ||
-                 (r->resent &&
-                  (st->code == QN_EUNAVAILABLE || st->code == QN_ETIMEOUT || st->code == QN_EBUSY));
-    if (doubt && qn_store_now_ms() + r->backoff_ms < r->resolve_until) {
-        if (r->timer == NULL)
-            r->timer = evtimer_new(r->app->base, renew_timer_cb, r);
-        if (r->timer != NULL) {
-            r->resent = true;
-            struct timeval tv = {(time_t)(r->backoff_ms / 1000),
-                                 (suseconds_t)((r->backoff_ms % 1000) * 1000)};
-            evtimer_add(r->timer, &tv);
-            r->backoff_ms =
-                r->backoff_ms * 2 > RENEW_RESEND_MAX_MS ? RENEW_RESEND_MAX_MS : r->backoff_ms * 2;
-            return;
-        }
-    }
+    r->op = NULL; /* finished: freed by the engine */
     qn_call *call = r->call;
-    bool unknown = st->code != QN_OK && (doubt || r->resent);
     qn_call_set_data(call, NULL);
     renew_free(r);
-    if (unknown) {
-        struct qn_store_status u = {QN_EINDOUBT, "", ""};
-        qn_finish_store_error(call, &u);
-        return;
-    }
-    if (st->code != QN_OK) {
-        qn_finish_store_error(call, st);
+    if (code != QN_GRPC_OK) {
+        qn_call_finish(call, code, message);
         return;
     }
     Queen__V1__RenewLeaseResponse resp = QUEEN__V1__RENEW_LEASE_RESPONSE__INIT;
@@ -200,16 +144,6 @@ static void renew_done(void *ud, const struct qn_store_status *st, int32_t renew
         qn_call_finish(call, QN_GRPC_OK, NULL);
     else
         qn_call_finish(call, QN_GRPC_INTERNAL, "cannot send the response");
-}
-
-static int renew_send(struct renew_rpc *r)
-{
-    struct qn_call_opts opts = {r->deadline, NULL};
-    int rc =
-        qn_store_renew_lease(r->app->store, r->lease, r->seconds, &opts, renew_done, r, &r->sreq);
-    if (rc != QN_OK)
-        r->sreq = NULL;
-    return rc;
 }
 
 void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
@@ -238,7 +172,6 @@ void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
         qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
-    r->app = app;
     r->call = call;
     int src = qn_svc_take_slot(app, call, false, &r->slot);
     if (src != QN_OK) {
@@ -248,14 +181,11 @@ void qn_svc_renew(qn_call *call, ProtobufCMessage *msg)
                        src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
         return;
     }
-    snprintf(r->lease, sizeof r->lease, "%s", req->lease_id);
-    r->seconds = (int32_t)(req->seconds ? req->seconds : 60);
-    r->deadline = qn_call_deadline_ms(call);
-    r->resolve_until = r->deadline > 0 ? r->deadline : qn_store_now_ms() + RENEW_RESOLVE_MAX_MS;
-    r->backoff_ms = RENEW_RESEND_MIN_MS;
-    protobuf_c_message_free_unpacked(msg, NULL);
     qn_call_set_data(call, r);
-    int rc = renew_send(r);
+    /* the engine copies the lease: the request can go now */
+    int rc = qn_renew_run(app, call, req->lease_id, (int32_t)(req->seconds ? req->seconds : 60),
+                          qn_call_deadline_ms(call), renew_done, r, &r->op);
+    protobuf_c_message_free_unpacked(msg, NULL);
     if (rc != QN_OK) {
         qn_call_set_data(call, NULL);
         renew_free(r);

@@ -23,6 +23,8 @@
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
+#include "rpc/authz.h"
+#include "rpc/crypt.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
 
@@ -73,12 +75,33 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *a, const struct qn_po
             queen__v1__message__init(mm);
             char *id = qn_arena_alloc(a, QN_UUID_STR_LEN);
             char *txn = qn_arena_strndup(a, f.txn, f.txn_len);
-            uint8_t *payload = f.payload_len ? qn_arena_alloc(a, f.payload_len) : NULL;
-            if (id == NULL || txn == NULL || (f.payload_len && payload == NULL))
+            if (id == NULL || txn == NULL)
                 return QN_ENOMEM;
             qn_uuid_format(f.message_id, id);
-            if (f.payload_len)
-                memcpy(payload, f.payload, f.payload_len);
+            const uint8_t *payload = NULL;
+            size_t plen = 0;
+            if (f.flags & QN_FRAME_FLAG_ENCRYPTED) {
+                /* decrypted for the reader; one that cannot be is delivered
+                 * without payload and with the reason, never as ciphertext */
+                char why[200];
+                rc = qn_crypt_open(app, a, f.message_id, f.payload, f.payload_len, &payload,
+                                   &plen, why, sizeof why);
+                if (rc == QN_ENOMEM)
+                    return rc;
+                if (rc != QN_OK) {
+                    payload = NULL;
+                    plen = 0;
+                    if ((mm->payload_error = qn_arena_strndup(a, why, strlen(why))) == NULL)
+                        return QN_ENOMEM;
+                }
+            } else if (f.payload_len) {
+                uint8_t *copy = qn_arena_alloc(a, f.payload_len);
+                if (copy == NULL)
+                    return QN_ENOMEM;
+                memcpy(copy, f.payload, f.payload_len);
+                payload = copy;
+                plen = f.payload_len;
+            }
             mm->message_id = id;
             mm->transaction_id = txn;
             if (f.flags & QN_FRAME_FLAG_TRACE) {
@@ -93,8 +116,8 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *a, const struct qn_po
                 if (mm->producer_sub == NULL)
                     return QN_ENOMEM;
             }
-            mm->payload.data = payload;
-            mm->payload.len = f.payload_len;
+            mm->payload.data = (uint8_t *)payload;
+            mm->payload.len = plen;
             mm->created_at_us = s->created_at_us;
             mm->queue = qc;
             mm->partition = pc;
@@ -205,6 +228,29 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
     a->max_bytes = cfg->max_send_bytes - 1024;
     a->max_msg_bytes = (int32_t)(cfg->max_payload_bytes + 2 * 65535 + 64);
     return true;
+}
+
+enum qn_grpc_code qn_pop_authorize(qn_call *call, const struct qn_pop_args *a,
+                                   struct qn_authz_names *names, bool *filtered, char *why,
+                                   size_t cap)
+{
+    *filtered = false;
+    if (a->queue != NULL)
+        return qn_authz_check(call, QN_SCOPE_CONSUME, a->queue, why, cap)
+                   ? QN_GRPC_OK
+                   : QN_GRPC_PERMISSION_DENIED;
+    int reach = qn_authz_names(call, QN_SCOPE_CONSUME, names);
+    if (reach < 0) {
+        snprintf(why, cap, "out of memory");
+        return QN_GRPC_RESOURCE_EXHAUSTED;
+    }
+    if (reach == QN_REACH_NONE) {
+        qn_authz_refuse(call, QN_SCOPE_CONSUME, "",
+                        "no consume grant: discovery by namespace or task needs one", why, cap);
+        return QN_GRPC_PERMISSION_DENIED;
+    }
+    *filtered = reach == QN_REACH_SOME;
+    return QN_GRPC_OK;
 }
 
 /* ---------------------------------------------------------------- batches */
@@ -333,6 +379,7 @@ struct qn_pop_release {
     struct qn_app *app;
     struct qn_pop_release *prev, *next; /* app->releases */
     char worker[QN_UUID_STR_LEN + 1];
+    uint8_t tenant[16]; /* the popping caller's (the call may be gone) */
     qn_store_req *sreq; /* SENT */
     struct event *timer;
     int64_t started_ms, backoff_ms;
@@ -406,7 +453,10 @@ static void release_done(void *ud, const struct qn_store_status *st, int64_t val
 static void release_send(struct qn_pop_release *r)
 {
     r->attempts++;
-    int rc = qn_store_release_lease(r->app->store, r->worker, NULL, release_done, r, &r->sreq);
+    /* release_lease_v1 is keyed on the worker, which only the popping call
+     * knew; the tenant rides along like every call's */
+    struct qn_call_opts opts = {0, r->tenant, NULL};
+    int rc = qn_store_release_lease(r->app->store, r->worker, &opts, release_done, r, &r->sreq);
     if (rc != QN_OK) {
         /* nothing was sent: go through the same path from the loop */
         r->sreq = NULL;
@@ -415,7 +465,7 @@ static void release_send(struct qn_pop_release *r)
     }
 }
 
-int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
+int qn_pop_release_worker_then(struct qn_app *app, const uint8_t tenant[16], const char *worker,
                                void (*first)(void *ud, int code), void *ud)
 {
     struct qn_pop_release *r = calloc(1, sizeof *r);
@@ -428,6 +478,7 @@ int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
     }
     r->app = app;
     snprintf(r->worker, sizeof r->worker, "%s", worker);
+    memcpy(r->tenant, tenant, 16);
     r->started_ms = qn_store_now_ms();
     r->backoff_ms = RELEASE_MIN_MS;
     r->first = first;
@@ -442,9 +493,9 @@ int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
     return QN_OK;
 }
 
-void qn_pop_release_worker(struct qn_app *app, const char *worker)
+void qn_pop_release_worker(struct qn_app *app, const uint8_t tenant[16], const char *worker)
 {
-    if (qn_pop_release_worker_then(app, worker, NULL, NULL) != QN_OK)
+    if (qn_pop_release_worker_then(app, tenant, worker, NULL, NULL) != QN_OK)
         QN_WARN("releasing leases of %s could not be started (out of memory); they expire on "
                 "their own",
                 worker);

@@ -22,7 +22,9 @@ struct qn_config;
  * Decompresses segs and builds one queen.v1.Message per frame of each segment's
  * span [start_idx, start_idx + take), in order, allocating everything in arena
  * (payloads are copied, so the result does not depend on the decompression
- * buffer). queue/partition fill messages whose segment row carries none; lease
+ * buffer; an encrypted one is decrypted, and one that cannot be is delivered
+ * empty with payload_error saying why). queue/partition fill messages whose
+ * segment row carries none; lease
  * and group are copied into every message. Returns QN_OK with *out and *count, or a
  * codec error for a corrupt segment, or QN_ENOMEM.
  */
@@ -57,6 +59,19 @@ int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_arg
 #define QN_BATCH_WRAP 1u /* inside a ConsumeResponse (Consume, request_id 0) */
 #define QN_BATCH_RAW 2u  /* the stored segments (PopResponse.segments), not messages */
 
+struct qn_authz_names;
+
+/*
+ * The consume grant of a pop (a): a named queue must be covered; discovery
+ * needs some consume grant, and unless a "*" grant covers everything, *names
+ * becomes the filter the pop must carry (*filtered true; free it with
+ * qn_authz_names_free). Returns QN_GRPC_OK, or PERMISSION_DENIED (audited) /
+ * RESOURCE_EXHAUSTED with a message in why.
+ */
+enum qn_grpc_code qn_pop_authorize(qn_call *call, const struct qn_pop_args *a,
+                                   struct qn_authz_names *names, bool *filtered, char *why,
+                                   size_t cap);
+
 /* Sends one PopResponse built from res on call (Pop) or inside a
  * ConsumeResponse (QN_BATCH_WRAP), with decoded messages or, with QN_BATCH_RAW,
  * the segments as stored (never decompressed), and counts the messages as
@@ -67,13 +82,14 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
 
 /* Releases every lease held under worker, in the background: sent again with
  * backoff while the database is unreachable or the result is lost, for up to
- * 10 minutes (then logged; the leases expire on their own). */
-void qn_pop_release_worker(struct qn_app *app, const char *worker);
+ * 10 minutes (then logged; the leases expire on their own). tenant (16 bytes,
+ * copied) is the popping caller's (qn_authz_tenant). */
+void qn_pop_release_worker(struct qn_app *app, const uint8_t tenant[16], const char *worker);
 
 /* Same; first(ud, code) runs once, from a later loop callback, with the outcome
  * of the first attempt (QN_OK: released; otherwise it goes on in the
  * background). Returns QN_OK or QN_ENOMEM (nothing started, first never runs). */
-int qn_pop_release_worker_then(struct qn_app *app, const char *worker,
+int qn_pop_release_worker_then(struct qn_app *app, const uint8_t tenant[16], const char *worker,
                                void (*first)(void *ud, int code), void *ud);
 
 /* first() of the releases started with ud will not run (ud is going away). */

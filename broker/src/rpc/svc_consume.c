@@ -3,10 +3,10 @@
  * while the client holds credits, with acks and lease renewals in-band.
  *
  * Does: subscribe (the first request: the same pop parameters as Pop, checked
- * the same way); pop the next batch whenever the stream has credits, nothing is
- * in flight, the client has read what was sent (qn_call_pending_bytes() = 0)
- * and the outbound budget has room (qn_pop_reserve; else it waits for room:
- * qn_call_on_budget);
+ * the same way, the consume grant included, in the caller's tenant); pop the
+ * next batch whenever the stream has credits, nothing is in flight, the client
+ * has read what was sent (qn_call_pending_bytes() = 0) and the outbound budget
+ * has room (qn_pop_reserve; else it waits for room: qn_call_on_budget);
  * park on the waiters while its queue is empty (woken by commits, re-checked
  * every QUEEN_WAKE_RECHECK_MS); apply in-band acks (ack_apply.h) and renewals and
  * answer each with its request_id; release the stream's leases when it ends.
@@ -44,6 +44,7 @@
 #include "log.h"
 #include "queen/error.h"
 #include "rpc/ack_apply.h"
+#include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
@@ -65,7 +66,7 @@ struct consume_op {
     struct consume_op *prev, *next;
     uint64_t request_id;
     struct qn_ack_op *ack;          /* ack */
-    qn_store_req *sreq;             /* renew */
+    struct qn_renew_op *renew;      /* renew */
     Queen__V1__ConsumeRequest *req; /* owned */
 };
 
@@ -83,6 +84,9 @@ struct consume_rpc {
     struct event *timer;    /* re-check while idle */
     struct consume_op *ops; /* in-flight acks and renewals */
     bool counted;           /* holds a stream slot (qn_rpc_stream_acquire) */
+    uint8_t tenant[16];     /* the caller's (a copy: an orphaned pop outlives the call) */
+    struct qn_authz_names names; /* discovery: the queues the caller may consume */
+    bool filtered;               /* names holds a filter */
 };
 
 static void consume_pump(struct consume_rpc *c);
@@ -91,9 +95,10 @@ static void consume_pump(struct consume_rpc *c);
 static void consume_release_free(struct consume_rpc *c)
 {
     if (c->state != CS_OPEN && !c->args.auto_ack)
-        qn_pop_release_worker(c->app, c->worker);
+        qn_pop_release_worker(c->app, c->tenant, c->worker);
     if (c->sub)
         protobuf_c_message_free_unpacked(&c->sub->base, NULL);
+    qn_authz_names_free(&c->names);
     free(c);
 }
 
@@ -104,7 +109,7 @@ static void consume_free(struct consume_rpc *c)
         struct consume_op *op = c->ops;
         c->ops = op->next;
         qn_ack_cancel(op->ack);
-        qn_store_cancel(op->sreq);
+        qn_renew_cancel(op->renew);
         protobuf_c_message_free_unpacked(&op->req->base, NULL);
         free(op);
     }
@@ -186,18 +191,15 @@ static void consume_ack_done(void *ud, enum qn_grpc_code code, const char *messa
         consume_pump(c);
 }
 
-static void consume_renew_done(void *ud, const struct qn_store_status *st, int32_t renewed,
-                               int64_t expires_at_us)
+static void consume_renew_done(void *ud, enum qn_grpc_code code, const char *message,
+                               int32_t renewed, int64_t expires_at_us)
 {
     struct consume_op *op = ud;
     struct consume_rpc *c = op->c;
-    op->sreq = NULL;
-    if (st->code != QN_OK) {
+    op->renew = NULL;
+    if (code != QN_GRPC_OK) {
         op_unlink(c, op);
-        qn_call *call = c->call;
-        qn_call_set_data(call, NULL);
-        qn_finish_store_error(call, st);
-        consume_free(c);
+        consume_end(c, code, message);
         return;
     }
     Queen__V1__RenewLeaseResponse rr = QUEEN__V1__RENEW_LEASE_RESPONSE__INIT;
@@ -300,7 +302,8 @@ static void consume_pump(struct consume_rpc *c)
         return;
     }
     if (!qn_waiter_parked(&c->waiter)) {
-        int rc = qn_waiters_park(c->app->waiters, &c->waiter, c->args.queue, c->args.group);
+        int rc = qn_waiters_park(c->app->waiters, &c->waiter, c->tenant, c->args.queue,
+                                 c->args.group);
         if (rc != QN_OK) {
             consume_end(c, QN_GRPC_RESOURCE_EXHAUSTED,
                         "too many consumers are waiting on this broker (QUEEN_MAX_PARKED_POPS)");
@@ -322,7 +325,8 @@ static void consume_pump(struct consume_rpc *c)
     }
     evtimer_del(c->timer);
     c->rewake = false;
-    rc = qn_store_pop(c->app->store, &c->args, NULL, consume_pop_done, c, &c->pop_req);
+    struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
+    rc = qn_store_pop(c->app->store, &c->args, &popts, consume_pop_done, c, &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
@@ -372,6 +376,12 @@ static void consume_subscribe(struct consume_rpc *c, Queen__V1__ConsumeRequest *
         consume_end(c, QN_GRPC_INVALID_ARGUMENT, why);
         return;
     }
+    enum qn_grpc_code denied =
+        qn_pop_authorize(c->call, &c->args, &c->names, &c->filtered, why, sizeof why);
+    if (denied != QN_GRPC_OK) {
+        consume_end(c, denied, why);
+        return;
+    }
     c->state = CS_STREAMING;
     c->credits = s->credits ? s->credits : 1;
     c->waiter.partition = c->args.partition && *c->args.partition ? c->args.partition : NULL;
@@ -411,6 +421,7 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
         c->app = app;
         c->call = call;
         c->counted = true;
+        memcpy(c->tenant, qn_authz_tenant(call), 16);
         uint8_t wid[16];
         qn_app_new_id(app, wid);
         qn_uuid_format(wid, c->worker);
@@ -467,7 +478,7 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
                 consume_end(c, QN_GRPC_INVALID_ARGUMENT, why);
                 return;
             }
-            rc = qn_ack_run(app, req->ack, consume_ack_done, op, 0, &op->ack);
+            rc = qn_ack_run(app, call, req->ack, consume_ack_done, op, 0, &op->ack);
         } else {
             const char *lease =
                 req->renew->lease_id && *req->renew->lease_id ? req->renew->lease_id : c->worker;
@@ -483,8 +494,8 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
                 consume_end(c, QN_GRPC_INVALID_ARGUMENT, "renew.seconds is over 86400");
                 return;
             }
-            rc = qn_store_renew_lease(app->store, lease, (int32_t)secs, NULL, consume_renew_done,
-                                      op, &op->sreq);
+            rc = qn_renew_run(app, call, lease, (int32_t)secs, 0, consume_renew_done, op,
+                              &op->renew);
         }
         if (rc != QN_OK) {
             op_unlink(c, op);

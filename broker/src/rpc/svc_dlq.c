@@ -2,11 +2,16 @@
  * rpc/svc_dlq.c - AdminService: ListDeadLetters, DeleteDeadLetter and
  * ReplayDeadLetter.
  *
- * Does: validate; map dead-letter rows to DeadLetter messages (payloads
- * copied into the response's arena); delete by id or by (partition,
- * transaction id); replay one dead letter as a fresh message and remove it in
- * the same transaction, then wake this broker's waiters of its queue.
- * Does not: file dead letters (the ack engine does, ack_apply.c).
+ * Does: validate; check the admin grant (with auth on, a dead letter named by
+ * id or address is first found in the caller's tenant: one of another tenant
+ * reads as not found); map dead-letter rows to DeadLetter messages (payloads
+ * copied into the response's arena, decrypted when the dead letter is stored
+ * encrypted); delete by id or by (partition, transaction id); replay one dead
+ * letter as a fresh message (sealed again when its target queue is encrypted,
+ * stamped with the replaying principal as producer) and remove it in the same
+ * transaction, then wake this broker's waiters of its queue.
+ * Does not: file dead letters (the ack engine does, ack_apply.c): the DLQ keeps
+ * a payload as its queue stored it, encrypted or not.
  *
  * Invariant: every call either finishes with a response or is cancelled; its
  * state owns the request and the storage request it started.
@@ -24,12 +29,15 @@
 #include "queen/segment.h"
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
+#include "rpc/authz.h"
+#include "rpc/crypt.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
 /* ---------------------------------------------------------------- dead letters */
 
-static Queen__V1__DeadLetter *dlq_out(struct qn_arena *ar, const struct qn_dlq_row *d)
+static Queen__V1__DeadLetter *dlq_out(struct qn_app *app, struct qn_arena *ar,
+                                      const struct qn_dlq_row *d)
 {
     Queen__V1__DeadLetter *x = qn_arena_alloc(ar, sizeof *x);
     char *id = qn_arena_alloc(ar, QN_UUID_STR_LEN);
@@ -53,13 +61,25 @@ static Queen__V1__DeadLetter *dlq_out(struct qn_arena *ar, const struct qn_dlq_r
 #undef DUP
     if (!x->queue || !x->partition || !x->consumer_group || !x->transaction_id || !x->error)
         return NULL;
-    if (d->payload_len > 0) {
-        uint8_t *p = qn_arena_alloc(ar, d->payload_len);
+    bool enc = false;
+    const uint8_t *plain = NULL;
+    size_t plen = 0;
+    char why[200];
+    int rc = qn_crypt_open_dead(app, ar, d->message_id, d->payload, d->payload_len, &enc, &plain,
+                                &plen, why, sizeof why);
+    if (rc == QN_ENOMEM)
+        return NULL;
+    x->encrypted = enc;
+    if (rc != QN_OK) {
+        if ((x->payload_error = qn_arena_strndup(ar, why, strlen(why))) == NULL)
+            return NULL;
+    } else if (plen > 0) {
+        uint8_t *p = qn_arena_alloc(ar, plen);
         if (p == NULL)
             return NULL;
-        memcpy(p, d->payload, d->payload_len);
+        memcpy(p, plain, plen);
         x->payload.data = p;
-        x->payload.len = d->payload_len;
+        x->payload.len = plen;
     }
     x->offset = d->offset;
     x->retry_count = d->retry_count < 0 ? 0 : (uint32_t)d->retry_count;
@@ -75,7 +95,7 @@ static void listdlq_done(void *ud, const struct qn_store_status *st, const struc
     Queen__V1__ListDeadLettersResponse resp = QUEEN__V1__LIST_DEAD_LETTERS_RESPONSE__INIT;
     resp.dead_letters = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.dead_letters);
     for (size_t i = 0; resp.dead_letters && i < r->n; i++) {
-        Queen__V1__DeadLetter *d = dlq_out(&a->arena, &r->rows[i]);
+        Queen__V1__DeadLetter *d = dlq_out(a->app, &a->arena, &r->rows[i]);
         if (d == NULL) {
             resp.dead_letters = NULL;
             break;
@@ -89,11 +109,24 @@ static void listdlq_done(void *ud, const struct qn_store_status *st, const struc
     qn_admin_reply(a, &resp.base);
 }
 
+/* ListDeadLetters with the name filter of the caller's admin grants. */
+struct listdlq {
+    struct qn_admin_call a; /* first: the admin helpers take &l->a */
+    struct qn_authz_names names;
+};
+
+static void listdlq_cleanup(struct qn_admin_call *a)
+{
+    qn_authz_names_free(&((struct listdlq *)a)->names);
+}
+
 void qn_svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
-    if (a == NULL)
+    struct listdlq *l = (struct listdlq *)qn_admin_new(call, msg, sizeof *l);
+    if (l == NULL)
         return;
+    struct qn_admin_call *a = &l->a;
+    a->cleanup = listdlq_cleanup;
     Queen__V1__ListDeadLettersRequest *req = (Queen__V1__ListDeadLettersRequest *)msg;
     if (!qn_admin_check_name(a, req->queue, "queue", true) ||
         !qn_admin_check_name(a, req->consumer_group, "consumer_group", true) ||
@@ -103,7 +136,16 @@ void qn_svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset is too large");
         return;
     }
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    struct qn_call_opts opts = qn_admin_opts(a);
+    if (req->queue && *req->queue) {
+        if (!qn_admin_authorize(a, req->queue))
+            return;
+    } else {
+        int all = qn_admin_reach(a, &l->names);
+        if (all < 0)
+            return;
+        opts.names = all ? NULL : &l->names.f;
+    }
     qn_admin_sent(a, qn_store_list_dlq(a->app->store, req->queue, req->consumer_group,
                                        req->partition, (int32_t)qn_admin_list_limit(req->limit),
                                        (int32_t)req->offset, &opts, listdlq_done, a, &a->sreq[0]));
@@ -123,24 +165,79 @@ static void deldlq_done(void *ud, const struct qn_store_status *st, int64_t valu
     qn_admin_reply(a, &resp.base);
 }
 
+/* DeleteDeadLetter: with auth on the dead letter's partition is found in the
+ * caller's tenant first (by id: get_dlq_v1 gives it) and its queue's admin
+ * grant checked before anything is deleted. */
+struct deldlq {
+    struct qn_admin_call a; /* first: the admin helpers take &d->a */
+    bool by_id;
+    uint8_t id[16];
+    uint8_t pid[16];
+};
+
+static void deldlq_send(struct deldlq *d)
+{
+    Queen__V1__DeleteDeadLetterRequest *req = (Queen__V1__DeleteDeadLetterRequest *)d->a.req;
+    struct qn_call_opts opts = qn_admin_opts(&d->a);
+    qn_admin_sent(&d->a, qn_store_delete_dlq(d->a.app->store, d->by_id ? d->id : NULL,
+                                             d->by_id ? NULL : d->pid,
+                                             d->by_id ? NULL : req->address->transaction_id,
+                                             &opts, deldlq_done, &d->a, &d->a.sreq[0]));
+}
+
+static void deldlq_owner(void *ud, const struct qn_store_status *st,
+                         const struct qn_pid_queues_result *r)
+{
+    struct deldlq *d = ud;
+    if (!qn_admin_ok(&d->a, st))
+        return;
+    if (r->n == 0) {
+        qn_admin_finish(&d->a, QN_GRPC_NOT_FOUND, "dead letter not found");
+        return;
+    }
+    if (!qn_admin_authorize(&d->a, r->rows[0].queue))
+        return;
+    qn_admin_audit(&d->a, r->rows[0].queue, "delete dead letter");
+    deldlq_send(d);
+}
+
+static void deldlq_lookup(struct deldlq *d)
+{
+    struct qn_call_opts opts = qn_admin_opts(&d->a);
+    const uint8_t(*pids)[16] = (const uint8_t(*)[16])d->pid;
+    qn_admin_sent(&d->a, qn_store_partition_queues(d->a.app->store, pids, 1, &opts, deldlq_owner,
+                                                   d, &d->a.sreq[0]));
+}
+
+static void deldlq_got(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
+{
+    struct deldlq *d = ud;
+    if (!qn_admin_ok(&d->a, st))
+        return;
+    if (r->n == 0) {
+        qn_admin_finish(&d->a, QN_GRPC_NOT_FOUND, "dead letter not found");
+        return;
+    }
+    memcpy(d->pid, r->rows[0].pid, 16);
+    deldlq_lookup(d);
+}
+
 void qn_svc_delete_dlq(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
-    if (a == NULL)
+    struct deldlq *d = (struct deldlq *)qn_admin_new(call, msg, sizeof *d);
+    if (d == NULL)
         return;
+    struct qn_admin_call *a = &d->a;
     Queen__V1__DeleteDeadLetterRequest *req = (Queen__V1__DeleteDeadLetterRequest *)msg;
-    uint8_t id[16], pid[16];
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
     if (req->target_case == QUEEN__V1__DELETE_DEAD_LETTER_REQUEST__TARGET_ID) {
-        if (!qn_parse_uuid_str(req->id, id)) {
+        if (!qn_parse_uuid_str(req->id, d->id)) {
             qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "id is not a UUID");
             return;
         }
-        qn_admin_sent(a, qn_store_delete_dlq(a->app->store, id, NULL, NULL, &opts, deldlq_done, a,
-                                             &a->sreq[0]));
+        d->by_id = true;
     } else if (req->target_case == QUEEN__V1__DELETE_DEAD_LETTER_REQUEST__TARGET_ADDRESS &&
                req->address != NULL) {
-        if (!qn_parse_uuid_str(req->address->partition_id, pid)) {
+        if (!qn_parse_uuid_str(req->address->partition_id, d->pid)) {
             qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "address.partition_id is not a UUID");
             return;
         }
@@ -148,35 +245,59 @@ void qn_svc_delete_dlq(qn_call *call, ProtobufCMessage *msg)
             qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "address.transaction_id is required");
             return;
         }
-        qn_admin_sent(a, qn_store_delete_dlq(a->app->store, NULL, pid, req->address->transaction_id,
-                                             &opts, deldlq_done, a, &a->sreq[0]));
     } else {
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "set id or address");
+        return;
+    }
+    if (qn_authz_principal(call) == NULL) {
+        qn_admin_audit(a, "", "delete dead letter");
+        deldlq_send(d);
+    } else if (d->by_id) {
+        struct qn_call_opts opts = qn_admin_opts(a);
+        qn_admin_sent(a, qn_store_get_dlq(a->app->store, d->id, &opts, deldlq_got, d,
+                                          &a->sreq[0]));
+    } else {
+        deldlq_lookup(d);
     }
 }
 
 /* ---------------------------------------------------------------- ReplayDeadLetter */
 
 /*
- * Replay: get the dead letter, pack it as a fresh message (transaction id
- * "dlq:<id>", so a second replay inside the dedup window is a DUPLICATE), then
- * push it and delete the dead letter in one transaction.
+ * Replay: get the dead letter, (auth: find its partition in the caller's tenant
+ * and check admin on its queue and on the target queue), learn whether the
+ * target queue is encrypted, pack it as a fresh message (transaction id
+ * "dlq:<id>", so a second replay inside the dedup window is a DUPLICATE; the
+ * payload decrypted from the DLQ's stored form and sealed again for an
+ * encrypted target), then push it and delete the dead letter in one
+ * transaction.
  */
 struct replay {
     struct qn_admin_call a; /* first: the admin helpers take &r->a */
+    struct qn_crypt_wait wait;
     uint8_t dlq_id[16];
     char dlq_txn[64];
-    char queue[256], partition[256];
+    char queue[256], partition[256]; /* the target */
+    const char *targets[1];          /* queue, for the encryption wait */
+    uint8_t pid[16];                 /* the dead letter's partition */
+    uint8_t orig_id[16];             /* the dead letter's message id */
+    uint8_t *payload;                /* the dead letter's stored payload (owned) */
+    size_t payload_len;
     uint8_t msgid[16];
+    uint8_t *sealed; /* the replayed payload sealed for an encrypted target (owned) */
     struct qn_buf blob; /* the packed segment */
     uint8_t hash[16];
-    size_t payload_len;
 };
 
 static void replay_cleanup(struct qn_admin_call *a)
 {
-    qn_buf_free(&((struct replay *)a)->blob);
+    struct replay *r = (struct replay *)a;
+    qn_crypt_cancel(&r->wait);
+    free(r->payload);
+    free(r->sealed);
+    qn_buf_free(&r->blob);
 }
+
 static void replay_committed(void *ud, const struct qn_store_status *st,
                              const struct qn_txn_result *r)
 {
@@ -216,8 +337,127 @@ static void replay_committed(void *ud, const struct qn_store_status *st,
     resp.dead_letter_removed = r->n > 1 && r->steps[1].value > 0;
     a->a.app->pushed++;
     a->a.app->pushed_bytes += a->payload_len;
-    qn_notifier_committed(a->a.app->notifier, a->queue, a->partition);
+    qn_notifier_committed(a->a.app->notifier, qn_authz_tenant(a->a.call), a->queue, a->partition);
     qn_admin_reply(&a->a, &resp.base);
+}
+
+/* Everything is known: pack and commit. */
+static void replay_build(struct replay *a)
+{
+    struct qn_app *app = a->a.app;
+    char why[300];
+    struct qn_arena ar;
+    qn_arena_init(&ar);
+    bool enc = false;
+    const uint8_t *plain = NULL;
+    size_t plen = 0;
+    int rc = qn_crypt_open_dead(app, &ar, a->orig_id, a->payload, a->payload_len, &enc, &plain,
+                                &plen, why, sizeof why);
+    if (rc != QN_OK) {
+        qn_arena_free(&ar);
+        qn_admin_finish(&a->a, rc == QN_ENOMEM ? QN_GRPC_RESOURCE_EXHAUSTED
+                                               : QN_GRPC_FAILED_PRECONDITION,
+                        why);
+        return;
+    }
+    char idtext[QN_UUID_STR_LEN];
+    qn_uuid_format(a->dlq_id, idtext);
+    snprintf(a->dlq_txn, sizeof a->dlq_txn, "dlq:%s", idtext);
+    qn_app_new_id(app, a->msgid);
+    struct qn_frame f;
+    memset(&f, 0, sizeof f);
+    memcpy(f.message_id, a->msgid, 16);
+    f.txn = (const uint8_t *)a->dlq_txn;
+    f.txn_len = strlen(a->dlq_txn);
+    f.payload = plain;
+    f.payload_len = plen;
+    const qn_principal *who = qn_authz_principal(a->a.call);
+    if (who != NULL) {
+        /* the replayed message is the replaying principal's */
+        f.psub = (const uint8_t *)qn_principal_sub(who);
+        f.psub_len = strlen(qn_principal_sub(who));
+        f.flags |= QN_FRAME_FLAG_PSUB;
+    }
+    const uint8_t *tenant = qn_authz_tenant(a->a.call);
+    if (qn_crypt_encrypted(app->crypt, tenant, a->queue)) {
+        size_t elen = 0;
+        rc = qn_crypt_seal(app, a->msgid, plain, plen, &a->sealed, &elen, why, sizeof why);
+        if (rc != QN_OK) {
+            qn_arena_free(&ar);
+            qn_admin_finish(&a->a, rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION
+                                                      : QN_GRPC_INTERNAL,
+                            why);
+            return;
+        }
+        f.payload = a->sealed;
+        f.payload_len = elen;
+        f.flags |= QN_FRAME_FLAG_ENCRYPTED;
+    }
+    qn_txn_hash(f.txn, f.txn_len, a->hash);
+    rc = qn_segment_pack(app->zctx, &f, 1, (int)app->cfg->zstd_level, &a->blob, NULL);
+    qn_arena_free(&ar); /* the plaintext is packed (or sealed) by now */
+    qn_store_txn *t = NULL;
+    if (rc == QN_OK)
+        rc = qn_store_txn_new(app->store, &t);
+    if (rc == QN_OK) {
+        struct qn_push_segment seg = {.queue = a->queue,
+                                      .partition = a->partition,
+                                      .count = 1,
+                                      .hashes = a->hash,
+                                      .verified = -1,
+                                      .blob = a->blob.data,
+                                      .blob_len = a->blob.len};
+        rc = qn_store_txn_push(t, &seg, 1);
+    }
+    if (rc == QN_OK)
+        rc = qn_store_txn_delete_dlq(t, a->dlq_id);
+    if (rc == QN_OK) {
+        struct qn_call_opts opts = qn_admin_opts(&a->a);
+        rc = qn_store_txn_commit(t, &opts, replay_committed, a, &a->a.sreq[0]);
+        t = NULL;
+    }
+    if (rc != QN_OK) {
+        qn_store_txn_abandon(t);
+        qn_admin_sent(&a->a, rc);
+    }
+}
+
+static void replay_ready(struct qn_crypt_wait *w, int rc)
+{
+    struct replay *a = (struct replay *)((char *)w - offsetof(struct replay, wait));
+    if (rc != QN_OK) {
+        qn_admin_sent(&a->a, rc);
+        return;
+    }
+    replay_build(a);
+}
+
+/* The source and target are allowed: learn whether the target is encrypted. */
+static void replay_allowed(struct replay *a)
+{
+    qn_admin_audit(&a->a, a->queue, "replay dead letter");
+    a->targets[0] = a->queue;
+    a->wait.done = replay_ready;
+    int rc = qn_crypt_ready(a->a.app->crypt, &a->wait, qn_authz_tenant(a->a.call), a->targets, 1);
+    if (rc == 1)
+        replay_build(a);
+    else if (rc < 0)
+        qn_admin_finish(&a->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+static void replay_owner(void *ud, const struct qn_store_status *st,
+                         const struct qn_pid_queues_result *r)
+{
+    struct replay *a = ud;
+    if (!qn_admin_ok(&a->a, st))
+        return;
+    if (r->n == 0) {
+        qn_admin_finish(&a->a, QN_GRPC_NOT_FOUND, "dead letter not found");
+        return;
+    }
+    if (!qn_admin_authorize(&a->a, r->rows[0].queue) || !qn_admin_authorize(&a->a, a->queue))
+        return;
+    replay_allowed(a);
 }
 
 static void replay_got(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
@@ -236,44 +476,29 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
              req->partition && *req->partition ? req->partition
              : req->queue && *req->queue       ? QN_DEFAULT_PARTITION
                                                : d->partition);
-    char idtext[QN_UUID_STR_LEN];
-    qn_uuid_format(a->dlq_id, idtext);
-    snprintf(a->dlq_txn, sizeof a->dlq_txn, "dlq:%s", idtext);
-    qn_app_new_id(a->a.app, a->msgid);
-    struct qn_frame f;
-    memset(&f, 0, sizeof f);
-    memcpy(f.message_id, a->msgid, 16);
-    f.txn = (const uint8_t *)a->dlq_txn;
-    f.txn_len = strlen(a->dlq_txn);
-    f.payload = d->payload;
-    f.payload_len = d->payload_len;
+    memcpy(a->pid, d->pid, 16);
+    memcpy(a->orig_id, d->message_id, 16);
+    a->payload = malloc(d->payload_len ? d->payload_len : 1);
+    if (a->payload == NULL) {
+        qn_admin_finish(&a->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    if (d->payload_len)
+        memcpy(a->payload, d->payload, d->payload_len);
     a->payload_len = d->payload_len;
-    qn_txn_hash(f.txn, f.txn_len, a->hash);
-    int rc = qn_segment_pack(a->a.app->zctx, &f, 1, (int)a->a.app->cfg->zstd_level, &a->blob, NULL);
-    qn_store_txn *t = NULL;
-    if (rc == QN_OK)
-        rc = qn_store_txn_new(a->a.app->store, &t);
-    if (rc == QN_OK) {
-        struct qn_push_segment seg = {.queue = a->queue,
-                                      .partition = a->partition,
-                                      .count = 1,
-                                      .hashes = a->hash,
-                                      .verified = -1,
-                                      .blob = a->blob.data,
-                                      .blob_len = a->blob.len};
-        rc = qn_store_txn_push(t, &seg, 1);
+    if (a->queue[0] == '\0') {
+        /* the dead letter's queue is gone and no target was named */
+        qn_admin_finish(&a->a, QN_GRPC_NOT_FOUND, "dead letter's queue not found: name a queue");
+        return;
     }
-    if (rc == QN_OK)
-        rc = qn_store_txn_delete_dlq(t, a->dlq_id);
-    if (rc == QN_OK) {
-        struct qn_call_opts opts = {qn_call_deadline_ms(a->a.call), NULL};
-        rc = qn_store_txn_commit(t, &opts, replay_committed, a, &a->a.sreq[0]);
-        t = NULL;
+    if (qn_authz_principal(a->a.call) == NULL) {
+        replay_allowed(a);
+        return;
     }
-    if (rc != QN_OK) {
-        qn_store_txn_abandon(t);
-        qn_admin_sent(&a->a, rc);
-    }
+    struct qn_call_opts opts = qn_admin_opts(&a->a);
+    const uint8_t(*pids)[16] = (const uint8_t(*)[16])a->pid;
+    qn_admin_sent(&a->a, qn_store_partition_queues(a->a.app->store, pids, 1, &opts, replay_owner,
+                                                   a, &a->a.sreq[0]));
 }
 
 void qn_svc_replay_dlq(qn_call *call, ProtobufCMessage *msg)
@@ -290,7 +515,7 @@ void qn_svc_replay_dlq(qn_call *call, ProtobufCMessage *msg)
     if (!qn_admin_check_name(&a->a, req->queue, "queue", true) ||
         !qn_admin_check_name(&a->a, req->partition, "partition", true))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    struct qn_call_opts opts = qn_admin_opts(&a->a);
     qn_admin_sent(
         &a->a, qn_store_get_dlq(a->a.app->store, a->dlq_id, &opts, replay_got, a, &a->a.sreq[0]));
 }

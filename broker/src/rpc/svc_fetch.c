@@ -1,7 +1,8 @@
 /*
  * rpc/svc_fetch.c - QueueService.Fetch: read by offset, no lease, no cursor.
  *
- * Does: validate; read every entry through fetch_v1 in one call; build records
+ * Does: validate; check the consume grant of every entry's queue; read every
+ * entry through fetch_v1 in one call, in the caller's tenant; build records
  * with the shared batch builder; when every entry came back empty and the client
  * allows a wait, park on each named queue until a commit, the wait's end or the
  * re-check timer, then read again.
@@ -18,6 +19,7 @@
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
+#include "rpc/authz.h"
 #include "rpc/resp_arena.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
@@ -198,7 +200,8 @@ static void fetch_issue(struct fetch_rpc *f)
     for (size_t i = 0; i < f->nwait && !app->shutting_down; i++) {
         if (qn_waiter_parked(&f->waiters[i]))
             continue;
-        if (qn_waiters_park(app->waiters, &f->waiters[i], f->entries[i].queue, "") != QN_OK) {
+        if (qn_waiters_park(app->waiters, &f->waiters[i], qn_authz_tenant(f->call),
+                            f->entries[i].queue, "") != QN_OK) {
             qn_call *call = f->call;
             qn_call_set_data(call, NULL);
             qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
@@ -259,7 +262,7 @@ static void fetch_issue(struct fetch_rpc *f)
         return;
     }
     a.budget = (int64_t)granted - frame;
-    struct qn_call_opts opts = {qn_call_deadline_ms(f->call), NULL};
+    struct qn_call_opts opts = qn_authz_opts(f->call, qn_call_deadline_ms(f->call));
     rc = qn_store_fetch(app->store, &a, &opts, fetch_done, f, &f->sreq);
     if (rc != QN_OK) {
         f->sreq = NULL;
@@ -307,6 +310,15 @@ void qn_svc_fetch(qn_call *call, ProtobufCMessage *msg)
         protobuf_c_message_free_unpacked(msg, NULL);
         qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
         return;
+    }
+    for (size_t i = 0; i < req->n_entries; i++) {
+        if (i > 0 && strcmp(req->entries[i]->queue, req->entries[i - 1]->queue) == 0)
+            continue;
+        if (!qn_authz_check(call, QN_SCOPE_CONSUME, req->entries[i]->queue, why, sizeof why)) {
+            protobuf_c_message_free_unpacked(msg, NULL);
+            qn_call_finish(call, QN_GRPC_PERMISSION_DENIED, why);
+            return;
+        }
     }
     const char *refusal = qn_svc_refusal(app);
     if (refusal != NULL) {

@@ -2,7 +2,10 @@
  * rpc/svc_groups.c - AdminService: ListConsumerGroups, SeekConsumerGroup and
  * DeleteConsumerGroup.
  *
- * Does: validate names; map cursor rows (one per group, queue and partition) to
+ * Does: validate names; check the admin grant (a named queue; without one,
+ * ListConsumerGroups shows only the queues the grants cover and
+ * DeleteConsumerGroup needs admin on every queue); audit changes; map cursor
+ * rows (one per group, queue and partition) to
  * ConsumerGroupInfo entries, one per (group, queue), with lag totals and a
  * LAGGING state past 300 s of time lag; move or delete cursors with one call.
  * Does not: touch leases or messages.
@@ -17,6 +20,7 @@
 #include "queen/ids.h"
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
+#include "rpc/authz.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
@@ -48,6 +52,8 @@ static void groups_done(void *ud, const struct qn_store_status *st,
     Queen__V1__ConsumerGroupInfo *cur = NULL;
     for (size_t i = 0; i < r->n; i++) {
         const struct qn_group_row *row = &r->rows[i];
+        if (!qn_authz_may(a->call, QN_SCOPE_ADMIN, row->queue))
+            continue; /* a queue the caller's grants do not cover */
         if (cur == NULL || strcmp(cur->consumer_group, row->group) != 0 ||
             strcmp(cur->queue, row->queue) != 0) {
             cur = qn_arena_alloc(ar, sizeof *cur);
@@ -109,7 +115,17 @@ void qn_svc_list_groups(qn_call *call, ProtobufCMessage *msg)
     if (!qn_admin_check_name(a, req->queue, "queue", true) ||
         !qn_admin_check_name(a, req->consumer_group, "consumer_group", true))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    if (req->queue && *req->queue) {
+        if (!qn_admin_authorize(a, req->queue))
+            return;
+    } else {
+        struct qn_authz_names names;
+        int all = qn_admin_reach(a, &names); /* rows are filtered in groups_done */
+        if (all < 0)
+            return;
+        qn_authz_names_free(&names);
+    }
+    struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_list_consumer_groups(a->app->store, req->queue, req->consumer_group,
                                                    &opts, groups_done, a, &a->sreq[0]));
 }
@@ -150,7 +166,10 @@ void qn_svc_seek_group(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "set to_end or to_timestamp_us");
         return;
     }
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    if (!qn_admin_authorize(a, req->queue))
+        return;
+    qn_admin_audit(a, req->queue, to_end ? "seek group to end" : "seek group to time");
+    struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_seek_consumer_group(
                          a->app->store, qn_or_default(req->consumer_group, QN_QUEUE_MODE),
                          req->queue, req->partition, to_end, ts, &opts, seek_done, a, &a->sreq[0]));
@@ -175,7 +194,11 @@ void qn_svc_delete_group(qn_call *call, ProtobufCMessage *msg)
     if (!qn_admin_check_name(a, req->consumer_group, "consumer_group", false) ||
         !qn_admin_check_name(a, req->queue, "queue", true))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    if (req->queue && *req->queue ? !qn_admin_authorize(a, req->queue)
+                                  : !qn_admin_authorize_all(a, "deleting a group on every queue"))
+        return;
+    qn_admin_audit(a, req->queue ? req->queue : "", "delete consumer group");
+    struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_delete_consumer_group(a->app->store, req->consumer_group, req->queue,
                                                     req->delete_metadata, &opts, delgroup_done, a,
                                                     &a->sreq[0]));

@@ -1,7 +1,10 @@
 /*
  * rpc/svc_pop.c - QueueService.Pop: lease the next batch, or wait for one.
  *
- * Does: validate; lease the next batch through pop_v1 (or pop_discover_v1); for
+ * Does: validate; check the consume grant (a named queue; for discovery the
+ * grants become a name filter that pop_discover_v1 applies before it registers
+ * or claims anything, so no queue outside the grant is ever claimed); lease the
+ * next batch through pop_v1 (or pop_discover_v1) in the caller's tenant; for
  * a queue with min_pop_wait_time ask pop_gate_v1 first and hold an under-full
  * pop; park an empty pop with wait_ms on the waiters until a commit to its
  * queue, its wait's end or its re-check timer; answer with the batch (built by
@@ -64,6 +67,7 @@
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
+#include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
@@ -103,6 +107,9 @@ struct pop_rpc {
      * (not while parked); admitted: the first was granted, later ones are too */
     struct qn_conn_slot *slot;
     bool admitted;
+    uint8_t tenant[16];           /* the caller's (a copy: it outlives an orphaned call) */
+    struct qn_authz_names names;  /* discovery: the queues the caller may consume */
+    bool filtered;                /* names holds a filter */
 };
 
 static void pop_free(struct pop_rpc *p)
@@ -115,6 +122,7 @@ static void pop_free(struct pop_rpc *p)
         event_free(p->timer);
     if (p->req)
         protobuf_c_message_free_unpacked(&p->req->base, NULL);
+    qn_authz_names_free(&p->names);
     free(p);
 }
 
@@ -219,7 +227,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         /* nobody receives what this pop leased: release it now that it has
          * committed, or may have (invariant 3) */
         if (((st->code == QN_OK && res->n > 0) || st->code == QN_EINDOUBT) && !p->args.auto_ack)
-            qn_pop_release_worker(p->app, p->worker);
+            qn_pop_release_worker(p->app, p->tenant, p->worker);
         pop_free(p);
         return;
     }
@@ -235,7 +243,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         p->waiting = false;
         qn_waiters_unpark(p->app->waiters, &p->waiter);
         evtimer_del(p->timer);
-        if (qn_pop_release_worker_then(p->app, p->worker, pop_released, p) != QN_OK)
+        if (qn_pop_release_worker_then(p->app, p->tenant, p->worker, pop_released, p) != QN_OK)
             pop_finish(p, QN_GRPC_UNKNOWN, QN_MSG_OUTCOME_UNKNOWN);
         return;
     }
@@ -250,7 +258,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         qn_call_set_data(call, NULL);
         if (sent < 0) {
             if (!p->args.auto_ack)
-                qn_pop_release_worker(p->app, p->worker);
+                qn_pop_release_worker(p->app, p->tenant, p->worker);
             QN_ERROR("pop: cannot build a batch of %s: %s", p->args.queue ? p->args.queue : "?",
                      qn_strerror((int)sent));
             qn_call_finish(call, qn_pop_batch_error_code((int)sent), qn_strerror((int)sent));
@@ -292,7 +300,7 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
         return;
     }
     int64_t now = qn_store_now_ms();
-    qn_pop_gates_put(p->app->gates, p->args.queue, min_wait_ms, now);
+    qn_pop_gates_put(p->app->gates, p->tenant, p->args.queue, min_wait_ms, now);
     if (min_wait_ms > 0 && p->hold_until_ms == 0) {
         p->hold_until_ms = p->started_ms + min_wait_ms;
         int64_t dl = qn_call_deadline_ms(p->call);
@@ -310,7 +318,8 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
         p->waiter.partition = p->args.partition && *p->args.partition ? p->args.partition : NULL;
         p->waiter.wake = pop_wake;
         p->waiter.ud = p;
-        if (qn_waiters_park(p->app->waiters, &p->waiter, p->args.queue, p->args.group) != QN_OK) {
+        if (qn_waiters_park(p->app->waiters, &p->waiter, p->tenant, p->args.queue,
+                            p->args.group) != QN_OK) {
             p->gated = true; /* no room to wait: answer with what there is */
             pop_issue(p);
             return;
@@ -342,7 +351,8 @@ static void pop_issue(struct pop_rpc *p)
     struct qn_app *app = p->app;
     assert(p->sreq == NULL && p->state != POP_ORPHANED);
     if (p->waiting && !qn_waiter_parked(&p->waiter)) {
-        if (qn_waiters_park(app->waiters, &p->waiter, p->args.queue, p->args.group) != QN_OK) {
+        if (qn_waiters_park(app->waiters, &p->waiter, p->tenant, p->args.queue, p->args.group) !=
+            QN_OK) {
             pop_finish(p, QN_GRPC_RESOURCE_EXHAUSTED,
                        "too many pops are waiting on this broker (QUEEN_MAX_PARKED_POPS)");
             return;
@@ -360,9 +370,9 @@ static void pop_issue(struct pop_rpc *p)
         p->admitted = true;
     }
     if (!p->gated && p->args.queue != NULL &&
-        qn_pop_gates_get(app->gates, p->args.queue, qn_store_now_ms()) != 0) {
+        qn_pop_gates_get(app->gates, p->tenant, p->args.queue, qn_store_now_ms()) != 0) {
         /* the queue may hold under-full pops: ask before claiming anything */
-        struct qn_call_opts gopts = {qn_call_deadline_ms(p->call), NULL};
+        struct qn_call_opts gopts = {qn_call_deadline_ms(p->call), p->tenant, NULL};
         p->state = POP_GATING;
         if (qn_store_pop_gate(app->store, p->args.queue, p->args.partition, p->args.group, &gopts,
                               pop_gate_done, p, &p->sreq) == QN_OK)
@@ -392,7 +402,8 @@ static void pop_issue(struct pop_rpc *p)
         return;
     }
     p->state = POP_POPPING;
-    rc = qn_store_pop(app->store, &p->args, NULL, pop_done, p, &p->sreq);
+    struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
+    rc = qn_store_pop(app->store, &p->args, &popts, pop_done, p, &p->sreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         p->sreq = NULL;
@@ -443,6 +454,13 @@ void qn_svc_pop(qn_call *call, ProtobufCMessage *msg)
         snprintf(why, sizeof why, "wait_ms %u is over the limit of %lld", req->wait_ms,
                  (long long)app->cfg->max_pop_wait_ms);
         pop_finish(p, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
+    memcpy(p->tenant, qn_authz_tenant(call), 16);
+    enum qn_grpc_code denied = qn_pop_authorize(call, &p->args, &p->names, &p->filtered, why,
+                                                sizeof why);
+    if (denied != QN_GRPC_OK) {
+        pop_finish(p, denied, why);
         return;
     }
     p->timer = evtimer_new(app->base, pop_timer_cb, p);

@@ -3,9 +3,15 @@
  *
  * Does: validate the whole request before anything is written (names, payload
  * sizes, transaction-id lengths, trace ids, item count, the size of the answer);
- * mint message ids; dedup layer 1 (first wins inside the request, per queue and
- * partition); hand each (queue, partition) group to fusion; answer once every
- * item is resolved, in request order.
+ * check the produce grant of every item's queue (a refusal writes nothing);
+ * mint message ids; stamp the principal's name into every frame as its
+ * producer sub (flag 2; the client has no way to set it); dedup layer 1 (first
+ * wins inside the request, per queue and partition); hand each (queue,
+ * partition) group to fusion in the caller's tenant; answer once every item is
+ * resolved, in request order.
+ * Payloads of queues with encryption_enabled are sealed (rpc/crypt.h) before
+ * they are packed; a push whose queues' flags are not known yet waits for them
+ * in crypt.c's FIFO, so pushes keep their order.
  * When items become in doubt (their flush was sent and its result lost; fusion
  * resolves it), a call with a deadline is answered just before it
  * (DOUBT_MARGIN_MS) if they are not resolved by then: resolved items with their
@@ -31,6 +37,8 @@
 #include "engine/fusion.h"
 #include "log.h"
 #include "queen/error.h"
+#include "rpc/authz.h"
+#include "rpc/crypt.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -41,12 +49,19 @@
 
 struct push_rpc {
     struct qn_push_job job;
+    struct qn_crypt_wait wait;   /* learning which queues are encrypted (first) */
+    struct qn_app *app;
     qn_call *call;               /* NULL once the call was cancelled or answered */
     Queen__V1__PushRequest *req; /* owned */
     char (*minted)[QN_UUID_STR_LEN];
     struct event *doubt_timer; /* armed when items became in doubt */
-    struct qn_app *app;
     struct qn_conn_slot *slot; /* the connection's database slot, until done */
+    char *sub; /* owned copy of the principal's name: frames borrow it until done, and
+                  the call (which owns the principal) may be freed before that */
+    const char **queues; /* the distinct queues of the request (borrowed from req) */
+    size_t nqueues;
+    uint8_t **envs;  /* sealed payloads of encrypted queues' items (owned), or NULL */
+    bool submitted;  /* handed to fusion: done() frees */
 };
 
 static void push_free(struct push_rpc *p)
@@ -54,6 +69,11 @@ static void push_free(struct push_rpc *p)
     if (p->doubt_timer)
         event_free(p->doubt_timer);
     qn_conn_budget_give(p->slot);
+    for (size_t i = 0; p->envs && i < p->job.nitems; i++)
+        free(p->envs[i]);
+    free(p->envs);
+    free(p->queues);
+    free(p->sub);
     protobuf_c_message_free_unpacked(&p->req->base, NULL);
     free(p->job.items);
     free(p->minted);
@@ -293,60 +313,38 @@ static size_t layer1(struct push_rpc *p, uint32_t *g, size_t n)
     return w;
 }
 
-void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
+static int cmp_name(const void *a, const void *b)
 {
-    struct qn_app *app = qn_svc_app(call);
-    Queen__V1__PushRequest *req = (Queen__V1__PushRequest *)msg;
-    char why[300];
-    app->rpcs++;
-    const char *refusal = qn_svc_refusal(app);
-    if (refusal != NULL) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
-        return;
-    }
-    if (!push_validate(app->cfg, req, why, sizeof why)) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
-        return;
-    }
-    struct qn_conn_slot *slot = NULL;
-    int src = qn_svc_take_slot(app, call, false, &slot);
-    if (src != QN_OK) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
-                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
-        return;
-    }
-    size_t n = req->n_items;
-    struct push_rpc *p = calloc(1, sizeof *p);
-    uint32_t *order = calloc(n, sizeof *order);
-    if (p != NULL) {
-        p->job.items = calloc(n, sizeof *p->job.items);
-        p->minted = calloc(n, QN_UUID_STR_LEN);
-    }
-    if (p == NULL || order == NULL || p->job.items == NULL || p->minted == NULL) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        if (p) {
-            free(p->job.items);
-            free(p->minted);
-        }
-        free(p);
-        free(order);
-        qn_conn_budget_give(slot);
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    p->slot = slot;
-    p->call = call;
-    p->req = req;
-    p->app = app;
-    p->job.nitems = n;
-    p->job.pending = n + 1; /* invariant 2 */
-    p->job.done = push_done;
-    p->job.doubt = push_doubt;
-    qn_call_set_data(call, p);
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
+/* Ends a push that was never handed to fusion. */
+static void push_fail(struct push_rpc *p, enum qn_grpc_code code, const char *msg)
+{
+    qn_call *call = p->call;
+    qn_call_set_data(call, NULL);
+    push_free(p);
+    qn_call_finish(call, code, msg);
+}
+
+/* Every queue's encryption flag is known: build the frames (sealing what must
+ * be) and hand them to fusion. */
+static void push_submit(struct push_rpc *p)
+{
+    struct qn_app *app = p->app;
+    Queen__V1__PushRequest *req = p->req;
+    size_t n = req->n_items;
+    char why[300];
+    uint32_t *order = calloc(n, sizeof *order);
+    bool any_sealed = false;
+    for (size_t q = 0; q < p->nqueues; q++)
+        any_sealed |= qn_crypt_encrypted(app->crypt, p->job.tenant, p->queues[q]);
+    if (order == NULL || (any_sealed && (p->envs = calloc(n, sizeof *p->envs)) == NULL)) {
+        free(order);
+        push_fail(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    const char *sub = p->sub;
     uint64_t now = qn_now_ms();
     for (size_t i = 0; i < n; i++) {
         const Queen__V1__PushItem *in = req->items[i];
@@ -369,10 +367,33 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
         }
         it->frame.payload = in->payload.data;
         it->frame.payload_len = in->payload.len;
+        if (any_sealed && qn_crypt_encrypted(app->crypt, p->job.tenant, in->queue)) {
+            size_t elen = 0;
+            int rc = qn_crypt_seal(app, it->frame.message_id, in->payload.data, in->payload.len,
+                                   &p->envs[i], &elen, why, sizeof why);
+            if (rc != QN_OK) {
+                free(order);
+                push_fail(p,
+                          rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION
+                          : rc == QN_ENOMEM  ? QN_GRPC_RESOURCE_EXHAUSTED
+                                             : QN_GRPC_INTERNAL,
+                          why);
+                return;
+            }
+            it->frame.payload = p->envs[i];
+            it->frame.payload_len = elen;
+            it->frame.flags |= QN_FRAME_FLAG_ENCRYPTED;
+        }
+        if (sub != NULL) {
+            it->frame.psub = (const uint8_t *)sub;
+            it->frame.psub_len = strlen(sub);
+            it->frame.flags |= QN_FRAME_FLAG_PSUB;
+        }
         qn_txn_hash(it->frame.txn, it->frame.txn_len, it->hash);
         order[i] = (uint32_t)i;
     }
 
+    p->submitted = true;
     qsort_r(order, n, sizeof *order, cmp_idx, p->job.items);
     for (size_t s = 0; s < n;) {
         size_t e = s + 1;
@@ -394,13 +415,112 @@ void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
         p->job.done(&p->job);
 }
 
+static void push_ready(struct qn_crypt_wait *w, int rc)
+{
+    struct push_rpc *p = (struct push_rpc *)((char *)w - offsetof(struct push_rpc, wait));
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        qn_call *call = p->call;
+        qn_call_set_data(call, NULL);
+        push_free(p);
+        qn_finish_store_error(call, &st);
+        return;
+    }
+    push_submit(p);
+}
+
+void qn_svc_push(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_app *app = qn_svc_app(call);
+    Queen__V1__PushRequest *req = (Queen__V1__PushRequest *)msg;
+    char why[300];
+    app->rpcs++;
+    if (!push_validate(app->cfg, req, why, sizeof why)) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
+    for (size_t i = 0; i < req->n_items; i++) {
+        /* one check per run of items naming the same queue */
+        if (i > 0 && strcmp(req->items[i]->queue, req->items[i - 1]->queue) == 0)
+            continue;
+        if (!qn_authz_check(call, QN_SCOPE_PRODUCE, req->items[i]->queue, why, sizeof why)) {
+            protobuf_c_message_free_unpacked(msg, NULL);
+            qn_call_finish(call, QN_GRPC_PERMISSION_DENIED, why);
+            return;
+        }
+    }
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
+        return;
+    }
+    struct qn_conn_slot *slot = NULL;
+    int src = qn_svc_take_slot(app, call, false, &slot);
+    if (src != QN_OK) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
+    size_t n = req->n_items;
+    struct push_rpc *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_conn_budget_give(slot);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    p->slot = slot;
+    p->app = app;
+    p->call = call;
+    p->req = req;
+    p->job.nitems = n;
+    p->job.pending = n + 1; /* invariant 2 */
+    p->job.done = push_done;
+    p->job.doubt = push_doubt;
+    p->wait.done = push_ready;
+    memcpy(p->job.tenant, qn_authz_tenant(call), 16);
+    qn_call_set_data(call, p);
+    p->job.items = calloc(n, sizeof *p->job.items);
+    p->minted = calloc(n, QN_UUID_STR_LEN);
+    p->queues = calloc(n, sizeof *p->queues);
+    /* the producer's identity: the authenticated principal, never the client's
+     * word (PushItem has no field for it) */
+    const qn_principal *who = qn_authz_principal(call);
+    if (p->job.items == NULL || p->minted == NULL || p->queues == NULL ||
+        (who != NULL && (p->sub = strdup(qn_principal_sub(who))) == NULL)) {
+        push_fail(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    /* the distinct queues, by sorting (a request may name thousands) */
+    for (size_t i = 0; i < n; i++)
+        p->queues[i] = req->items[i]->queue;
+    qsort(p->queues, n, sizeof *p->queues, cmp_name);
+    for (size_t i = 0; i < n; i++)
+        if (p->nqueues == 0 || strcmp(p->queues[p->nqueues - 1], p->queues[i]) != 0)
+            p->queues[p->nqueues++] = p->queues[i];
+    int rc = qn_crypt_ready(app->crypt, &p->wait, p->job.tenant, p->queues, p->nqueues);
+    if (rc == 1)
+        push_submit(p);
+    else if (rc < 0)
+        push_fail(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    /* 0: push_ready continues */
+}
+
 void qn_svc_push_cancel(qn_call *call, int reason)
 {
     (void)reason;
     struct push_rpc *p = qn_call_data(call);
-    if (p != NULL) {
-        p->call = NULL; /* frames stay in flight; done() frees */
-        if (p->doubt_timer)
-            evtimer_del(p->doubt_timer);
+    if (p == NULL)
+        return;
+    if (!p->submitted) {
+        qn_crypt_cancel(&p->wait);
+        push_free(p);
+        return;
     }
+    p->call = NULL; /* frames stay in flight; done() frees */
+    if (p->doubt_timer)
+        evtimer_del(p->doubt_timer);
 }

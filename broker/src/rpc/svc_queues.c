@@ -3,6 +3,8 @@
  * DeleteQueue.
  *
  * Does: validate names and options (each option against its documented range);
+ * check the admin grant on the queue (ListQueues: show only the queues the
+ * grants cover); audit every change;
  * map queue and partition rows to QueueInfo / PartitionInfo; empty a large queue
  * partition by partition before the final delete (see DeleteQueue below).
  * Does not: decide anything about a queue's data (the procedures do).
@@ -21,6 +23,7 @@
 #include "queen/ids.h"
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
+#include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -183,7 +186,10 @@ void qn_svc_configure_queue(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
         return;
     }
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    if (!qn_admin_authorize(a, req->queue))
+        return;
+    qn_admin_audit(a, req->queue, req->replace ? "configure (replace)" : "configure");
+    struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_configure_queue(a->app->store, req->queue, &o, req->replace, &opts,
                                               configure_done, a, &a->sreq[0]));
 }
@@ -296,9 +302,10 @@ void qn_svc_get_queue(qn_call *call, ProtobufCMessage *msg)
         return;
     Queen__V1__GetQueueRequest *req = (Queen__V1__GetQueueRequest *)msg;
     if (!qn_admin_check_name(&a->a, req->queue, "queue", false) ||
-        !qn_admin_check_name(&a->a, req->consumer_group, "consumer_group", true))
+        !qn_admin_check_name(&a->a, req->consumer_group, "consumer_group", true) ||
+        !qn_admin_authorize(&a->a, req->queue))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    struct qn_call_opts opts = qn_admin_opts(&a->a);
     int rc =
         qn_store_get_queue(a->a.app->store, req->queue, &opts, getq_info_done, a, &a->a.sreq[0]);
     if (!qn_admin_sent(&a->a, rc))
@@ -339,11 +346,24 @@ static void listq_done(void *ud, const struct qn_store_status *st, const struct 
     qn_admin_reply(a, &resp.base);
 }
 
+/* ListQueues with the name filter of the caller's admin grants. */
+struct listq {
+    struct qn_admin_call a; /* first: the admin helpers take &l->a */
+    struct qn_authz_names names;
+};
+
+static void listq_cleanup(struct qn_admin_call *a)
+{
+    qn_authz_names_free(&((struct listq *)a)->names);
+}
+
 void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
-    if (a == NULL)
+    struct listq *l = (struct listq *)qn_admin_new(call, msg, sizeof *l);
+    if (l == NULL)
         return;
+    struct qn_admin_call *a = &l->a;
+    a->cleanup = listq_cleanup;
     Queen__V1__ListQueuesRequest *req = (Queen__V1__ListQueuesRequest *)msg;
     if (!qn_admin_check_name(a, req->namespace_, "namespace", true) ||
         !qn_admin_check_name(a, req->task, "task", true))
@@ -352,7 +372,11 @@ void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset is too large");
         return;
     }
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    int all = qn_admin_reach(a, &l->names);
+    if (all < 0)
+        return;
+    struct qn_call_opts opts = qn_admin_opts(a);
+    opts.names = all ? NULL : &l->names.f;
     qn_admin_sent(a, qn_store_list_queues(a->app->store, req->namespace_, req->task,
                                           (int32_t)qn_admin_list_limit(req->limit),
                                           (int32_t)req->offset, &opts, listq_done, a, &a->sreq[0]));
@@ -409,7 +433,7 @@ static void delq_step_done(void *ud, const struct qn_store_status *st,
 static void delq_next(struct delq *q)
 {
     Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)q->a.req;
-    struct qn_call_opts opts = {qn_call_deadline_ms(q->a.call), NULL};
+    struct qn_call_opts opts = qn_admin_opts(&q->a);
     if (q->phase >= 2) {
         q->phase = 0;
         q->next++;
@@ -453,9 +477,11 @@ void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
     if (q == NULL)
         return;
     Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)msg;
-    if (!qn_admin_check_name(&q->a, req->queue, "queue", false))
+    if (!qn_admin_check_name(&q->a, req->queue, "queue", false) ||
+        !qn_admin_authorize(&q->a, req->queue))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    qn_admin_audit(&q->a, req->queue, "delete queue");
+    struct qn_call_opts opts = qn_admin_opts(&q->a);
     qn_admin_sent(&q->a, qn_store_queue_partitions(q->a.app->store, req->queue, QN_QUEUE_MODE,
                                                    &opts, delq_parts_done, q, &q->a.sreq[0]));
 }

@@ -3,6 +3,10 @@
  * and this broker's own counters (RPCs, messages pushed and delivered, fusion,
  * the dedup cache, the maintenance loop).
  *
+ * With auth on, the per-queue figures cover only the queues the caller's admin
+ * grants cover (its tenant's), and the broker's own counters (shared by every
+ * tenant) are reported only to a caller with an admin grant on every queue
+ * ("admin:*"); others get zeros there.
  * Does not: aggregate other brokers' counters (each broker reports its own).
  */
 #include <string.h>
@@ -14,20 +18,29 @@
 #include "queen/error.h"
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
+#include "rpc/authz.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
 /* ---------------------------------------------------------------- GetStats */
 
+struct stats_call {
+    struct qn_admin_call a; /* first: the admin helpers take &s->a */
+    bool all;               /* the caller may see every queue and the broker's counters */
+};
+
 static void stats_done(void *ud, const struct qn_store_status *st, const struct qn_stats_result *r)
 {
     struct qn_admin_call *a = ud;
+    bool all = ((struct stats_call *)a)->all;
     if (!qn_admin_ok(a, st))
         return;
     Queen__V1__GetStatsResponse resp = QUEEN__V1__GET_STATS_RESPONSE__INIT;
     resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
     for (size_t i = 0; resp.queues && i < r->n; i++) {
         const struct qn_stats_row *row = &r->rows[i];
+        if (!all && !qn_authz_may(a->call, QN_SCOPE_ADMIN, row->queue))
+            continue;
         Queen__V1__QueueStats *q = qn_arena_alloc(&a->arena, sizeof *q);
         if (q == NULL) {
             resp.queues = NULL;
@@ -49,6 +62,10 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
     }
     if (resp.queues == NULL) {
         qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    if (!all) {
+        qn_admin_reply(a, &resp.base); /* the broker's counters are every tenant's */
         return;
     }
     resp.uptime_seconds = (qn_store_now_ms() - a->app->started_ms) / 1000;
@@ -86,12 +103,21 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
 
 void qn_svc_get_stats(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
-    if (a == NULL)
+    struct stats_call *sc = (struct stats_call *)qn_admin_new(call, msg, sizeof *sc);
+    if (sc == NULL)
         return;
+    struct qn_admin_call *a = &sc->a;
     Queen__V1__GetStatsRequest *req = (Queen__V1__GetStatsRequest *)msg;
     if (!qn_admin_check_name(a, req->queue, "queue", true))
         return;
-    struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
+    struct qn_authz_names names;
+    int all = qn_admin_reach(a, &names); /* rows are filtered in stats_done */
+    if (all < 0)
+        return;
+    qn_authz_names_free(&names);
+    sc->all = all == 1;
+    if (req->queue && *req->queue && !qn_admin_authorize(a, req->queue))
+        return;
+    struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_stats(a->app->store, req->queue, &opts, stats_done, a, &a->sreq[0]));
 }

@@ -10,6 +10,11 @@
  * The required-lease check is the transaction's first step: it is about the
  * leases the client held when it sent the call, and an ack of a whole batch
  * releases that batch's lease inside the same transaction.
+ * With auth on: the produce grant of every pushed queue and the consume grant
+ * of every acked partition's queue (found in the caller's tenant first; a
+ * partition of another tenant fails the call as not found) are checked before
+ * the transaction is built; pushes are stamped with the principal as producer.
+ * Payloads of encrypted queues are sealed (rpc/crypt.h).
  * Does not: use the dedup cache (pushes here always probe the full window).
  *
  * Invariant: the client sees results only when everything committed; any failure
@@ -24,6 +29,8 @@
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "rpc/ack_apply.h"
+#include "rpc/authz.h"
+#include "rpc/crypt.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -60,9 +67,12 @@ struct tack {
 };
 
 struct txn_rpc {
+    struct qn_crypt_wait wait; /* learning which pushed queues are encrypted */
     struct qn_app *app;
     qn_call *call;
     Queen__V1__TransactRequest *req;
+    const char **queues; /* distinct pushed queues (borrowed from req) */
+    size_t nqueues;
     struct top *ops;
     struct tseg *segs;
     size_t nsegs;
@@ -78,11 +88,14 @@ struct txn_rpc {
     char (*pids)[QN_UUID_STR_LEN];
     size_t pending_dlq;
     struct qn_conn_slot *slot; /* the connection's database slot */
+    char why[300]; /* a sealing failure's message */
 };
 
 static void txn_free(struct txn_rpc *t)
 {
     qn_conn_budget_give(t->slot);
+    qn_crypt_cancel(&t->wait);
+    free(t->queues);
     for (size_t i = 0; i < t->nsegs; i++) {
         free(t->segs[i].hashes);
         qn_buf_free(&t->segs[i].blob);
@@ -221,7 +234,8 @@ static void txn_done(void *ud, const struct qn_store_status *st, const struct qn
     }
     /* committed: parked pops and fetches of the pushed partitions wake */
     for (size_t sg = 0; sg < t->nsegs; sg++)
-        qn_notifier_committed(t->app->notifier, t->segs[sg].queue, t->segs[sg].partition);
+        qn_notifier_committed(t->app->notifier, qn_authz_tenant(t->call), t->segs[sg].queue,
+                              t->segs[sg].partition);
     /* dead letters are filed after the commit */
     t->pending_dlq = 1;
     for (size_t a = 0; a < t->nacks; a++) {
@@ -357,10 +371,15 @@ static int txn_plan(struct txn_rpc *t)
         next += sg->n;
         sg->hashes = malloc(sg->n * 16);
         struct qn_frame *frames = calloc(sg->n, sizeof *frames);
-        if (sg->hashes == NULL || frames == NULL) {
+        uint8_t **sealed = calloc(sg->n, sizeof *sealed);
+        if (sg->hashes == NULL || frames == NULL || sealed == NULL) {
             free(frames);
+            free(sealed);
             return QN_ENOMEM;
         }
+        bool enc = qn_crypt_encrypted(app->crypt, qn_authz_tenant(t->call), sg->queue);
+        const qn_principal *who = qn_authz_principal(t->call);
+        int rc = QN_OK;
         for (size_t k = 0; k < sg->n; k++) {
             struct top *o = &t->ops[sg->ops[k]];
             const Queen__V1__PushItem *it = req->ops[sg->ops[k]]->push;
@@ -374,10 +393,27 @@ static int txn_plan(struct txn_rpc *t)
             f->txn_len = strlen(txn);
             f->payload = it->payload.data;
             f->payload_len = it->payload.len;
+            if (who != NULL) {
+                f->psub = (const uint8_t *)qn_principal_sub(who);
+                f->psub_len = strlen(qn_principal_sub(who));
+                f->flags |= QN_FRAME_FLAG_PSUB;
+            }
+            if (enc && rc == QN_OK) {
+                size_t elen = 0;
+                rc = qn_crypt_seal(app, o->msgid, it->payload.data, it->payload.len, &sealed[k],
+                                   &elen, t->why, sizeof t->why);
+                f->payload = sealed[k];
+                f->payload_len = elen;
+                f->flags |= QN_FRAME_FLAG_ENCRYPTED;
+            }
             memcpy(sg->hashes + k * 16, o->hash, 16);
         }
-        int rc =
-            qn_segment_pack(app->zctx, frames, sg->n, (int)app->cfg->zstd_level, &sg->blob, NULL);
+        if (rc == QN_OK)
+            rc = qn_segment_pack(app->zctx, frames, sg->n, (int)app->cfg->zstd_level, &sg->blob,
+                                 NULL);
+        for (size_t k = 0; k < sg->n; k++)
+            free(sealed[k]);
+        free(sealed);
         free(frames);
         if (rc != QN_OK)
             return rc;
@@ -460,47 +496,31 @@ static int txn_results(struct txn_rpc *t)
     return QN_OK;
 }
 
-void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
+/* Builds the transaction and commits it (every check passed, every pushed
+ * queue's encryption flag known). */
+static void txn_go(struct txn_rpc *t)
 {
-    struct qn_app *app = qn_svc_app(call);
-    Queen__V1__TransactRequest *req = (Queen__V1__TransactRequest *)msg;
-    char why[400];
-    app->rpcs++;
-    if (!txn_validate(app->cfg, req, why, sizeof why)) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
-        return;
-    }
-    const char *refusal = qn_svc_refusal(app);
-    if (refusal != NULL) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
-        return;
-    }
-    struct txn_rpc *t = calloc(1, sizeof *t);
-    if (t == NULL) {
-        protobuf_c_message_free_unpacked(msg, NULL);
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    t->app = app;
-    t->call = call;
-    t->req = req;
+    struct qn_app *app = t->app;
+    qn_call *call = t->call;
+    Queen__V1__TransactRequest *req = t->req;
     qn_store_txn *st = NULL;
-    int rc = qn_svc_take_slot(app, call, false, &t->slot);
-    if (rc != QN_OK) {
-        txn_free(t);
-        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
-                       rc == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
-        return;
-    }
-    rc = txn_plan(t);
+    int rc = txn_plan(t);
     if (rc == QN_OK)
         rc = txn_results(t);
+    if (rc == QN_ENOTFOUND || (rc != QN_OK && t->why[0])) {
+        /* sealing refused: encrypted queue without a key ring */
+        qn_call_set_data(call, NULL);
+        qn_call_finish(call,
+                       rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION : QN_GRPC_INTERNAL,
+                       t->why);
+        txn_free(t);
+        return;
+    }
     /* one step for the pushes, one per ack group, one for the lease check */
     size_t steps = (t->nsegs > 0) + t->nacks + (req->n_required_leases > 0);
     if (rc == QN_OK && steps > QN_STORE_TXN_STEPS_MAX) {
         size_t nacks = t->nacks;
+        qn_call_set_data(call, NULL);
         txn_free(t);
         qn_call_finishf(call, QN_GRPC_INVALID_ARGUMENT,
                         "this transaction acks in %zu (partition, group, lease) combinations; "
@@ -577,15 +597,168 @@ void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
         free(hashes);
     }
     if (rc == QN_OK) {
-        struct qn_call_opts opts = {qn_call_deadline_ms(call), NULL};
-        qn_call_set_data(call, t);
+        struct qn_call_opts opts = qn_authz_opts(call, qn_call_deadline_ms(call));
         rc = qn_store_txn_commit(st, &opts, txn_done, t, &t->sreq);
         st = NULL; /* owned by the store now */
-        if (rc != QN_OK)
-            qn_call_set_data(call, NULL);
     }
     if (rc != QN_OK) {
         qn_store_txn_abandon(st);
+        qn_call_set_data(call, NULL);
+        txn_free(t);
+        qn_call_finish(call, qn_grpc_from_store(rc), qn_strerror(rc));
+    }
+}
+
+static void txn_ready(struct qn_crypt_wait *w, int rc)
+{
+    struct txn_rpc *t = (struct txn_rpc *)((char *)w - offsetof(struct txn_rpc, wait));
+    if (rc != QN_OK) {
+        qn_call *call = t->call;
+        qn_call_set_data(call, NULL);
+        txn_free(t);
+        qn_call_finish(call, qn_grpc_from_store(rc), qn_strerror(rc));
+        return;
+    }
+    txn_go(t);
+}
+
+/* The checks passed: learn which pushed queues are encrypted, then go. */
+static void txn_learn(struct txn_rpc *t)
+{
+    t->wait.done = txn_ready;
+    int rc = qn_crypt_ready(t->app->crypt, &t->wait, qn_authz_tenant(t->call), t->queues,
+                            t->nqueues);
+    if (rc == 1) {
+        txn_go(t);
+    } else if (rc < 0) {
+        qn_call *call = t->call;
+        qn_call_set_data(call, NULL);
+        txn_free(t);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    }
+}
+
+/* partition_queues_v1 answered for the acked partitions (auth on). */
+static void txn_authorized(void *ud, const struct qn_store_status *st,
+                           const struct qn_pid_queues_result *res)
+{
+    struct txn_rpc *t = ud;
+    t->sreq = NULL;
+    qn_call *call = t->call;
+    if (st->code != QN_OK) {
+        qn_call_set_data(call, NULL);
+        txn_free(t);
+        qn_finish_store_error(call, st);
+        return;
+    }
+    for (size_t i = 0; i < t->req->n_ops; i++) {
+        const Queen__V1__TransactOp *op = t->req->ops[i];
+        if (op->op_case != QUEEN__V1__TRANSACT_OP__OP_ACK)
+            continue;
+        uint8_t pid[16];
+        qn_parse_uuid_str(op->ack->item->partition_id, pid);
+        const char *queue = NULL;
+        for (size_t k = 0; k < res->n && queue == NULL; k++)
+            if (memcmp(res->rows[k].pid, pid, 16) == 0)
+                queue = res->rows[k].queue;
+        char why[400];
+        if (queue == NULL) {
+            qn_call_set_data(call, NULL);
+            txn_free(t);
+            qn_call_finishf(call, QN_GRPC_ABORTED, "operation %zu (ack): partition not found", i);
+            return;
+        }
+        if (!qn_authz_check(call, QN_SCOPE_CONSUME, queue, why, sizeof why)) {
+            qn_call_set_data(call, NULL);
+            txn_free(t);
+            qn_call_finish(call, QN_GRPC_PERMISSION_DENIED, why);
+            return;
+        }
+    }
+    txn_learn(t);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void qn_svc_transact(qn_call *call, ProtobufCMessage *msg)
+{
+    struct qn_app *app = qn_svc_app(call);
+    Queen__V1__TransactRequest *req = (Queen__V1__TransactRequest *)msg;
+    char why[400];
+    app->rpcs++;
+    if (!txn_validate(app->cfg, req, why, sizeof why)) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
+    for (size_t i = 0; i < req->n_ops; i++) {
+        if (req->ops[i]->op_case != QUEEN__V1__TRANSACT_OP__OP_PUSH)
+            continue;
+        if (!qn_authz_check(call, QN_SCOPE_PRODUCE, req->ops[i]->push->queue, why, sizeof why)) {
+            protobuf_c_message_free_unpacked(msg, NULL);
+            qn_call_finish(call, QN_GRPC_PERMISSION_DENIED, why);
+            return;
+        }
+    }
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
+        return;
+    }
+    struct txn_rpc *t = calloc(1, sizeof *t);
+    const char **queues = calloc(req->n_ops, sizeof *queues);
+    if (t == NULL || queues == NULL) {
+        free(t);
+        free(queues);
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    t->app = app;
+    t->call = call;
+    t->req = req;
+    t->queues = queues;
+    /* the connection's database slot, before the first lookup */
+    int src = qn_svc_take_slot(app, call, false, &t->slot);
+    if (src != QN_OK) {
+        txn_free(t);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
+    qn_call_set_data(call, t);
+    size_t np = 0;
+    for (size_t i = 0; i < req->n_ops; i++)
+        if (req->ops[i]->op_case == QUEEN__V1__TRANSACT_OP__OP_PUSH)
+            queues[np++] = req->ops[i]->push->queue;
+    qsort(queues, np, sizeof *queues, cmp_name);
+    for (size_t i = 0; i < np; i++)
+        if (t->nqueues == 0 || strcmp(queues[t->nqueues - 1], queues[i]) != 0)
+            queues[t->nqueues++] = queues[i];
+    size_t nacks = req->n_ops - np;
+    if (qn_authz_principal(call) == NULL || nacks == 0) {
+        txn_learn(t);
+        return;
+    }
+    uint8_t(*pids)[16] = calloc(nacks, 16);
+    size_t k = 0;
+    int rc = QN_ENOMEM;
+    if (pids != NULL) {
+        for (size_t i = 0; i < req->n_ops; i++)
+            if (req->ops[i]->op_case == QUEEN__V1__TRANSACT_OP__OP_ACK)
+                qn_parse_uuid_str(req->ops[i]->ack->item->partition_id, pids[k++]);
+        struct qn_call_opts opts = qn_authz_opts(call, qn_call_deadline_ms(call));
+        rc = qn_store_partition_queues(app->store, (const uint8_t(*)[16])pids, k, &opts,
+                                       txn_authorized, t, &t->sreq);
+        free(pids);
+    }
+    if (rc != QN_OK) {
+        t->sreq = NULL;
+        qn_call_set_data(call, NULL);
         txn_free(t);
         qn_call_finish(call, qn_grpc_from_store(rc), qn_strerror(rc));
     }

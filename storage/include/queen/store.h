@@ -189,10 +189,24 @@ struct qn_store_status {
     const char *message; /* for people: the procedure's message without its prefix */
 };
 
+/* Queue names a caller may reach (its grants, broker/src/auth/auth.h): a name
+ * passes when it equals one of exact[] or starts with one of prefix[]. Calls
+ * that list or discover queues take it from their options (list_queues,
+ * list_dlq, pop by namespace/task) and never return or claim a queue outside
+ * it; other calls ignore it. Borrowed for the call (copied into its
+ * parameters). */
+struct qn_name_filter {
+    const char *const *exact;
+    size_t n_exact;
+    const char *const *prefix;
+    size_t n_prefix;
+};
+
 /* Common per-call options. */
 struct qn_call_opts {
-    int64_t deadline_ms;   /* 0 = none */
-    const uint8_t *tenant; /* 16 bytes; NULL = the default tenant */
+    int64_t deadline_ms;                /* 0 = none */
+    const uint8_t *tenant;              /* 16 bytes; NULL = the default tenant */
+    const struct qn_name_filter *names; /* NULL = every queue name (no filter) */
 };
 
 /* ---------------------------------------------------------------- push */
@@ -771,6 +785,31 @@ int qn_store_db_now(qn_store *st, const struct qn_call_opts *opts, qn_int_cb cb,
 int qn_store_count_queues_of(qn_store *st, const uint8_t (*pids)[16], size_t n,
                              const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
                              qn_store_req **req);
+
+/* ---------------------------------------------------------------- authorization lookups */
+
+/* A partition id and its queue's name ("" when the partition is in another
+ * tenant's queue: lease_queues only). */
+struct qn_pid_queue {
+    uint8_t pid[16];
+    const char *queue;
+};
+struct qn_pid_queues_result {
+    size_t n;
+    const struct qn_pid_queue *rows;
+};
+typedef void (*qn_pid_queues_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_pid_queues_result *res);
+/* partition_queues_v1: the queue of each of pids[0..n) (16 bytes each) that
+ * belongs to the options' tenant; others (another tenant's, or missing) have no
+ * row. Reads only. */
+int qn_store_partition_queues(qn_store *st, const uint8_t (*pids)[16], size_t n,
+                              const struct qn_call_opts *opts, qn_pid_queues_cb cb, void *ud,
+                              qn_store_req **req);
+/* lease_queues_v1: every live lease of worker, with its queue's name when the
+ * partition is in the options' tenant, else "". Reads only. */
+int qn_store_lease_queues(qn_store *st, const char *worker, const struct qn_call_opts *opts,
+                          qn_pid_queues_cb cb, void *ud, qn_store_req **req);
 
 /* ---------------------------------------------------------------- cross-broker wake-ups */
 

@@ -28,6 +28,9 @@
 #include "queen/error.h"
 #include "queen/store.h"
 
+static const uint8_t T1[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t T2[16] = {0xaa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+
 /* ---------------------------------------------------------------- fake store */
 
 enum fake_kind { FK_META = 1, FK_WINDOW, FK_SINCE };
@@ -38,6 +41,7 @@ struct fake_req {
     bool answered;
     char queue[64];
     char partition[64];
+    uint8_t tenant[16]; /* partition_meta: the tenant it was asked in */
     uint8_t pid[16];
     int32_t seconds;
     int64_t after;
@@ -102,8 +106,11 @@ int __wrap_qn_store_partition_meta(qn_store *st, const char *queue, const char *
                                    void *ud, qn_store_req **req)
 {
     (void)st;
-    (void)opts;
+    /* a name means nothing without its tenant: it is always given */
+    ck_assert_ptr_nonnull(opts);
+    ck_assert_ptr_nonnull(opts->tenant);
     struct fake_req *r = fake_new(FK_META, ud, req);
+    memcpy(r->tenant, opts->tenant, 16);
     snprintf(r->queue, sizeof r->queue, "%s", queue);
     snprintf(r->partition, sizeof r->partition, "%s", partition);
     r->meta_cb = cb;
@@ -262,7 +269,7 @@ static int64_t verified(const char *p, uint64_t seed, size_t from, size_t n)
     ck_assert_ptr_nonnull(h);
     for (size_t i = 0; i < n; i++)
         qn_dd_hash(seed, from + i, h + i * 16);
-    int64_t v = qn_dedup_verified(dd, "q", p, h, n);
+    int64_t v = qn_dedup_verified(dd, T1, "q", p, h, n);
     free(h);
     return v;
 }
@@ -274,7 +281,7 @@ static void committed(const char *p, const uint8_t pid[16], int32_t window, int6
     ck_assert_ptr_nonnull(h);
     for (size_t i = 0; i < n; i++)
         qn_dd_hash(seed, from + i, h + i * 16);
-    qn_dedup_committed(dd, "q", p, pid, window, base_off, wall_ms * 1000, h, n);
+    qn_dedup_committed(dd, T1, "q", p, pid, window, base_off, wall_ms * 1000, h, n);
     free(h);
 }
 
@@ -313,7 +320,7 @@ static int32_t vouch_window(const char *p, const uint8_t *want_pid)
 {
     int32_t w = 0;
     uint8_t pid[16];
-    if (!qn_dedup_vouched_for(dd, "q", p, &w, pid))
+    if (!qn_dedup_vouched_for(dd, T1, "q", p, &w, pid))
         return 0;
     if (want_pid != NULL)
         ck_assert_mem_eq(pid, want_pid, 16);
@@ -390,7 +397,7 @@ START_TEST(hydration_then_vouching)
     qn_dd_hash(2, 500, mix);
     qn_dd_hash(1, 7, mix + 16);
     qn_dd_hash(2, 501, mix + 32);
-    ck_assert_int_eq(qn_dedup_verified(dd, "q", "p", mix, 3), -1);
+    ck_assert_int_eq(qn_dedup_verified(dd, T1, "q", "p", mix, 3), -1);
     s = stats();
     ck_assert_uint_eq(s.local_hits, 2);
     ck_assert_uint_eq(s.vouched, 1);
@@ -999,6 +1006,34 @@ START_TEST(sweep_frees_a_suppressed_entry_after_its_cooldown)
 }
 END_TEST
 
+/* Two tenants' queues of one name are two entries: hydrating one vouches
+ * nothing for the other, and each entry's metadata is asked in its tenant. */
+START_TEST(tenants_never_share_an_entry)
+{
+    start(64u << 20);
+    hydrate("p", PID_A, 1, 200, 10);
+    ck_assert_mem_eq(reqs[0].tenant, T1, 16);
+    /* tenant T2, same queue and partition names: not vouched, its own load */
+    uint8_t h[16];
+    qn_dd_hash(9, 0, h);
+    ck_assert_int_eq(qn_dedup_verified(dd, T2, "q", "p", h, 1), -1);
+    int32_t w = 0;
+    uint8_t pid[16];
+    ck_assert(!qn_dedup_vouched_for(dd, T2, "q", "p", &w, pid));
+    struct fake_req *m = open_one(FK_META);
+    ck_assert_mem_eq(m->tenant, T2, 16);
+    ck_assert_str_eq(m->queue, "q");
+    ck_assert_uint_eq(stats().entries, 2);
+    /* a commit of T2's partition does not move T1's watermark */
+    int64_t before = verified("p", 2, 0, 1);
+    ck_assert_int_eq(before, 199);
+    qn_dedup_committed(dd, T2, "q", "p", PID_B, 3600, 200, wall_ms * 1000, h, 1);
+    ck_assert_int_eq(verified("p", 2, 1, 1), 199);
+    ck_assert_int_eq(vouch_window("p", PID_A), 3600);
+    stop();
+}
+END_TEST
+
 START_TEST(free_cancels_loads_in_flight)
 {
     start(64u << 20);
@@ -1016,6 +1051,7 @@ Suite *qn_test_dedup_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, fits_at_and_past_ninety_percent);
     tcase_add_test(tc, hydration_then_vouching);
+    tcase_add_test(tc, tenants_never_share_an_entry);
     tcase_add_test(tc, watermark_below_rows_read_later);
     tcase_add_test(tc, empty_window_vouches_the_allocator_watermark);
     tcase_add_test(tc, commits_extend_the_watermark);

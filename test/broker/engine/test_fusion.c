@@ -58,6 +58,7 @@ struct fake_push {
     struct fake_seg segs[MAX_SEGS];
     size_t nsegs;
     bool resolve; /* qn_store_push_resolve, not qn_store_push */
+    uint8_t tenant[16]; /* the bundle's (push_v1 takes one) */
     qn_push_cb cb;
     void *ud;
     bool answered;
@@ -99,17 +100,17 @@ bool __wrap_qn_store_is_up(const qn_store *st)
     return store_up;
 }
 
-static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve, qn_push_cb cb,
-                       void *ud, qn_store_req **req);
+static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve,
+                       const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                       qn_store_req **req);
 
 int __wrap_qn_store_push_resolve(qn_store *st, const struct qn_push_segment *segs, size_t n,
                                  const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
                                  qn_store_req **req)
 {
     (void)st;
-    (void)opts;
     ck_assert_msg(store_up, "a resolve was sent while the pool was down");
-    return record_push(segs, n, true, cb, ud, req);
+    return record_push(segs, n, true, opts, cb, ud, req);
 }
 
 int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_t n, bool strict,
@@ -117,14 +118,17 @@ int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_
                          qn_store_req **req)
 {
     (void)st;
-    (void)opts;
     ck_assert(!strict); /* fusion never sends strict pushes */
-    return record_push(segs, n, false, cb, ud, req);
+    return record_push(segs, n, false, opts, cb, ud, req);
 }
 
-static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve, qn_push_cb cb,
-                       void *ud, qn_store_req **req)
+/* A push or its resolve: both in the bundle's tenant. */
+static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve,
+                       const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
+                       qn_store_req **req)
 {
+    ck_assert_ptr_nonnull(opts);
+    ck_assert_ptr_nonnull(opts->tenant); /* names mean nothing without their tenant */
     if (push_refuse != QN_OK)
         return push_refuse;
     ck_assert_uint_lt(npushes, MAX_CALLS);
@@ -135,6 +139,7 @@ static int record_push(const struct qn_push_segment *segs, size_t n, bool resolv
     p->cb = cb;
     p->ud = ud;
     p->nsegs = n;
+    memcpy(p->tenant, opts->tenant, 16);
     for (size_t i = 0; i < n; i++) {
         struct fake_seg *fs = &p->segs[i];
         snprintf(fs->queue, sizeof fs->queue, "%s", segs[i].queue);
@@ -721,6 +726,45 @@ START_TEST(minted_ids_are_vouched_for)
 }
 END_TEST
 
+/* Two tenants' partitions of one (queue, partition) name are two slots: both
+ * fly at once, never in one bundle, each bundle carrying its own tenant; and a
+ * bundle of one tenant leaves the other's slots ready, in their order. */
+START_TEST(tenants_have_their_own_slots_and_bundles)
+{
+    static const uint8_t TA[16] = {1};
+    static const uint8_t TB[16] = {2};
+    setup();
+    struct tjob *a = job_make("q", "p0", 0, 2, false, 0);
+    memcpy(a->job.tenant, TA, 16);
+    struct tjob *b = job_make("q", "p0", 100, 3, false, 0);
+    memcpy(b->job.tenant, TB, 16);
+    struct tjob *c = job_make("q", "p1", 200, 1, false, 0);
+    memcpy(c->job.tenant, TA, 16);
+    submit(a);
+    submit(b);
+    submit(c);
+    turn();
+    /* TA's two partitions in one bundle, TB's slot in another, both in flight */
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_mem_eq(pushes[0].tenant, TA, 16);
+    ck_assert_uint_eq(pushes[0].nsegs, 2);
+    ck_assert_str_eq(pushes[0].segs[0].partition, "p0");
+    ck_assert_int_eq(pushes[0].segs[0].seq[0], 0);
+    ck_assert_str_eq(pushes[0].segs[1].partition, "p1");
+    ck_assert_mem_eq(pushes[1].tenant, TB, 16);
+    ck_assert_uint_eq(pushes[1].nsegs, 1);
+    ck_assert_uint_eq(pushes[1].segs[0].count, 3);
+    ck_assert_int_eq(pushes[1].segs[0].seq[0], 100);
+    answer_queued(1, NULL);
+    ck_assert_int_eq(b->done_calls, 1);
+    ck_assert_int_eq(a->done_calls, 0);
+    answer_queued(0, NULL);
+    ck_assert_int_eq(a->done_calls, 1);
+    ck_assert_int_eq(c->done_calls, 1);
+    teardown();
+}
+END_TEST
+
 START_TEST(free_fails_what_waits)
 {
     setup();
@@ -1037,6 +1081,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, layer2_followers_inherit_the_leader);
     tcase_add_test(tc, failure_fails_every_item_once);
     tcase_add_test(tc, minted_ids_are_vouched_for);
+    tcase_add_test(tc, tenants_have_their_own_slots_and_bundles);
     tcase_add_test(tc, free_fails_what_waits);
     tcase_add_test(tc, doubt_committed_is_queued_in_order);
     tcase_add_test(tc, doubt_uncommitted_is_stored_by_the_resolve);

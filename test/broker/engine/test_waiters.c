@@ -17,6 +17,9 @@
 #include "engine_test.h"
 #include "queen/error.h"
 
+static const uint8_t T1[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t T2[16] = {0xaa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+
 #define MAXW 64
 
 /* A waiter that records its wake-ups; act() runs inside its wake. */
@@ -64,7 +67,7 @@ static void teardown(void)
 static void park(int i, const char *queue, const char *group, const char *partition)
 {
     tws[i].w.partition = partition;
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[i].w, queue, group), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[i].w, T1, queue, group), QN_OK);
     ck_assert(qn_waiter_parked(&tws[i].w));
 }
 
@@ -82,7 +85,7 @@ START_TEST(wakes_oldest_first_up_to_per_group)
     setup(100);
     for (int i = 0; i < 6; i++)
         park(i, "q", "g", NULL);
-    qn_waiters_notify(ws, "q", "p", 4);
+    qn_waiters_notify(ws, T1, "q", "p", 4);
     static const int want[] = {0, 1, 2, 3};
     assert_order(want, 4);
     ck_assert_uint_eq(qn_waiters_count(ws), 2);
@@ -90,7 +93,7 @@ START_TEST(wakes_oldest_first_up_to_per_group)
         ck_assert(!qn_waiter_parked(&tws[i].w));
     ck_assert(qn_waiter_parked(&tws[4].w) && qn_waiter_parked(&tws[5].w));
     /* the next commit wakes the rest, still in order */
-    qn_waiters_notify(ws, "q", NULL, 4);
+    qn_waiters_notify(ws, T1, "q", NULL, 4);
     static const int want2[] = {0, 1, 2, 3, 4, 5};
     assert_order(want2, 6);
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
@@ -105,7 +108,7 @@ START_TEST(per_group_count_is_per_group)
     const char *groups[] = {"a", "b", "c"};
     for (int i = 0; i < 9; i++)
         park(i, "q", groups[i % 3], NULL);
-    qn_waiters_notify(ws, "q", "p", 2);
+    qn_waiters_notify(ws, T1, "q", "p", 2);
     ck_assert_int_eq(norder, 6);
     int per[3] = {0, 0, 0};
     for (int k = 0; k < norder; k++)
@@ -133,13 +136,13 @@ START_TEST(partition_waiters_all_wake_for_their_partition)
     park(4, "q", "g", NULL);
     park(5, "q", "g", "p1");
     /* per_group 1: one "any" waiter, and every p1 waiter regardless of the count */
-    qn_waiters_notify(ws, "q", "p1", 1);
+    qn_waiters_notify(ws, T1, "q", "p1", 1);
     static const int want[] = {0, 1, 2, 5};
     assert_order(want, 4);
     ck_assert_int_eq(tws[3].woken, 0);
     ck_assert_int_eq(tws[4].woken, 0);
     /* unknown partition (another broker's NOTIFY): partition waiters match too */
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     ck_assert_int_eq(tws[3].woken, 1);
     ck_assert_int_eq(tws[4].woken, 1);
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
@@ -155,13 +158,13 @@ START_TEST(other_queues_and_discovery)
     park(2, NULL, "", NULL); /* discovery: woken by a commit to any queue */
     park(3, "", "", NULL);
     park(4, NULL, "", NULL);
-    qn_waiters_notify(ws, "q", "p", 2);
+    qn_waiters_notify(ws, T1, "q", "p", 2);
     static const int want[] = {0, 2, 3};
     assert_order(want, 3);
     ck_assert_int_eq(tws[1].woken, 0);
     ck_assert(qn_waiter_parked(&tws[4].w));
     /* a queue nobody waits on still wakes discovery waiters */
-    qn_waiters_notify(ws, "nobody", NULL, 2);
+    qn_waiters_notify(ws, T1, "nobody", NULL, 2);
     ck_assert_int_eq(tws[4].woken, 1);
     ck_assert_int_eq(tws[1].woken, 0);
     ck_assert_uint_eq(qn_waiters_count(ws), 1);
@@ -171,6 +174,32 @@ END_TEST
 
 /* ---------------------------------------------------------------- the limit */
 
+/* Two tenants' queues of one name, and their discovery pops: a commit wakes
+ * only its own tenant's waiters. */
+START_TEST(tenants_wake_only_their_own)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    tws[1].w.partition = NULL;
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[1].w, T2, "q", "g"), QN_OK);
+    park(2, NULL, "", NULL); /* discovery, T1 */
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T2, NULL, ""), QN_OK);
+    qn_waiters_notify(ws, T2, "q", NULL, 4);
+    static const int want[] = {1, 3};
+    assert_order(want, 2);
+    ck_assert(qn_waiter_parked(&tws[0].w) && qn_waiter_parked(&tws[2].w));
+    /* another broker's NOTIFY names T1's queue: T1's waiters only */
+    qn_waiters_notify(ws, T1, "other", NULL, 4);
+    static const int want2[] = {1, 3, 2};
+    assert_order(want2, 3);
+    qn_waiters_notify(ws, T1, "q", NULL, 4);
+    static const int want3[] = {1, 3, 2, 0};
+    assert_order(want3, 4);
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    teardown();
+}
+END_TEST
+
 START_TEST(parked_limit)
 {
     setup(3);
@@ -178,22 +207,22 @@ START_TEST(parked_limit)
     park(1, "q", "h", NULL);
     park(2, NULL, "", NULL);
     tws[3].w.partition = NULL;
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "q", "g"), QN_EBUSY);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T1, "q", "g"), QN_EBUSY);
     ck_assert(!qn_waiter_parked(&tws[3].w));
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "new", "g"), QN_EBUSY);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T1, "new", "g"), QN_EBUSY);
     ck_assert_uint_eq(qn_waiters_count(ws), 3);
     /* parking a parked waiter again is a no-op, even at the limit */
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[0].w, "q", "g"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[0].w, T1, "q", "g"), QN_OK);
     ck_assert_uint_eq(qn_waiters_count(ws), 3);
     /* room again once one leaves */
     qn_waiters_unpark(ws, &tws[1].w);
     ck_assert_uint_eq(qn_waiters_count(ws), 2);
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, "q", "g"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T1, "q", "g"), QN_OK);
     ck_assert_uint_eq(qn_waiters_count(ws), 3);
     /* a woken waiter no longer counts */
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
-    ck_assert_int_eq(qn_waiters_park(ws, &tws[1].w, "q", "g"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[1].w, T1, "q", "g"), QN_OK);
     teardown();
 }
 END_TEST
@@ -217,7 +246,7 @@ START_TEST(unparked_during_pass_is_not_called)
      * called: it must not be called (its owner may have freed it) */
     victim = &tws[2];
     tws[0].act = unpark_victim;
-    qn_waiters_notify(ws, "q", NULL, 4);
+    qn_waiters_notify(ws, T1, "q", NULL, 4);
     static const int want[] = {0, 1, 3};
     assert_order(want, 3);
     ck_assert_int_eq(tws[2].woken, 0);
@@ -256,12 +285,12 @@ START_TEST(owner_freed_during_pass)
     for (int k = 0; k < 2; k++) {
         o->w[k].wake = owner_wake;
         o->w[k].ud = o;
-        ck_assert_int_eq(qn_waiters_park(ws, &o->w[k], "q", "g"), QN_OK);
+        ck_assert_int_eq(qn_waiters_park(ws, &o->w[k], T1, "q", "g"), QN_OK);
     }
     park(1, "q", "g", NULL);
     /* one pass chooses all four; the owner's second waiter is gone when its
      * turn comes (under ASan a call would be a use after free) */
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     ck_assert_ptr_null(the_owner);
     static const int want[] = {0, 1};
     assert_order(want, 2);
@@ -272,7 +301,7 @@ END_TEST
 
 static void park_again(struct tw *self)
 {
-    ck_assert_int_eq(qn_waiters_park(ws, &self->w, "q", "g"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws, &self->w, T1, "q", "g"), QN_OK);
 }
 
 START_TEST(reparked_in_wake_waits_for_the_next_commit)
@@ -281,12 +310,12 @@ START_TEST(reparked_in_wake_waits_for_the_next_commit)
     park(0, "q", "g", NULL);
     park(1, "q", "g", NULL);
     tws[0].act = park_again;
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     static const int want[] = {0, 1};
     assert_order(want, 2); /* not woken twice by the pass that woke it */
     ck_assert(qn_waiter_parked(&tws[0].w));
     ck_assert_uint_eq(qn_waiters_count(ws), 1);
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     ck_assert_int_eq(tws[0].woken, 2);
     ck_assert_int_eq(tws[1].woken, 1);
     teardown();
@@ -297,7 +326,7 @@ static void notify_inside(struct tw *self)
 {
     (void)self;
     /* a commit noticed inside a wake: adds to the running pass */
-    qn_waiters_notify(ws, "r", NULL, 10);
+    qn_waiters_notify(ws, T1, "r", NULL, 10);
     ck_assert_int_eq(tws[5].woken, 0); /* not yet: the outer pass calls it */
 }
 
@@ -308,7 +337,7 @@ START_TEST(notify_inside_a_wake_joins_the_pass)
     park(1, "q", "g", NULL);
     park(5, "r", "g", NULL);
     tws[0].act = notify_inside;
-    qn_waiters_notify(ws, "q", NULL, 10);
+    qn_waiters_notify(ws, T1, "q", NULL, 10);
     static const int want[] = {0, 1, 5};
     assert_order(want, 3);
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
@@ -319,7 +348,7 @@ END_TEST
 static void park_once_more(struct tw *self)
 {
     if (self->woken == 1)
-        ck_assert_int_eq(qn_waiters_park(ws, &self->w, "q", "g"), QN_OK);
+        ck_assert_int_eq(qn_waiters_park(ws, &self->w, T1, "q", "g"), QN_OK);
 }
 
 START_TEST(wake_all_wakes_everyone_once_even_if_they_park_again)
@@ -358,6 +387,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, per_group_count_is_per_group);
     tcase_add_test(tc, partition_waiters_all_wake_for_their_partition);
     tcase_add_test(tc, other_queues_and_discovery);
+    tcase_add_test(tc, tenants_wake_only_their_own);
     tcase_add_test(tc, parked_limit);
     tcase_add_test(tc, unparked_during_pass_is_not_called);
     tcase_add_test(tc, owner_freed_during_pass);
