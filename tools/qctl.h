@@ -77,6 +77,7 @@ extern const struct qctl_command qctl_segment_commands[];
 extern const struct qctl_command qctl_admin_commands[];
 extern const struct qctl_command qctl_push_commands[];
 extern const struct qctl_command qctl_consume_commands[];
+extern const struct qctl_command qctl_token_commands[];
 
 /* The global options as an argp child (input: struct qctl *). */
 extern const struct argp qctl_global_argp;

@@ -5,7 +5,8 @@
  *
  * Commands are rows of one table assembled from the command files
  * (qctl_admin.c: queue, group, dlq, stats; qctl_push.c: push; qctl_consume.c:
- * pop, ack, tail; qctl_segment.c: segment, offline). A row is a group (or none,
+ * pop, ack, tail; qctl_segment.c: segment, offline; qctl_token.c: token,
+ * offline). A row is a group (or none,
  * for a top-level verb), a name, a one-line summary and a handler that parses
  * its own options with the global ones (qctl_argp) and runs.
  *
@@ -27,10 +28,8 @@
 const char *argp_program_version = "queenctl 0.1.0";
 
 static const struct qctl_command *const tables[] = {
-    qctl_admin_commands,
-    qctl_push_commands,
-    qctl_consume_commands,
-    qctl_segment_commands,
+    qctl_admin_commands,   qctl_push_commands,  qctl_consume_commands,
+    qctl_segment_commands, qctl_token_commands,
 };
 
 #define FOR_EACH_COMMAND(c)                                                                        \

@@ -9,8 +9,10 @@ segments, round trip through Pop, Consume, Fetch, the DLQ keeping the stored
 form). Key rotation (JWT and encryption) is in test_auth_rotation.py, mTLS in
 test_auth_mtls.py. Tokens are minted with PyJWT, not the broker's code."""
 
+import json
 import os
 import random
+import subprocess
 import time
 import unittest
 import uuid
@@ -30,16 +32,18 @@ DENIED = grpc.StatusCode.PERMISSION_DENIED
 broker = None
 db = None
 mint = None
+secret_path = None
 KEY1 = os.urandom(32).hex()
 
 
 def setUpModule():
-    global broker, db, mint
+    global broker, db, mint, secret_path
     secret = new_secret()
     mint = Minter(secret, aud=AUD, iss=ISS)
+    secret_path = write_file("auth-secret", secret + b"\n")
     env = {
         "QUEEN_AUTH": "jwt",
-        "QUEEN_JWT_SECRET_FILES": write_file("auth-secret", secret + b"\n"),
+        "QUEEN_JWT_SECRET_FILES": secret_path,
         "QUEEN_JWT_AUDIENCE": AUD,
         "QUEEN_JWT_ISSUER": ISS,
         "QUEEN_JWT_CLOCK_SKEW_S": "5",
@@ -573,6 +577,46 @@ class Encryption(unittest.TestCase):
             self.assertEqual((last.payload, last.encrypted), (secrets[0], True))
             for blob, content in db.segments(q):
                 self.assertNotIn(secrets[0], content)
+        finally:
+            c.close()
+
+
+class Queenctl(unittest.TestCase):
+    """`queenctl token` mints what the broker accepts; queenctl sends it with
+    --token or QUEEN_TOKEN."""
+
+    def ctl(self, *args, token=None, env_token=None, stdin=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
+        env["QUEEN_ADDR"] = broker.target()
+        if env_token is not None:
+            env["QUEEN_TOKEN"] = env_token
+        argv = [os.environ["QN_QUEENCTL"]] + (["--token", token] if token else []) + list(args)
+        p = subprocess.run(argv, input=stdin, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    def test_queenctl_token_flag_and_env(self):
+        q = uniq("cli.q")
+        rc, tok, err = self.ctl("token", "--sub", "cli-user", "--hs256-secret-file", secret_path,
+                                "--tenant", TENANT_A, "--scope", "produce:cli.*", "--scope", "admin:cli.*",
+                                "--aud", AUD, "--iss", ISS, "--ttl", "600")
+        self.assertEqual(rc, 0, err)
+        tok = tok.strip()
+        rc, out, err = self.ctl("push", "-q", q, token=tok, stdin=b"hello\nworld\n")
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.ctl("-o", "json", "queue", "get", q, env_token=tok)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(int(json.loads(out.splitlines()[0])["queue"]["messages"]), 2)
+        rc, out, err = self.ctl("queue", "get", q)
+        self.assertEqual(rc, 1)
+        self.assertIn("UNAUTHENTICATED", err)
+        rc, out, err = self.ctl("push", "-q", uniq("other"), token=tok, stdin=b"x\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("PERMISSION_DENIED", err)
+        c = full()
+        try:
+            self.assertEqual({(m.payload, m.producer_sub) for m in c.fetch(q).records},
+                             {(b"hello", "cli-user"), (b"world", "cli-user")})
         finally:
             c.close()
 

@@ -130,7 +130,7 @@ class HelpAndUsage(Base):
         for want in ["queue list", "queue get", "queue configure", "queue delete", "push", "pop",
                      "ack", "tail", "group list", "group seek", "group delete", "dlq list",
                      "dlq replay", "dlq delete", "stats", "segment hash", "segment encode",
-                     "segment decode"]:
+                     "segment decode", "token"]:
             self.assertIn(want, names)
         for c in cmds:
             out, err = self.ok(*c, "--help", addr=False)

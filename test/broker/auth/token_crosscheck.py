@@ -4,7 +4,7 @@
 1. Tokens minted by PyJWT (HS256, RS256, ES256, and refused kinds: expired,
    wrong audience, alg none, HS256 signed with the RSA public key) are verified
    by qn_jwt_verify through test/broker/auth/jwt_probe.
-2. Tokens minted by tools/queen-token (HS256, ES256) are verified by PyJWT.
+2. Tokens minted by `queenctl token` (HS256, ES256) are verified by PyJWT.
 Keys are generated here with python3-cryptography. Exit 0 when every case holds.
 Usage: token_crosscheck.py --probe PATH --token PATH
 """
@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--probe", required=True)
-ap.add_argument("--token", required=True)
+ap.add_argument("--token", required=True)  # the queenctl binary
 args = ap.parse_args()
 d = tempfile.mkdtemp()
 failures = []
@@ -102,13 +102,13 @@ rc, out = probe("--pem", rsa_file, forged)
 expect("HS256 keyed with the RSA public key refused", rc == 1 and
        out.startswith("token algorithm not allowed:"), out)
 
-# 2. queen-token mints, PyJWT verifies
+# 2. queenctl token mints, PyJWT verifies
 common = ["--sub", "queen-dev", "--aud", "queen", "--iss", "queen-test",
           "--tenant", "6f1c2a4e-0d7b-4c39-9a51-3e8f2b7d1c05",
           "--scope", "produce:orders.*", "--scope", "admin:orders"]
 for name, keyopt, verify_key in [("HS256", ["--hs256-secret-file", secret_file], secret),
                                  ("ES256", ["--es256-key-file", ec_priv_file], ec_pub)]:
-    r = subprocess.run([args.token] + common + keyopt + ["--kid", "k-" + name],
+    r = subprocess.run([args.token, "token"] + common + keyopt + ["--kid", "k-" + name],
                        capture_output=True, text=True)
     tok = r.stdout.strip()
     try:
@@ -118,9 +118,9 @@ for name, keyopt, verify_key in [("HS256", ["--hs256-secret-file", secret_file],
         ok = (r.returncode == 0 and got["sub"] == "queen-dev" and
               got["scopes"] == ["produce:orders.*", "admin:orders"] and
               got["exp"] - got["iat"] == 3600 and hdr["kid"] == "k-" + name)
-        expect("queen-token %s verified by pyjwt" % name, ok, str(got))
+        expect("queenctl token %s verified by pyjwt" % name, ok, str(got))
     except Exception as e:  # noqa: BLE001 - report any failure as a failed case
-        expect("queen-token %s verified by pyjwt" % name, False, repr(e))
+        expect("queenctl token %s verified by pyjwt" % name, False, repr(e))
 
 print("%d passed, %d failed" % (len(cases) - len(failures), len(failures)))
 sys.exit(1 if failures else 0)
