@@ -47,6 +47,7 @@ def setUpModule():
         "QUEEN_JWT_AUDIENCE": AUD,
         "QUEEN_JWT_ISSUER": ISS,
         "QUEEN_JWT_CLOCK_SKEW_S": "5",
+        "RETENTION_INTERVAL": "300",
         "QUEEN_ENCRYPTION_KEYRING": write_file("auth-keyring", "k1 %s\n" % KEY1),
     }
     broker = Broker("product", db="e2e_auth", tls=True, env=env).start()
@@ -435,6 +436,42 @@ class Tenants(unittest.TestCase):
             th.join(20)
             self.assertEqual([m.payload for m in box["r"].messages], [b"for-a"])
             self.assertLess(box["t"], 2.0)
+        finally:
+            a.close()
+            b.close()
+
+    def test_dedup_retention_and_leases_stay_per_partition(self):
+        """The same queue name in two tenants is two sets of partitions: a
+        transaction id stored by one is not a duplicate in the other; retention
+        of one (the maintenance loop) removes nothing of the other; a lease
+        expiring in one leaves the other's lease held."""
+        q = uniq("perpart")
+        a, b = full("ann", TENANT_A), full("ben", TENANT_B)
+        try:
+            a.configure(q, lease_time=1)
+            b.configure(q, lease_time=600)
+            ra = a.push(q, [b"a"], txns=["same-txn"]).results[0]
+            rb = b.push(q, [b"b"], txns=["same-txn"]).results[0]
+            self.assertEqual((ra.status, rb.status), (Q.PUSH_STATUS_QUEUED, Q.PUSH_STATUS_QUEUED))
+            self.assertNotEqual(ra.partition_id, rb.partition_id)
+            self.assertEqual(a.push(q, [b"a2"], txns=["same-txn"]).results[0].status, Q.PUSH_STATUS_DUPLICATE)
+            self.assertEqual(b.push(q, [b"b2"], txns=["same-txn"]).results[0].status, Q.PUSH_STATUS_DUPLICATE)
+            # leases: both held; A's (1 s) expires and its message comes back, B's stays held
+            pa, pb = a.pop_until(q), b.pop_until(q)
+            self.assertEqual((pa.messages[0].payload, pb.messages[0].payload), (b"a", b"b"))
+            again = a.pop_until(q, timeout=15)
+            self.assertEqual(again.messages[0].payload, b"a")
+            self.assertEqual(list(b.pop(q).messages), [])
+            self.assertTrue(b.renew(pb.lease_id, 600).renewed)
+            # retention (1 s on A's queue only) empties A's partition, not B's
+            r = uniq("retain")
+            a.configure(r, retention_enabled=True, retention_seconds=1)
+            b.configure(r)
+            a.push(r, [b"a"])
+            b.push(r, [b"b"])
+            wait_until(lambda: a.message_count(r) == 0, 30, what="retention of A's queue")
+            self.assertEqual(b.message_count(r), 1)
+            self.assertEqual([m.payload for m in b.fetch(r).records], [b"b"])
         finally:
             a.close()
             b.close()
