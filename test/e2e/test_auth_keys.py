@@ -78,6 +78,20 @@ class JwtRotation(unittest.TestCase):
             raw.close()
             ch.close()
 
+    def test_encrypted_queue_without_key_ring(self):
+        """This broker has no QUEEN_ENCRYPTION_KEYRING: a push to an encrypted
+        queue fails as a whole with FAILED_PRECONDITION and stores nothing."""
+        c = Client(Bearer.wrap(self.b.channel(), Minter(self.s1).token("nokeys", TENANT)))
+        try:
+            q = uniq("enc.nokeys")
+            c.configure(q, encryption_enabled=True)
+            e = rpc_error(c.push, q, [b"plain"])
+            self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+            self.assertIn("QUEEN_ENCRYPTION_KEYRING", e.details())
+            self.assertEqual(c.message_count(q), 0)
+        finally:
+            c.close()
+
 
 class KeyringRotation(unittest.TestCase):
     def setUp(self):
