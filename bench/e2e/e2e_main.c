@@ -78,6 +78,8 @@ static void usage(FILE *f)
         "[1]\n"
         "  --ack each|last [each]  --consume-api pop|stream [pop]  --credits N [2]\n"
         "  --txn (unique transaction ids)  --spread (one request's items over all partitions)\n"
+        "  --encrypted (queues configured with encryption_enabled; the broker needs\n"
+        "             QUEEN_ENCRYPTION_KEYRING)  --token TOKEN (bearer token, QUEEN_AUTH=jwt)\n"
         "  --batches 1,100,1000  --parts-list 1,16,256  --payloads json,random\n"
         "  --phases push,consume,e2e [all]  --report S [10]  --drain S [30]  --keep  --quiet\n"
         "  --e2e-load F [0.5]: matrix e2e phase pushes at F x min(push, pop+ack msg/s) measured\n"
@@ -191,6 +193,8 @@ enum {
     OPT_API,
     OPT_CREDITS,
     OPT_TXN,
+    OPT_ENCRYPTED,
+    OPT_TOKEN,
     OPT_SPREAD,
     OPT_BATCHES,
     OPT_PARTS_LIST,
@@ -229,6 +233,8 @@ static const struct option long_opts[] = {
     {"consume-api", required_argument, NULL, OPT_API},
     {"credits", required_argument, NULL, OPT_CREDITS},
     {"txn", no_argument, NULL, OPT_TXN},
+    {"encrypted", no_argument, NULL, OPT_ENCRYPTED},
+    {"token", required_argument, NULL, OPT_TOKEN},
     {"spread", no_argument, NULL, OPT_SPREAD},
     {"batches", required_argument, NULL, OPT_BATCHES},
     {"parts-list", required_argument, NULL, OPT_PARTS_LIST},
@@ -395,6 +401,12 @@ static int parse(struct cli *c, int argc, char **argv)
             break;
         case OPT_TXN:
             o->txn = true;
+            break;
+        case OPT_ENCRYPTED:
+            o->encrypted = true;
+            break;
+        case OPT_TOKEN:
+            o->token = optarg;
             break;
         case OPT_SPREAD:
             o->spread = true;
@@ -662,6 +674,16 @@ static void drop_queue(e2e_run *r, const struct e2e_opts *o, const char *queue, 
         fprintf(stderr, "bench_e2e: could not delete queue %s: %s\n", queue, err);
 }
 
+/* --encrypted: the queue stores its payloads encrypted from the first push. */
+static int encrypt_queue(e2e_run *r, const char *queue)
+{
+    char err[256];
+    int rc = e2e_run_configure_encrypted(r, queue, err, sizeof err);
+    if (rc != QN_OK)
+        fprintf(stderr, "bench_e2e: could not configure queue %s encrypted: %s\n", queue, err);
+    return rc;
+}
+
 /* Runs the phases of one cell on a queue; fills cl. */
 static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bool do_consume,
                     bool do_e2e)
@@ -677,6 +699,8 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
         snprintf(qname, sizeof qname, "%s", o->queue);
     int rc = e2e_run_target(r, qname, cl->kind, cl->batch, cl->parts);
     if (rc != QN_OK)
+        return rc;
+    if (o->encrypted && (rc = encrypt_queue(r, qname)) != QN_OK)
         return rc;
     struct e2e_stats *st = malloc(sizeof *st);
     if (st == NULL)
@@ -727,6 +751,8 @@ static int run_cell(e2e_run *r, struct cli *c, struct cell *cl, bool do_push, bo
                      e2e_payload_kind_name(cl->kind));
             fresh_name(qname, sizeof qname, tag);
             rc = e2e_run_target(r, qname, cl->kind, cl->batch, cl->parts);
+            if (rc == QN_OK && o->encrypted)
+                rc = encrypt_queue(r, qname);
             if (rc != QN_OK) {
                 free(st);
                 return rc;
@@ -779,12 +805,12 @@ static void print_header(const struct cli *c)
     if (gmtime_r(&now, &tm) != NULL)
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     printf("# bench_e2e %s addr=%s:%s%s host=%s cpus=%ld date=%s size=%zu connections=%u"
-           " inflight=%u duration=%.0fs rate=%.0f consumers=%u pop_batch=%u ack=%s api=%s%s%s\n",
+           " inflight=%u duration=%.0fs rate=%.0f consumers=%u pop_batch=%u ack=%s api=%s%s%s%s\n",
            c->mode, o->host, o->port, o->tls ? " tls" : "", host, sysconf(_SC_NPROCESSORS_ONLN),
            date, o->size, o->connections, o->inflight, o->duration_s, o->rate, o->consumers,
            o->pop_batch, o->ack_mode == E2E_ACK_EACH ? "each" : "last",
            o->consume_api == E2E_CONSUME_POP ? "pop" : "stream", o->txn ? " txn" : "",
-           o->spread ? " spread" : "");
+           o->spread ? " spread" : "", o->encrypted ? " encrypted" : "");
     fflush(stdout);
 }
 
@@ -878,6 +904,11 @@ static int mode_soak(struct cli *c)
         free(st);
         e2e_run_free(r);
         fprintf(stderr, "bench_e2e: out of memory\n");
+        return 1;
+    }
+    if (o->encrypted && encrypt_queue(r, qname) != QN_OK) {
+        free(st);
+        e2e_run_free(r);
         return 1;
     }
     struct e2e_broker_stats bs0 = {0}, bs1 = {0};

@@ -50,6 +50,7 @@
 #define PATH_CONSUME "/queen.v1.QueueService/Consume"
 #define PATH_STATS "/queen.v1.AdminService/GetStats"
 #define PATH_DELETE "/queen.v1.AdminService/DeleteQueue"
+#define PATH_CONFIGURE "/queen.v1.AdminService/ConfigureQueue"
 
 #define NS 1000000000ull
 #define ARENA_MAX (512u * 1024u * 1024u)
@@ -357,6 +358,7 @@ int e2e_run_new(const struct e2e_opts *o, e2e_run **out)
     }
     co->reconnect = true;
     co->user_agent = "queen-bench-e2e/0.1";
+    co->token = o->token;
     if (o->tls) {
         /* Without --ca the server is not verified; with it, the chain only. */
         struct qn_client_tls_opts to = {
@@ -1237,6 +1239,21 @@ int e2e_run_broker_stats(e2e_run *r, struct e2e_broker_stats *bs, char *err, siz
     bs->total_pending = resp->total_pending;
     queen__v1__get_stats_response__free_unpacked(resp, NULL);
     return QN_OK;
+}
+
+int e2e_run_configure_encrypted(e2e_run *r, const char *queue, char *err, size_t errcap)
+{
+    Queen__V1__QueueOptions opts = QUEEN__V1__QUEUE_OPTIONS__INIT;
+    opts._encryption_enabled_case =
+        QUEEN__V1__QUEUE_OPTIONS___ENCRYPTION_ENABLED_ENCRYPTION_ENABLED;
+    opts.encryption_enabled = true;
+    Queen__V1__ConfigureQueueRequest req = QUEEN__V1__CONFIGURE_QUEUE_REQUEST__INIT;
+    req.queue = (char *)queue;
+    req.options = &opts;
+    struct sync_call s;
+    int rc = unary_sync(r, PATH_CONFIGURE, &req.base, &s, 30, err, errcap);
+    free(s.msg);
+    return rc;
 }
 
 int e2e_run_delete_queue(e2e_run *r, const char *queue, char *err, size_t errcap)

@@ -50,13 +50,15 @@ struct e2e_opts {
     unsigned pop_partitions; /* PopRequest.max_partitions */
     enum e2e_ack_mode ack_mode;
     enum e2e_consume_api consume_api;
-    unsigned credits; /* Consume stream credits */
-    bool txn;         /* give every message a unique transaction id */
-    bool spread;      /* spread one request's items over partitions */
-    bool keep;        /* keep the queues a run created */
-    double report_s;  /* soak: print every report_s seconds */
-    double drain_s;   /* after pushing stops, let consumers catch up this long */
-    size_t max_msg;   /* largest response message accepted */
+    unsigned credits;  /* Consume stream credits */
+    bool txn;          /* give every message a unique transaction id */
+    bool spread;       /* spread one request's items over partitions */
+    bool keep;         /* keep the queues a run created */
+    bool encrypted;    /* configure each queue with encryption_enabled before pushing */
+    const char *token; /* bearer token for every call (broker with QUEEN_AUTH=jwt); NULL: none */
+    double report_s;   /* soak: print every report_s seconds */
+    double drain_s;    /* after pushing stops, let consumers catch up this long */
+    size_t max_msg;    /* largest response message accepted */
     bool quiet;
     int broker_pid; /* CPU accounting: the broker's pid (0 = by name) */
     int pg_pid;     /* CPU accounting: the postmaster's pid (0 = by name) */
@@ -143,6 +145,11 @@ struct e2e_broker_stats {
 /* Calls GetStats (timeout 10 s). Returns QN_OK, or a negative code with a
  * message in err (e.g. the broker answered UNIMPLEMENTED). */
 int e2e_run_broker_stats(e2e_run *r, struct e2e_broker_stats *bs, char *err, size_t errcap);
+
+/* Creates or updates a queue with encryption_enabled through
+ * AdminService.ConfigureQueue (timeout 30 s): its payloads are then stored
+ * AES-256-GCM encrypted (the broker needs QUEEN_ENCRYPTION_KEYRING). */
+int e2e_run_configure_encrypted(e2e_run *r, const char *queue, char *err, size_t errcap);
 
 /* Deletes a queue through AdminService.DeleteQueue (timeout 60 s). */
 int e2e_run_delete_queue(e2e_run *r, const char *queue, char *err, size_t errcap);
