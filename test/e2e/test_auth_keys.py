@@ -270,5 +270,77 @@ class Mtls(unittest.TestCase):
             sighup(self.b)
 
 
+class Startup(unittest.TestCase):
+    """Configuration at start: bad combinations stop the broker with a message
+    naming the variable; QUEEN_AUTH=none on a non-loopback address warns; an
+    ES256 public key (PEM) verifies what `queenctl token --es256-key-file`
+    mints, the kid picking the key."""
+
+    def start_fails(self, env, needle):
+        b = Broker("product", db="e2e_auth_keys", env=env)
+        with self.assertRaises(RuntimeError) as cm:
+            b.start(timeout=30)
+        b.kill()
+        self.assertIn(needle, str(cm.exception))
+
+    def test_bad_configuration_stops_the_start(self):
+        self.start_fails({"QUEEN_AUTH": "password"}, "QUEEN_AUTH: expected none, jwt, mtls or jwt,mtls")
+        self.start_fails({"QUEEN_AUTH": "jwt"}, "QUEEN_JWT_SECRET_FILES")
+        self.start_fails({"QUEEN_AUTH": "mtls"}, "QUEEN_TLS_CLIENT_CA")
+        self.start_fails({"QUEEN_AUTH": "jwt", "QUEEN_JWT_SECRET_FILES": write_file("short.secret", b"short")},
+                         "short.secret")
+        self.start_fails({"QUEEN_ENCRYPTION_KEYRING": write_file("bad.ring", "k1 nothex\n")}, "bad.ring")
+
+    def test_auth_none_on_a_public_address_warns(self):
+        b = Broker("product", db="e2e_auth_keys", env={"QUEEN_BIND_ADDR": "0.0.0.0"}).start()
+        try:
+            self.assertIn("QUEEN_AUTH=none on 0.0.0.0", b.log_text())
+        finally:
+            self.assertEqual(b.stop(), 0)
+        b = Broker("product", db="e2e_auth_keys").start()
+        try:
+            self.assertNotIn("QUEEN_AUTH=none on", b.log_text())
+        finally:
+            self.assertEqual(b.stop(), 0)
+
+    def test_es256_public_keys_with_kid(self):
+        import subprocess
+
+        keys = {}
+        for kid in ("es-a", "es-b"):
+            priv = os.path.join(os.path.dirname(write_file(kid + ".tmp", b"")), kid + ".key")
+            subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                            "-out", priv], check=True, capture_output=True)
+            pub = priv + ".pub"
+            subprocess.run(["openssl", "pkey", "-in", priv, "-pubout", "-out", pub], check=True, capture_output=True)
+            keys[kid] = (priv, pub)
+        env = {"QUEEN_AUTH": "jwt",
+               "QUEEN_JWT_PUBLIC_KEY_FILES": ",".join("%s=%s" % (k, v[1]) for k, v in keys.items())}
+        b = Broker("product", db="e2e_auth_keys", env=env).start()
+        try:
+            for kid, (priv, _) in keys.items():
+                tok = subprocess.run([os.environ["QN_QUEENCTL"], "token", "--sub", "es-" + kid,
+                                      "--es256-key-file", priv, "--kid", kid, "--scope", "admin:*"],
+                                     check=True, capture_output=True, text=True).stdout.strip()
+                c = Client(Bearer.wrap(b.channel(), tok))
+                try:
+                    self.assertGreaterEqual(c.stats().uptime_seconds, 0)
+                finally:
+                    c.close()
+            # signed by es-a's key but naming es-b: refused
+            tok = subprocess.run([os.environ["QN_QUEENCTL"], "token", "--sub", "x", "--es256-key-file",
+                                  keys["es-a"][0], "--kid", "es-b", "--scope", "admin:*"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+            c = Client(Bearer.wrap(b.channel(), tok))
+            try:
+                e = rpc_error(c.stats)
+                self.assertEqual(e.code(), grpc.StatusCode.UNAUTHENTICATED)
+                self.assertIn("signature", e.details())
+            finally:
+                c.close()
+        finally:
+            self.assertEqual(b.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
