@@ -287,6 +287,35 @@ class Denied(unittest.TestCase):
             self.assertIn('audit event=admin principal="dave" tenant=%s rpc=%s queue="%s"' % (TENANT_A, rpc, q),
                           log)
 
+    def test_lists_and_stats_show_only_granted_queues(self):
+        ns = uniq("vis")
+        mine, theirs = "%s.mine" % ns, "%s.theirs" % ns
+        a = full()
+        try:
+            for q in (mine, theirs):
+                a.configure(q, retry_limit=0)
+                a.push(q, [b"x", b"y"])
+                m = a.pop_until(q, consumer_group="vg", batch=1).messages[0]
+                self.assertTrue(a.ack_offset(m, status=C.ACK_STATUS_DLQ).dlq)
+            full_stats = a.stats()
+        finally:
+            a.close()
+        c = client(mint.token("vera", TENANT_A, scopes=["admin:%s.mine" % ns]))
+        try:
+            names = {x.queue for x in c.a.ListQueues(A.ListQueuesRequest(limit=1000), timeout=15).queues}
+            self.assertEqual(names, {mine})
+            st = c.stats()
+            self.assertEqual({x.queue for x in st.queues}, {mine})
+            self.assertEqual(st.total_dead_letters, 1)
+            # the broker's own counters are for admin:* only
+            self.assertGreater(full_stats.rpcs, 0)
+            self.assertEqual((st.rpcs, st.pushed, st.delivered), (0, 0, 0))
+            self.assertEqual({g.queue for g in c.groups()}, {mine})
+            dls = c.a.ListDeadLetters(A.ListDeadLettersRequest(limit=1000), timeout=15).dead_letters
+            self.assertEqual({d.queue for d in dls}, {mine})
+        finally:
+            c.close()
+
     def test_prefix_grant_allows_and_discovery_claims_only_granted(self):
         ns = uniq("ns")
         ok_q, other_q = "grant.%s.ok" % ns, "grant.%s.no" % ns
