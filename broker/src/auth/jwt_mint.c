@@ -5,7 +5,8 @@
  * What it does: builds the header (alg, typ, optional kid) and the claims
  * (sub, tenant, scopes, iss, aud, iat, exp) and signs them.
  * What it deliberately does not: mint RS256 (verification accepts it; nothing
- * here needs to sign it), or check the grants it writes (queen-token does).
+ * here needs to sign it), or check the grants it writes (`queenctl token`,
+ * tools/qctl_token.c, does).
  *
  * Invariants:
  *   1. A private key's bytes are wiped once converted (qn__jwt_pem_jwk).
