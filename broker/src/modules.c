@@ -21,9 +21,9 @@
  *      gates, crypt, methods, the schema attempts; the maintenance loop once the
  *      schema is applied. Stop ends the schema attempts and frees the maintenance
  *      loop first, then the notifier (LISTEN off), crypt (its lookups) and the
- *      store (its pending callbacks still
- *      find fusion, waiters and the dedup cache alive), then those, then the
- *      contexts and the method table (the server that used it is gone).
+ *      store (its pending callbacks still find fusion, waiters and the dedup
+ *      cache alive), then those, then the contexts and the method table (the
+ *      server that used it is gone).
  *   2. Shutdown marks the app shutting down before waking parked pops, so a
  *      woken pop answers at once instead of parking again.
  *   3. Until app->schema_ready the services answer UNAVAILABLE without touching

@@ -379,8 +379,7 @@ static bool loopback(const char *addr)
            strcmp(addr, "localhost") == 0;
 }
 
-int qn_security_new(struct event_base *base, const struct qn_config *cfg,
-                    struct qn_security **out)
+int qn_security_new(struct event_base *base, const struct qn_config *cfg, struct qn_security **out)
 {
     struct qn_security *s = calloc(1, sizeof *s);
     if (s == NULL)
@@ -401,7 +400,8 @@ int qn_security_new(struct event_base *base, const struct qn_config *cfg,
     load_all(cfg, &l);
     int rc = QN_OK;
     if (cfg->auth_jwt && l.keys_rc != QN_OK) {
-        QN_ERROR("cannot load the JWT keys: %s", l.keys_msg[0] ? l.keys_msg : qn_strerror(l.keys_rc));
+        QN_ERROR("cannot load the JWT keys: %s",
+                 l.keys_msg[0] ? l.keys_msg : qn_strerror(l.keys_rc));
         rc = l.keys_rc;
     } else if (cfg->auth_mtls && l.policy_rc != QN_OK) {
         QN_ERROR("cannot load QUEEN_MTLS_POLICY_FILE: %s",

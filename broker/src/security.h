@@ -35,8 +35,7 @@ struct qn_security;
  * none on an address other than loopback. Returns QN_OK with *out, or an error
  * with a message naming the file and what is wrong (logged as well).
  */
-int qn_security_new(struct event_base *base, const struct qn_config *cfg,
-                    struct qn_security **out);
+int qn_security_new(struct event_base *base, const struct qn_config *cfg, struct qn_security **out);
 
 /* Joins a reload in progress and frees. NULL allowed. */
 void qn_security_free(struct qn_security *s);

@@ -216,8 +216,7 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                               true,
                               qn__decode_scalar_int},
     [QN_STMT_LIST_DLQ] = {"qn_list_dlq",
-                          "SELECT " DLQ_COLS
-                          " FROM qn.list_dlq_v1($1, $2, $3, $4, $5, $6, $7, $8)",
+                          "SELECT " DLQ_COLS " FROM qn.list_dlq_v1($1, $2, $3, $4, $5, $6, $7, $8)",
                           8,
                           {T, T, T, I4, I4, U, TA, TA},
                           QN__LANE_READ,

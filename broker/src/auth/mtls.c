@@ -189,7 +189,8 @@ int qn_policy_parse(const uint8_t *json, size_t len, qn_policy **out, char *msg,
     if (idv) {
         bool found = false;
         for (size_t i = 0; i < sizeof identity_words / sizeof identity_words[0]; i++)
-            if (json_is_string(idv) && strcmp(json_string_value(idv), identity_words[i].name) == 0) {
+            if (json_is_string(idv) &&
+                strcmp(json_string_value(idv), identity_words[i].name) == 0) {
                 pol->identity = identity_words[i].id;
                 found = true;
             }

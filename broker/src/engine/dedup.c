@@ -321,8 +321,8 @@ static void warn_pressure(struct qn_dedup *d, const struct dd_entry *e)
     d->last_warn_ms = now;
     QN_WARN("dedup cache full: partition %s/%s answers without the cache for %lld s "
             "(suppressed=%zu budget_mb=%zu)",
-            key_queue(e), key_partition(e), (long long)(d->cfg.cooldown_ms / 1000),
-            d->suppressed, d->cfg.budget_bytes >> 20);
+            key_queue(e), key_partition(e), (long long)(d->cfg.cooldown_ms / 1000), d->suppressed,
+            d->cfg.budget_bytes >> 20);
 }
 
 /* Keeps the cache within its budget after entry e grew (a load finished, a
@@ -568,8 +568,8 @@ int64_t qn_dedup_verified(void *ud, const uint8_t tenant[16], const char *queue,
          * carry the window, so a change is seen at the next commit anyway) */
         struct qn_call_opts o = {0, key_tenant(e), NULL};
         e->meta_at_ms = now;
-        if (qn_store_partition_meta(d->store, key_queue(e), key_partition(e), &o,
-                                    meta_refresh_done, e, &e->req) != QN_OK)
+        if (qn_store_partition_meta(d->store, key_queue(e), key_partition(e), &o, meta_refresh_done,
+                                    e, &e->req) != QN_OK)
             e->req = NULL;
     }
     int64_t cutoff = wall_ms() - (int64_t)e->load_window * 1000 - d->cfg.skew_ms;

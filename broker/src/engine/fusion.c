@@ -152,8 +152,7 @@ struct qn_fusion {
     uint64_t pending_bytes;
     struct qn_fusion_dedup_hooks dedup;
     struct qn_fusion_metrics metrics; /* segment histograms (NULL series: none) */
-    void (*on_commit)(void *ud, const uint8_t tenant[16], const char *queue,
-                      const char *partition);
+    void (*on_commit)(void *ud, const uint8_t tenant[16], const char *queue, const char *partition);
     void *on_commit_ud;
     struct bundle *doubt; /* bundles in doubt, oldest first */
     struct bundle *doubt_tail;
@@ -992,9 +991,9 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
                 p->verified = f->dedup.verified(f->dedup.ud, tenant, s->queue, s->partition,
                                                 sg->hashes, sg->nleaders);
                 p->cache_window = 0;
-                if (p->verified >= 0 && f->dedup.vouched_for(f->dedup.ud, tenant, s->queue,
-                                                             s->partition, &p->cache_window,
-                                                             sg->cache_pid))
+                if (p->verified >= 0 &&
+                    f->dedup.vouched_for(f->dedup.ud, tenant, s->queue, s->partition,
+                                         &p->cache_window, sg->cache_pid))
                     p->cache_pid = sg->cache_pid;
                 else
                     p->verified = -1; /* cannot say what it vouched for: probe */

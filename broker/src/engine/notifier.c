@@ -33,7 +33,7 @@ struct qn_notifier {
     struct qn_waiters *waiters; /* borrowed */
     struct event *timer;
     bool armed;
-    char *queues[QN_NOTIFY_MAX_QUEUES];         /* owned copies */
+    char *queues[QN_NOTIFY_MAX_QUEUES];        /* owned copies */
     uint8_t tenants[QN_NOTIFY_MAX_QUEUES][16]; /* queues[i]'s tenant */
     size_t n;
 };

@@ -748,7 +748,7 @@ int qn_renew_run(struct qn_app *app, qn_call *call, const char *lease, int32_t s
                  void *ud, struct qn_renew_op **out)
 {
     *out = NULL;
-    if (strlen(lease) >= sizeof ((struct qn_renew_op *)0)->lease)
+    if (strlen(lease) >= sizeof((struct qn_renew_op *)0)->lease)
         return QN_EINVAL;
     struct qn_renew_op *op = calloc(1, sizeof *op);
     if (op == NULL)

@@ -40,11 +40,11 @@ struct entry {
     struct qn_crypt *c;
     enum entry_state state;
     bool encrypted;
-    bool refreshing;     /* a lookup for a stale KNOWN entry is in flight */
-    int64_t learned_ms;  /* KNOWN: monotonic time of the answer */
-    qn_store_req *req;   /* the lookup in flight, or NULL */
+    bool refreshing;    /* a lookup for a stale KNOWN entry is in flight */
+    int64_t learned_ms; /* KNOWN: monotonic time of the answer */
+    qn_store_req *req;  /* the lookup in flight, or NULL */
     size_t klen;
-    char key[];          /* tenant (16 bytes), queue name, NUL */
+    char key[]; /* tenant (16 bytes), queue name, NUL */
 };
 
 struct qn_crypt {
@@ -269,8 +269,7 @@ bool qn_crypt_encrypted(const struct qn_crypt *c, const uint8_t tenant[16], cons
     return e != NULL && e->state == E_KNOWN && e->encrypted;
 }
 
-void qn_crypt_learn(struct qn_crypt *c, const uint8_t tenant[16], const char *queue,
-                    bool encrypted)
+void qn_crypt_learn(struct qn_crypt *c, const uint8_t tenant[16], const char *queue, bool encrypted)
 {
     struct entry *e = find(c, tenant, queue);
     if (e == NULL && (e = entry_make(c, tenant, queue)) == NULL)
@@ -348,11 +347,12 @@ static void open_problem(int rc, const uint8_t *env, size_t len, char *why, size
     const uint8_t *id = NULL;
     size_t idl = 0;
     if (rc == QN_EENVELOPE_UNKNOWN_KEY && qn_envelope_inspect(env, len, &id, &idl, NULL) == QN_OK)
-        snprintf(why, cap, "cannot decrypt: key \"%.*s\" is not in the broker's key ring",
-                 (int)idl, (const char *)id);
+        snprintf(why, cap, "cannot decrypt: key \"%.*s\" is not in the broker's key ring", (int)idl,
+                 (const char *)id);
     else if (rc == QN_EENVELOPE_AUTH)
-        snprintf(why, cap, "cannot decrypt: the envelope does not authenticate (wrong key or "
-                           "altered bytes)");
+        snprintf(why, cap,
+                 "cannot decrypt: the envelope does not authenticate (wrong key or "
+                 "altered bytes)");
     else if (rc == QN_EENVELOPE_MALFORMED)
         snprintf(why, cap, "cannot decrypt: the stored payload is not an envelope");
     else

@@ -84,8 +84,8 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *a, const struct qn_po
                 /* decrypted for the reader; one that cannot be is delivered
                  * without payload and with the reason, never as ciphertext */
                 char why[200];
-                rc = qn_crypt_open(app, a, f.message_id, f.payload, f.payload_len, &payload,
-                                   &plen, why, sizeof why);
+                rc = qn_crypt_open(app, a, f.message_id, f.payload, f.payload_len, &payload, &plen,
+                                   why, sizeof why);
                 if (rc == QN_ENOMEM)
                     return rc;
                 if (rc != QN_OK) {

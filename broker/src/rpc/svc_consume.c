@@ -80,11 +80,11 @@ struct consume_rpc {
     uint64_t credits;
     qn_store_req *pop_req;
     struct qn_waiter waiter;
-    bool rewake;            /* a commit was seen while pop_req was in flight */
-    struct event *timer;    /* re-check while idle */
-    struct consume_op *ops; /* in-flight acks and renewals */
-    bool counted;           /* holds a stream slot (qn_rpc_stream_acquire) */
-    uint8_t tenant[16];     /* the caller's (a copy: an orphaned pop outlives the call) */
+    bool rewake;                 /* a commit was seen while pop_req was in flight */
+    struct event *timer;         /* re-check while idle */
+    struct consume_op *ops;      /* in-flight acks and renewals */
+    bool counted;                /* holds a stream slot (qn_rpc_stream_acquire) */
+    uint8_t tenant[16];          /* the caller's (a copy: an orphaned pop outlives the call) */
     struct qn_authz_names names; /* discovery: the queues the caller may consume */
     bool filtered;               /* names holds a filter */
 };
@@ -302,8 +302,8 @@ static void consume_pump(struct consume_rpc *c)
         return;
     }
     if (!qn_waiter_parked(&c->waiter)) {
-        int rc = qn_waiters_park(c->app->waiters, &c->waiter, c->tenant, c->args.queue,
-                                 c->args.group);
+        int rc =
+            qn_waiters_park(c->app->waiters, &c->waiter, c->tenant, c->args.queue, c->args.group);
         if (rc != QN_OK) {
             consume_end(c, QN_GRPC_RESOURCE_EXHAUSTED,
                         "too many consumers are waiting on this broker (QUEEN_MAX_PARKED_POPS)");

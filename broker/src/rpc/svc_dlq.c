@@ -181,8 +181,8 @@ static void deldlq_send(struct deldlq *d)
     struct qn_call_opts opts = qn_admin_opts(&d->a);
     qn_admin_sent(&d->a, qn_store_delete_dlq(d->a.app->store, d->by_id ? d->id : NULL,
                                              d->by_id ? NULL : d->pid,
-                                             d->by_id ? NULL : req->address->transaction_id,
-                                             &opts, deldlq_done, &d->a, &d->a.sreq[0]));
+                                             d->by_id ? NULL : req->address->transaction_id, &opts,
+                                             deldlq_done, &d->a, &d->a.sreq[0]));
 }
 
 static void deldlq_owner(void *ud, const struct qn_store_status *st,
@@ -205,8 +205,8 @@ static void deldlq_lookup(struct deldlq *d)
 {
     struct qn_call_opts opts = qn_admin_opts(&d->a);
     const uint8_t(*pids)[16] = (const uint8_t(*)[16])d->pid;
-    qn_admin_sent(&d->a, qn_store_partition_queues(d->a.app->store, pids, 1, &opts, deldlq_owner,
-                                                   d, &d->a.sreq[0]));
+    qn_admin_sent(&d->a, qn_store_partition_queues(d->a.app->store, pids, 1, &opts, deldlq_owner, d,
+                                                   &d->a.sreq[0]));
 }
 
 static void deldlq_got(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
@@ -254,8 +254,7 @@ void qn_svc_delete_dlq(qn_call *call, ProtobufCMessage *msg)
         deldlq_send(d);
     } else if (d->by_id) {
         struct qn_call_opts opts = qn_admin_opts(a);
-        qn_admin_sent(a, qn_store_get_dlq(a->app->store, d->id, &opts, deldlq_got, d,
-                                          &a->sreq[0]));
+        qn_admin_sent(a, qn_store_get_dlq(a->app->store, d->id, &opts, deldlq_got, d, &a->sreq[0]));
     } else {
         deldlq_lookup(d);
     }
@@ -284,7 +283,7 @@ struct replay {
     uint8_t *payload;                /* the dead letter's stored payload (owned) */
     size_t payload_len;
     uint8_t msgid[16];
-    uint8_t *sealed; /* the replayed payload sealed for an encrypted target (owned) */
+    uint8_t *sealed;    /* the replayed payload sealed for an encrypted target (owned) */
     struct qn_buf blob; /* the packed segment */
     uint8_t hash[16];
 };
@@ -355,9 +354,8 @@ static void replay_build(struct replay *a)
                                 &plen, why, sizeof why);
     if (rc != QN_OK) {
         qn_arena_free(&ar);
-        qn_admin_finish(&a->a, rc == QN_ENOMEM ? QN_GRPC_RESOURCE_EXHAUSTED
-                                               : QN_GRPC_FAILED_PRECONDITION,
-                        why);
+        qn_admin_finish(
+            &a->a, rc == QN_ENOMEM ? QN_GRPC_RESOURCE_EXHAUSTED : QN_GRPC_FAILED_PRECONDITION, why);
         return;
     }
     char idtext[QN_UUID_STR_LEN];
@@ -384,9 +382,8 @@ static void replay_build(struct replay *a)
         rc = qn_crypt_seal(app, a->msgid, plain, plen, &a->sealed, &elen, why, sizeof why);
         if (rc != QN_OK) {
             qn_arena_free(&ar);
-            qn_admin_finish(&a->a, rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION
-                                                      : QN_GRPC_INTERNAL,
-                            why);
+            qn_admin_finish(
+                &a->a, rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION : QN_GRPC_INTERNAL, why);
             return;
         }
         f.payload = a->sealed;
@@ -497,8 +494,8 @@ static void replay_got(void *ud, const struct qn_store_status *st, const struct 
     }
     struct qn_call_opts opts = qn_admin_opts(&a->a);
     const uint8_t(*pids)[16] = (const uint8_t(*)[16])a->pid;
-    qn_admin_sent(&a->a, qn_store_partition_queues(a->a.app->store, pids, 1, &opts, replay_owner,
-                                                   a, &a->a.sreq[0]));
+    qn_admin_sent(&a->a, qn_store_partition_queues(a->a.app->store, pids, 1, &opts, replay_owner, a,
+                                                   &a->a.sreq[0]));
 }
 
 void qn_svc_replay_dlq(qn_call *call, ProtobufCMessage *msg)

@@ -107,9 +107,9 @@ struct pop_rpc {
      * (not while parked); admitted: the first was granted, later ones are too */
     struct qn_conn_slot *slot;
     bool admitted;
-    uint8_t tenant[16];           /* the caller's (a copy: it outlives an orphaned call) */
-    struct qn_authz_names names;  /* discovery: the queues the caller may consume */
-    bool filtered;                /* names holds a filter */
+    uint8_t tenant[16];          /* the caller's (a copy: it outlives an orphaned call) */
+    struct qn_authz_names names; /* discovery: the queues the caller may consume */
+    bool filtered;               /* names holds a filter */
 };
 
 static void pop_free(struct pop_rpc *p)
@@ -318,8 +318,8 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
         p->waiter.partition = p->args.partition && *p->args.partition ? p->args.partition : NULL;
         p->waiter.wake = pop_wake;
         p->waiter.ud = p;
-        if (qn_waiters_park(p->app->waiters, &p->waiter, p->tenant, p->args.queue,
-                            p->args.group) != QN_OK) {
+        if (qn_waiters_park(p->app->waiters, &p->waiter, p->tenant, p->args.queue, p->args.group) !=
+            QN_OK) {
             p->gated = true; /* no room to wait: answer with what there is */
             pop_issue(p);
             return;
@@ -457,8 +457,8 @@ void qn_svc_pop(qn_call *call, ProtobufCMessage *msg)
         return;
     }
     memcpy(p->tenant, qn_authz_tenant(call), 16);
-    enum qn_grpc_code denied = qn_pop_authorize(call, &p->args, &p->names, &p->filtered, why,
-                                                sizeof why);
+    enum qn_grpc_code denied =
+        qn_pop_authorize(call, &p->args, &p->names, &p->filtered, why, sizeof why);
     if (denied != QN_GRPC_OK) {
         pop_finish(p, denied, why);
         return;

@@ -49,19 +49,19 @@
 
 struct push_rpc {
     struct qn_push_job job;
-    struct qn_crypt_wait wait;   /* learning which queues are encrypted (first) */
+    struct qn_crypt_wait wait; /* learning which queues are encrypted (first) */
     struct qn_app *app;
     qn_call *call;               /* NULL once the call was cancelled or answered */
     Queen__V1__PushRequest *req; /* owned */
     char (*minted)[QN_UUID_STR_LEN];
     struct event *doubt_timer; /* armed when items became in doubt */
     struct qn_conn_slot *slot; /* the connection's database slot, until done */
-    char *sub; /* owned copy of the principal's name: frames borrow it until done, and
-                  the call (which owns the principal) may be freed before that */
+    char *sub;           /* owned copy of the principal's name: frames borrow it until done, and
+                            the call (which owns the principal) may be freed before that */
     const char **queues; /* the distinct queues of the request (borrowed from req) */
     size_t nqueues;
-    uint8_t **envs;  /* sealed payloads of encrypted queues' items (owned), or NULL */
-    bool submitted;  /* handed to fusion: done() frees */
+    uint8_t **envs; /* sealed payloads of encrypted queues' items (owned), or NULL */
+    bool submitted; /* handed to fusion: done() frees */
 };
 
 static void push_free(struct push_rpc *p)

@@ -88,7 +88,7 @@ struct txn_rpc {
     char (*pids)[QN_UUID_STR_LEN];
     size_t pending_dlq;
     struct qn_conn_slot *slot; /* the connection's database slot */
-    char why[300]; /* a sealing failure's message */
+    char why[300];             /* a sealing failure's message */
 };
 
 static void txn_free(struct txn_rpc *t)
@@ -510,8 +510,7 @@ static void txn_go(struct txn_rpc *t)
     if (rc == QN_ENOTFOUND || (rc != QN_OK && t->why[0])) {
         /* sealing refused: encrypted queue without a key ring */
         qn_call_set_data(call, NULL);
-        qn_call_finish(call,
-                       rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION : QN_GRPC_INTERNAL,
+        qn_call_finish(call, rc == QN_ENOTFOUND ? QN_GRPC_FAILED_PRECONDITION : QN_GRPC_INTERNAL,
                        t->why);
         txn_free(t);
         return;
@@ -626,8 +625,8 @@ static void txn_ready(struct qn_crypt_wait *w, int rc)
 static void txn_learn(struct txn_rpc *t)
 {
     t->wait.done = txn_ready;
-    int rc = qn_crypt_ready(t->app->crypt, &t->wait, qn_authz_tenant(t->call), t->queues,
-                            t->nqueues);
+    int rc =
+        qn_crypt_ready(t->app->crypt, &t->wait, qn_authz_tenant(t->call), t->queues, t->nqueues);
     if (rc == 1) {
         txn_go(t);
     } else if (rc < 0) {

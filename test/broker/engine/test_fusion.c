@@ -57,7 +57,7 @@ struct fake_seg {
 struct fake_push {
     struct fake_seg segs[MAX_SEGS];
     size_t nsegs;
-    bool resolve; /* qn_store_push_resolve, not qn_store_push */
+    bool resolve;       /* qn_store_push_resolve, not qn_store_push */
     uint8_t tenant[16]; /* the bundle's (push_v1 takes one) */
     qn_push_cb cb;
     void *ud;
@@ -124,8 +124,7 @@ int __wrap_qn_store_push(qn_store *st, const struct qn_push_segment *segs, size_
 
 /* A push or its resolve: both in the bundle's tenant. */
 static int record_push(const struct qn_push_segment *segs, size_t n, bool resolve,
-                       const struct qn_call_opts *opts, qn_push_cb cb, void *ud,
-                       qn_store_req **req)
+                       const struct qn_call_opts *opts, qn_push_cb cb, void *ud, qn_store_req **req)
 {
     ck_assert_ptr_nonnull(opts);
     ck_assert_ptr_nonnull(opts->tenant); /* names mean nothing without their tenant */
