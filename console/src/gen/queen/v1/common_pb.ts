@@ -29,7 +29,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file queen/v1/common.proto.
  */
 export const file_queen_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChVxdWVlbi92MS9jb21tb24ucHJvdG8SCHF1ZWVuLnYxIu0GCgxRdWV1ZU9wdGlvbnMSFAoKbGVhc2VfdGltZRgBIAEoDUgAEhUKC3JldHJ5X2xpbWl0GAIgASgNSAESFQoLcmV0cnlfZGVsYXkYAyABKA1IAhISCghtYXhfc2l6ZRgEIAEoDUgDEg0KA3R0bBgFIAEoDUgEEhsKEWRlYWRfbGV0dGVyX3F1ZXVlGAYgASgISAUSHwoVZGxxX2FmdGVyX21heF9yZXRyaWVzGAcgASgISAYSHAoSZGVsYXllZF9wcm9jZXNzaW5nGAggASgNSAcSFwoNd2luZG93X2J1ZmZlchgJIAEoDUgIEhsKEXJldGVudGlvbl9zZWNvbmRzGAogASgNSAkSJQobY29tcGxldGVkX3JldGVudGlvbl9zZWNvbmRzGAsgASgNSAoSGwoRcmV0ZW50aW9uX2VuYWJsZWQYDCABKAhICxIcChJlbmNyeXB0aW9uX2VuYWJsZWQYDSABKAhIDBIfChVtYXhfd2FpdF90aW1lX3NlY29uZHMYDiABKA1IDRIbChFtaW5fcG9wX3dhaXRfdGltZRgPIAEoDUgOEh4KFGRlZHVwX3dpbmRvd19zZWNvbmRzGBAgASgNSA8SEgoIcHJpb3JpdHkYESABKAVIEBITCgluYW1lc3BhY2UYEiABKAlIERIOCgR0YXNrGBMgASgJSBJCDQoLX2xlYXNlX3RpbWVCDgoMX3JldHJ5X2xpbWl0Qg4KDF9yZXRyeV9kZWxheUILCglfbWF4X3NpemVCBgoEX3R0bEIUChJfZGVhZF9sZXR0ZXJfcXVldWVCGAoWX2RscV9hZnRlcl9tYXhfcmV0cmllc0IVChNfZGVsYXllZF9wcm9jZXNzaW5nQhAKDl93aW5kb3dfYnVmZmVyQhQKEl9yZXRlbnRpb25fc2Vjb25kc0IeChxfY29tcGxldGVkX3JldGVudGlvbl9zZWNvbmRzQhQKEl9yZXRlbnRpb25fZW5hYmxlZEIVChNfZW5jcnlwdGlvbl9lbmFibGVkQhgKFl9tYXhfd2FpdF90aW1lX3NlY29uZHNCFAoSX21pbl9wb3Bfd2FpdF90aW1lQhcKFV9kZWR1cF93aW5kb3dfc2Vjb25kc0ILCglfcHJpb3JpdHlCDAoKX25hbWVzcGFjZUIHCgVfdGFzayKKAgoHTWVzc2FnZRISCgptZXNzYWdlX2lkGAEgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMcHJvZHVjZXJfc3ViGAUgASgJEhUKDWNyZWF0ZWRfYXRfdXMYBiABKAMSDQoFcXVldWUYByABKAkSEQoJcGFydGl0aW9uGAggASgJEhQKDHBhcnRpdGlvbl9pZBgJIAEoCRIOCgZvZmZzZXQYCiABKAMSEAoIbGVhc2VfaWQYCyABKAkSFgoOY29uc3VtZXJfZ3JvdXAYDCABKAkSEQoJZW5jcnlwdGVkGA0gASgIKpEBChBTdWJzY3JpcHRpb25Nb2RlEiEKHVNVQlNDUklQVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVU1VCU0NSSVBUSU9OX01PREVfQUxMEAESGQoVU1VCU0NSSVBUSU9OX01PREVfTkVXEAISJAogU1VCU0NSSVBUSU9OX01PREVfRlJPTV9USU1FU1RBTVAQAyqCAQoJQWNrU3RhdHVzEhoKFkFDS19TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRBQ0tfU1RBVFVTX0NPTVBMRVRFRBABEhUKEUFDS19TVEFUVVNfRkFJTEVEEAISFAoQQUNLX1NUQVRVU19SRVRSWRADEhIKDkFDS19TVEFUVVNfRExREARiBnByb3RvMw");
+  fileDesc("ChVxdWVlbi92MS9jb21tb24ucHJvdG8SCHF1ZWVuLnYxIu0GCgxRdWV1ZU9wdGlvbnMSFAoKbGVhc2VfdGltZRgBIAEoDUgAEhUKC3JldHJ5X2xpbWl0GAIgASgNSAESFQoLcmV0cnlfZGVsYXkYAyABKA1IAhISCghtYXhfc2l6ZRgEIAEoDUgDEg0KA3R0bBgFIAEoDUgEEhsKEWRlYWRfbGV0dGVyX3F1ZXVlGAYgASgISAUSHwoVZGxxX2FmdGVyX21heF9yZXRyaWVzGAcgASgISAYSHAoSZGVsYXllZF9wcm9jZXNzaW5nGAggASgNSAcSFwoNd2luZG93X2J1ZmZlchgJIAEoDUgIEhsKEXJldGVudGlvbl9zZWNvbmRzGAogASgNSAkSJQobY29tcGxldGVkX3JldGVudGlvbl9zZWNvbmRzGAsgASgNSAoSGwoRcmV0ZW50aW9uX2VuYWJsZWQYDCABKAhICxIcChJlbmNyeXB0aW9uX2VuYWJsZWQYDSABKAhIDBIfChVtYXhfd2FpdF90aW1lX3NlY29uZHMYDiABKA1IDRIbChFtaW5fcG9wX3dhaXRfdGltZRgPIAEoDUgOEh4KFGRlZHVwX3dpbmRvd19zZWNvbmRzGBAgASgNSA8SEgoIcHJpb3JpdHkYESABKAVIEBITCgluYW1lc3BhY2UYEiABKAlIERIOCgR0YXNrGBMgASgJSBJCDQoLX2xlYXNlX3RpbWVCDgoMX3JldHJ5X2xpbWl0Qg4KDF9yZXRyeV9kZWxheUILCglfbWF4X3NpemVCBgoEX3R0bEIUChJfZGVhZF9sZXR0ZXJfcXVldWVCGAoWX2RscV9hZnRlcl9tYXhfcmV0cmllc0IVChNfZGVsYXllZF9wcm9jZXNzaW5nQhAKDl93aW5kb3dfYnVmZmVyQhQKEl9yZXRlbnRpb25fc2Vjb25kc0IeChxfY29tcGxldGVkX3JldGVudGlvbl9zZWNvbmRzQhQKEl9yZXRlbnRpb25fZW5hYmxlZEIVChNfZW5jcnlwdGlvbl9lbmFibGVkQhgKFl9tYXhfd2FpdF90aW1lX3NlY29uZHNCFAoSX21pbl9wb3Bfd2FpdF90aW1lQhcKFV9kZWR1cF93aW5kb3dfc2Vjb25kc0ILCglfcHJpb3JpdHlCDAoKX25hbWVzcGFjZUIHCgVfdGFzayKhAgoHTWVzc2FnZRISCgptZXNzYWdlX2lkGAEgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMcHJvZHVjZXJfc3ViGAUgASgJEhUKDWNyZWF0ZWRfYXRfdXMYBiABKAMSDQoFcXVldWUYByABKAkSEQoJcGFydGl0aW9uGAggASgJEhQKDHBhcnRpdGlvbl9pZBgJIAEoCRIOCgZvZmZzZXQYCiABKAMSEAoIbGVhc2VfaWQYCyABKAkSFgoOY29uc3VtZXJfZ3JvdXAYDCABKAkSEQoJZW5jcnlwdGVkGA0gASgIEhUKDXBheWxvYWRfZXJyb3IYDiABKAkqkQEKEFN1YnNjcmlwdGlvbk1vZGUSIQodU1VCU0NSSVBUSU9OX01PREVfVU5TUEVDSUZJRUQQABIZChVTVUJTQ1JJUFRJT05fTU9ERV9BTEwQARIZChVTVUJTQ1JJUFRJT05fTU9ERV9ORVcQAhIkCiBTVUJTQ1JJUFRJT05fTU9ERV9GUk9NX1RJTUVTVEFNUBADKoIBCglBY2tTdGF0dXMSGgoWQUNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFEFDS19TVEFUVVNfQ09NUExFVEVEEAESFQoRQUNLX1NUQVRVU19GQUlMRUQQAhIUChBBQ0tfU1RBVFVTX1JFVFJZEAMSEgoOQUNLX1NUQVRVU19ETFEQBGIGcHJvdG8z");
 
 /**
  * Every option of a queue. In ConfigureQueueRequest each field is optional: a
@@ -201,7 +201,11 @@ export type QueueOptions = Message$1<"queen.v1.QueueOptions"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * Stored flag; payload encryption is not implemented by this broker. Default false.
+   * Payloads pushed from now on are stored AES-256-GCM encrypted (frame flag 4)
+   * under the broker's key ring (QUEEN_ENCRYPTION_KEYRING); readers get them
+   * decrypted. A push to such a queue fails with FAILED_PRECONDITION on a broker
+   * without a key ring. Messages stored before the change stay as they were.
+   * Another broker learns of a change within 30 s. Default false.
    *
    * @generated from oneof queen.v1.QueueOptions._encryption_enabled
    */
@@ -328,12 +332,17 @@ export type Message = Message$1<"queen.v1.Message"> & {
   traceId: string;
 
   /**
+   * The payload as the producer sent it (decrypted when it is stored
+   * encrypted). Empty when payload_error is set.
+   *
    * @generated from field: bytes payload = 4;
    */
   payload: Uint8Array;
 
   /**
-   * Empty when none was stamped.
+   * The authenticated principal that pushed the message (the JWT sub, or the
+   * client certificate's identity), stamped by the broker when auth is on: a
+   * client cannot set or forge it. Empty when auth was off.
    *
    * @generated from field: string producer_sub = 5;
    */
@@ -379,11 +388,21 @@ export type Message = Message$1<"queen.v1.Message"> & {
   consumerGroup: string;
 
   /**
-   * The producer marked the payload as encrypted (frame flag 4).
+   * The payload is stored encrypted (frame flag 4).
    *
    * @generated from field: bool encrypted = 13;
    */
   encrypted: boolean;
+
+  /**
+   * Set when the stored payload cannot be delivered: it is encrypted under a key
+   * the broker's key ring no longer holds, or it does not authenticate. payload
+   * is then empty (never the ciphertext); the rest of the message is delivered
+   * as usual, so the consumer can ack it, fail it or dead-letter it.
+   *
+   * @generated from field: string payload_error = 14;
+   */
+  payloadError: string;
 };
 
 /**
