@@ -342,5 +342,51 @@ class Startup(unittest.TestCase):
             self.assertEqual(b.stop(), 0)
 
 
+class PushSegments(unittest.TestCase):
+    """PushSegments stores client-packed segments as sent: refused with auth on
+    (no producer_sub could be stamped) and for encrypted queues (the payloads
+    would be stored in the clear); nothing is written either way."""
+
+    def request(self, q):
+        from test_segments import frame, segment
+
+        seg = segment([frame(b"clear-text-%d" % i, b"t-%d" % i) for i in range(3)])
+        return Q.PushSegmentsRequest(segments=[Q.RawSegment(queue=q, partition="p", segment=seg)])
+
+    def test_refused_with_auth_on_and_for_encrypted_queues(self):
+        secret = new_secret()
+        env = {"QUEEN_AUTH": "jwt", "QUEEN_JWT_SECRET_FILES": write_file("segs.secret", secret)}
+        b = Broker("product", db="e2e_auth_keys", env=env).start()
+        try:
+            c = Client(Bearer.wrap(b.channel(), Minter(secret).token("segs", TENANT)))
+            q = uniq("segs")
+            e = rpc_error(c.q.PushSegments, self.request(q), timeout=15)
+            self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+            self.assertIn("producer_sub", e.details())
+            self.assertEqual(c.message_count(q), 0)
+            c.close()
+        finally:
+            self.assertEqual(b.stop(), 0)
+        env = {"QUEEN_ENCRYPTION_KEYRING": write_file("segs.ring", "k1 %s\n" % os.urandom(32).hex())}
+        b = Broker("product", db="e2e_auth_keys", env=env).start()
+        try:
+            c = Client(b.channel())
+            enc, plain = uniq("segs.enc"), uniq("segs.plain")
+            c.configure(enc, encryption_enabled=True)
+            req = self.request(enc)
+            req.segments.extend(self.request(plain).segments)
+            e = rpc_error(c.q.PushSegments, req, timeout=15)
+            self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, e.details())
+            self.assertIn(enc, e.details())
+            self.assertEqual((c.message_count(enc), c.message_count(plain)), (0, 0))
+            # a plain queue alone is stored as before
+            r = c.q.PushSegments(self.request(plain), timeout=15)
+            self.assertEqual(len(r.results), 1)
+            self.assertEqual(c.message_count(plain), 3)
+            c.close()
+        finally:
+            self.assertEqual(b.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

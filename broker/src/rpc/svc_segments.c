@@ -13,6 +13,11 @@
  * so there is nothing to batch), use the dedup cache (SQL probes the whole
  * window, as for Transact; the cache sees the commit as a gap and rebuilds), or
  * recompress: a segment is stored whole or not at all.
+ * Security: the call acts in its tenant; with auth on (QUEEN_AUTH) it is
+ * refused (FAILED_PRECONDITION): the broker cannot stamp producer_sub into
+ * frames it stores as sent. A segment for a queue with encryption_enabled is
+ * refused too (FAILED_PRECONDITION, nothing written): its payloads would be
+ * stored in the clear. Which queues are encrypted is learned first (crypt.h).
  *
  * Lifecycle of one call:
  *
@@ -33,6 +38,8 @@
  *      and the call was answered or cancelled (maybe_free()).
  */
 #include <event2/event.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +48,8 @@
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
+#include "rpc/authz.h"
+#include "rpc/crypt.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -79,6 +88,11 @@ struct segs_rpc {
     bool resolving; /* the push was in doubt: answers come from push_resolve */
     int64_t resolve_until;
     struct event *timer;
+    uint8_t tenant[16];        /* the call's (rpc/authz.h) */
+    struct qn_crypt_wait wait; /* learning which queues are encrypted (first) */
+    const char **queues;       /* the distinct queue names (borrowed from req) */
+    size_t nqueues;
+    bool submitted; /* past the wait: send_push ran */
 };
 
 #define ITEM_QUEUED 1
@@ -97,6 +111,7 @@ static void segs_free(struct segs_rpc *p)
     free(p->ids);
     free(p->first);
     free(p->out);
+    free(p->queues);
     free(p);
 }
 
@@ -358,7 +373,8 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
         o->ndups = 0;
         p->app->pushed += p->segs[si].count;
         p->app->pushed_bytes += o->payload_bytes;
-        qn_notifier_committed(p->app->notifier, p->segs[si].queue, p->segs[si].partition);
+        qn_notifier_committed(p->app->notifier, p->tenant, p->segs[si].queue,
+                              p->segs[si].partition);
     }
     if (p->inflight == 0)
         answer(p);
@@ -403,7 +419,8 @@ static void push_cb(void *ud, const struct qn_store_status *st, const struct qn_
             o->base = r->base;
             p->app->pushed += p->segs[i].count;
             p->app->pushed_bytes += o->payload_bytes;
-            qn_notifier_committed(p->app->notifier, p->segs[i].queue, p->segs[i].partition);
+            qn_notifier_committed(p->app->notifier, p->tenant, p->segs[i].queue,
+                                  p->segs[i].partition);
             continue;
         }
         o->ndups = r->ndups;
@@ -429,10 +446,11 @@ static void push_cb(void *ud, const struct qn_store_status *st, const struct qn_
                        "segment was not stored; push the other frames again in a new segment";
         }
         struct lookup *lk = malloc(sizeof *lk);
+        struct qn_call_opts lopts = {0, p->tenant, NULL};
         if (lk != NULL && offs != NULL) {
             lk->p = p;
             lk->si = i;
-            if (qn_store_segment_at(p->app->store, r->pid, offs, r->ndups, NULL, lookup_done, lk,
+            if (qn_store_segment_at(p->app->store, r->pid, offs, r->ndups, &lopts, lookup_done, lk,
                                     NULL) == QN_OK) {
                 p->inflight++;
                 lk = NULL;
@@ -463,7 +481,7 @@ static void resolve_timer_cb(evutil_socket_t fd, short what, void *ud)
  * polls), or answers UNKNOWN past the horizon. */
 static void send_push(struct segs_rpc *p)
 {
-    struct qn_call_opts opts = {p->call ? qn_call_deadline_ms(p->call) : 0, NULL};
+    struct qn_call_opts opts = {p->call ? qn_call_deadline_ms(p->call) : 0, p->tenant, NULL};
     if (p->resolving) {
         if (p->call == NULL)
             return; /* nobody to answer; the commit, if any, stands */
@@ -508,6 +526,49 @@ static void send_push(struct segs_rpc *p)
 
 /* ---------------------------------------------------------------- entry */
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every queue's encryption flag is known: refuse encrypted queues, else send. */
+static void segs_submit(struct segs_rpc *p)
+{
+    p->submitted = true;
+    for (size_t i = 0; i < p->nqueues; i++) {
+        if (qn_crypt_encrypted(p->app->crypt, p->tenant, p->queues[i])) {
+            char why[400];
+            snprintf(why, sizeof why,
+                     "queue %.255s has encryption_enabled: PushSegments stores segments as sent, "
+                     "so its payloads would be stored in the clear; use Push",
+                     p->queues[i]);
+            finish(p, QN_GRPC_FAILED_PRECONDITION, why);
+            maybe_free(p);
+            return;
+        }
+    }
+    send_push(p);
+    maybe_free(p);
+}
+
+static void segs_ready(struct qn_crypt_wait *w, int rc)
+{
+    struct segs_rpc *p = (struct segs_rpc *)((char *)w - offsetof(struct segs_rpc, wait));
+    if (rc != QN_OK) {
+        p->submitted = true;
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        qn_call *call = p->call;
+        p->call = NULL;
+        if (call != NULL) {
+            qn_call_set_data(call, NULL);
+            qn_finish_store_error(call, &st);
+        }
+        maybe_free(p);
+        return;
+    }
+    segs_submit(p);
+}
+
 void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
 {
     struct qn_app *app = qn_svc_app(call);
@@ -518,6 +579,14 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
     if (app->shutting_down) {
         protobuf_c_message_free_unpacked(msg, NULL);
         qn_call_finish(call, QN_GRPC_UNAVAILABLE, "the broker is shutting down");
+        return;
+    }
+    if (qn_authz_principal(call) != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        qn_call_finish(call, QN_GRPC_FAILED_PRECONDITION,
+                       "PushSegments is not available with QUEEN_AUTH on: the broker stores "
+                       "the segments as sent and cannot stamp producer_sub into their frames; "
+                       "use Push");
         return;
     }
     if (req->n_segments == 0 || req->n_segments > MAX_SEGMENTS) {
@@ -566,10 +635,31 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
         s->blob_len = rs->segment.len;
         p->first[i + 1] = p->first[i] + k;
     }
+    memcpy(p->tenant, qn_authz_tenant(call), 16);
+    p->wait.done = segs_ready;
+    p->queues = malloc(n * sizeof *p->queues);
+    if (p->queues == NULL) {
+        segs_free(p);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        p->queues[i] = req->segments[i]->queue;
+    qsort(p->queues, n, sizeof *p->queues, cmp_name);
+    for (size_t i = 0; i < n; i++)
+        if (p->nqueues == 0 || strcmp(p->queues[p->nqueues - 1], p->queues[i]) != 0)
+            p->queues[p->nqueues++] = p->queues[i];
     p->call = call;
     qn_call_set_data(call, p);
-    send_push(p);
-    maybe_free(p);
+    int rc =
+        qn_crypt_ready(app->crypt, &p->wait, p->tenant, (const char *const *)p->queues, p->nqueues);
+    if (rc == 1) {
+        segs_submit(p);
+    } else if (rc < 0) {
+        finish(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        maybe_free(p);
+    }
+    /* 0: segs_ready continues */
 }
 
 void qn_svc_push_segments_cancel(qn_call *call, int reason)
@@ -579,5 +669,7 @@ void qn_svc_push_segments_cancel(qn_call *call, int reason)
     if (p == NULL)
         return;
     p->call = NULL; /* a push in flight completes; nothing is answered */
+    if (!p->submitted)
+        qn_crypt_cancel(&p->wait);
     maybe_free(p);
 }
