@@ -1498,7 +1498,9 @@ export const QueueService: GenService<{
    * broker checks every frame and stores the compressed bytes as sent, without
    * recompressing them. Each segment is stored whole or not at all, in one
    * database transaction for the whole call. Answered per segment, only after
-   * the commit.
+   * the commit. FAILED_PRECONDITION, nothing written: auth is on (the broker
+   * could not stamp producer_sub into frames it stores as sent), or a segment's
+   * queue has encryption_enabled (its payloads would be stored in the clear).
    *
    * @generated from rpc queen.v1.QueueService.PushSegments
    */
