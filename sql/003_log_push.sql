@@ -95,7 +95,9 @@ $$;
 -- handling. The probe (only when the broker cannot vouch) is a one-shot
 -- statement, as in push_v1.
 -- p_pid NULL or unknown (the partition was deleted since the broker learnt
--- its id, or never met): the partition is found by name, created if missing,
+-- its id, or never met, or it is a partition of another tenant than p_tenant:
+-- an id never reaches past its tenant): the partition is found by name in
+-- p_tenant, created if missing,
 -- when p_queue is given; p_verified is then ignored (it was vouched for another
 -- partition). Without p_queue an unknown p_pid raises QPUSH unknown partition.
 CREATE OR REPLACE FUNCTION qn.push_one_v1(
@@ -137,7 +139,7 @@ BEGIN
     INTO r_pid, v_last, v_txs, r_window
     FROM queen.log_partitions p
     JOIN queen.queues q ON q.id = p.queue_id
-    WHERE p.id = p_pid
+    WHERE p.id = p_pid AND q.tenant_id = p_tenant   -- another tenant's id: unknown (011_auth.sql)
     FOR NO KEY UPDATE OF p;
     IF NOT FOUND THEN
         IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255
@@ -359,7 +361,7 @@ BEGIN
                  ELSE coalesce(p_verified[v_e.ord], -1) END,
             p_blobs[v_e.ord], false,
             CASE WHEN p_cache_windows IS NOT NULL THEN coalesce(p_cache_windows[v_e.ord], 0) END,
-            coalesce(p_resolve, false));
+            coalesce(p_resolve, false), p_tenant => p_tenant);  -- the id path checks it
         IF v_x.r_status = 1 THEN
             IF p_strict THEN
                 RAISE EXCEPTION 'QDUP duplicate transaction id in segment %', v_e.ord - 1

@@ -5,7 +5,15 @@
 -- that writes runs, so a refused call has no side effect and an id of another
 -- tenant's partition or lease is answered as if it did not exist.
 --
--- Both are read-only (STABLE) and keyed on the ids they are given (primary key
+-- Writes addressed by a partition id carry the caller's tenant themselves:
+-- push_one_v1 (003_log_push.sql; push_v1 resolves names in p_tenant and then
+-- calls it) only takes the id path when the partition belongs to a queue of
+-- p_tenant, so an id of another tenant's partition (a forged id, or a stale
+-- entry of the store's id cache) is never written: with names it falls back to
+-- them in p_tenant, without it raises QPUSH unknown partition
+-- (test/sql/test_sql_push.c, test_push_one_other_tenant).
+--
+-- Both functions below are read-only (STABLE) and keyed on the ids they are given (primary key
 -- and index probes); neither is on a path the broker takes without auth.
 
 -- partition_queues_v1: for each given partition id that belongs to a queue of

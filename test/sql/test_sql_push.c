@@ -721,6 +721,70 @@ START_TEST(test_push_one_by_id)
 }
 END_TEST
 
+/* push_one_v1 by the id of another tenant's partition (issue 10): never
+ * written. Without names it is an unknown partition; with names it is found by
+ * name in the caller's tenant (a partition of its own), the watermark ignored;
+ * the other tenant's partition is unchanged either way. */
+#define ONE                                                                                        \
+    "SELECT * FROM qn.push_one_v1(%s, 1, decode(md5('%s'), 'hex'), %s, '\\x01'::bytea, false, "    \
+    "NULL, false, %s, 'p', '%s'::uuid)"
+START_TEST(test_push_one_other_tenant)
+{
+    PGconn *c = qt_connect();
+    static const char *ta = "00000000-0000-0000-0000-0000000000a1";
+    static const char *tb = "00000000-0000-0000-0000-0000000000b2";
+    PGresult *r = qt_q(c, ONE, "NULL::uuid", "ten-a-0", "-1", "'ten.q'", ta);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    char pa[37];
+    snprintf(pa, sizeof pa, "%s", qt_gs(r, 0, "r_pid"));
+    PQclear(r);
+    char pidv[64];
+    snprintf(pidv, sizeof pidv, "'%s'::uuid", pa);
+    /* tenant b by a's id, without names: unknown, nothing written */
+    char msg[256];
+    qt_fail(c, msg, sizeof msg, ONE, pidv, "ten-b-0", "0", "NULL", tb);
+    ck_assert_msg(strncmp(msg, "QPUSH unknown partition", 23) == 0, "%s", msg);
+    /* with names: b's own partition of the same name, never a's */
+    r = qt_q(c, ONE, pidv, "ten-b-1", "1000", "'ten.q'", tb);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 0);
+    ck_assert_str_ne(qt_gs(r, 0, "r_pid"), pa);
+    char pb[37];
+    snprintf(pb, sizeof pb, "%s", qt_gs(r, 0, "r_pid"));
+    PQclear(r);
+    ck_assert(
+        qt_b(c,
+             "SELECT q.tenant_id = '%s'::uuid FROM queen.log_partitions p JOIN queen.queues q "
+             "ON q.id = p.queue_id WHERE p.id = '%s'",
+             tb, pb));
+    /* a's partition holds a's one message only */
+    ck_assert_int_eq(qt_i(c, "SELECT last_offset FROM queen.log_partitions WHERE id = '%s'", pa),
+                     0);
+    ck_assert_int_eq(
+        qt_i(c, "SELECT count(*) FROM queen.log_segments WHERE partition_id = '%s'", pa), 1);
+    /* and a, by its own id, still writes there */
+    r = qt_q(c, ONE, pidv, "ten-a-1", "0", "NULL", ta);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pa);
+    PQclear(r);
+    /* push_v1 by names in tenant b resolves b's partition and writes it by id
+     * in b's tenant (its push_one_v1 call carries p_tenant) */
+    r = qt_q(c,
+             "SELECT * FROM qn.push_v1(ARRAY['ten.q'], ARRAY['p'], ARRAY[1], "
+             "ARRAY[decode(md5('ten-b-2'), 'hex')], ARRAY[-1]::int8[], ARRAY['\\x01'::bytea], "
+             "false, '%s'::uuid)",
+             tb);
+    ck_assert_int_eq(qt_gi(r, 0, "r_status"), 0);
+    ck_assert_int_eq(qt_gi(r, 0, "r_base"), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pb);
+    PQclear(r);
+    check_invariants(c, pa);
+    check_invariants(c, pb);
+    PQfinish(c);
+}
+END_TEST
+#undef ONE
+
 static char *captured;
 static void capture(void *arg, const PGresult *res)
 {
@@ -893,6 +957,7 @@ Suite *qt_suite_push(void)
     tcase_add_test(tc, test_rolled_back_push_leaves_no_hole);
     tcase_add_test(tc, test_segment_at);
     tcase_add_test(tc, test_push_one_by_id);
+    tcase_add_test(tc, test_push_one_other_tenant);
     suite_add_tcase(s, tc);
     return s;
 }
