@@ -22,6 +22,7 @@ import grpc
 from authsupport import Bearer, Db, Minter, new_secret, write_file
 from harness import Broker
 from qsupport import A, C, Client, ConsumeStream, Q, fixture_db_url, rpc_error, uniq, wait_until
+from webclient import get, grpc_web, message_of, status_of
 
 AUD, ISS = "queen-e2e", "queen-e2e-issuer"
 TENANT_A = str(uuid.uuid4())
@@ -212,6 +213,65 @@ class Unauthenticated(unittest.TestCase):
             self.assertEqual(r.status, H.HealthCheckResponse.SERVING)
         finally:
             c.close()
+
+
+class GrpcWeb(unittest.TestCase):
+    """The side port's gRPC-Web calls pass the same gate as the gRPC port: the
+    authorization header reaches it; the plain routes stay open."""
+
+    def web(self, method, msg, token=None):
+        hs = {"authorization": "Bearer " + token} if token else None
+        return grpc_web(broker.http_port, method, msg.SerializeToString(), headers=hs)
+
+    def test_grpc_web_needs_a_token(self):
+        q = uniq("sec.web")
+        push = Q.PushRequest(items=[Q.PushItem(queue=q, payload=b"web", transaction_id="w1")])
+        before = db.fingerprint()
+        for tok, word in ((None, "authorization"), ("not-a-jwt", "token"),
+                          (mint.token("alice", TENANT_A, ttl=-120), "expired")):
+            with self.subTest(token=tok):
+                r = self.web("/queen.v1.QueueService/Push", push, tok)
+                self.assertEqual(r.status, 200)
+                self.assertEqual(status_of(r), UNAUTH.value[0], message_of(r))
+                self.assertIn(word, message_of(r).lower())
+                self.assertEqual(r.messages, [])
+        self.assertEqual(db.fingerprint(), before, "a refused gRPC-Web call changed the database")
+        # a token without the produce grant: PERMISSION_DENIED, as on the gRPC port
+        r = self.web("/queen.v1.QueueService/Push", push,
+                     mint.token("wendy", TENANT_A, scopes=["consume:*"]))
+        self.assertEqual(status_of(r), DENIED.value[0], message_of(r))
+        # a valid token: the call runs, in the token's tenant
+        tok = mint.token("webby", TENANT_A)
+        r = self.web("/queen.v1.QueueService/Push", push, tok)
+        self.assertEqual(status_of(r), 0, message_of(r))
+        res = Q.PushResponse.FromString(r.messages[0]).results[0]
+        self.assertEqual((res.status, res.offset), (Q.PUSH_STATUS_QUEUED, 0))
+        r = self.web("/queen.v1.AdminService/GetStats", A.GetStatsRequest(queue=q), tok)
+        self.assertEqual(status_of(r), 0, message_of(r))
+        self.assertEqual(A.GetStatsResponse.FromString(r.messages[0]).queues[0].messages, 1)
+        # the message is the token's tenant's, with its producer_sub
+        c = full("webby", TENANT_A)
+        try:
+            m = c.pop(q).messages[0]
+            self.assertEqual((m.payload, m.producer_sub), (b"web", "webby"))
+        finally:
+            c.close()
+        # another tenant's token does not see it
+        r = self.web("/queen.v1.AdminService/GetStats", A.GetStatsRequest(queue=q),
+                     mint.token("bob", TENANT_B))
+        if status_of(r) == 0:
+            got = A.GetStatsResponse.FromString(r.messages[0]).queues
+            self.assertEqual([x.messages for x in got if x.messages], [])
+        else:
+            self.assertEqual(status_of(r), 5, message_of(r))  # NOT_FOUND
+
+    def test_plain_routes_stay_open(self):
+        for path in ("/metrics", "/healthz", "/readyz"):
+            with self.subTest(path=path):
+                r = get(broker.http_port, path)
+                self.assertEqual(r.status, 200, r.body[:200])
+        self.assertNotIn(b"access-control-allow", b"".join(
+            k.lower().encode() for k in get(broker.http_port, "/healthz").headers))
 
 
 class Denied(unittest.TestCase):
