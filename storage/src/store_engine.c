@@ -4,6 +4,11 @@
  * translation, delivery, and what a lost connection means for each call (see
  * queen/store.h for the model, store_engine.h for the request lifecycle).
  *
+ * Why one file of some 800 lines: a request's lifecycle (queued, sent, read,
+ * retried, in doubt, delivered) is one state machine driven from the same few
+ * transitions; building requests (store_req.c), the pool (store_pool.c) and
+ * LISTEN (store_listen.c) are apart already.
+ *
  * Does:
  *   - queue calls in one FIFO per lane; dispatch writes first, each to the ready
  *     connection that will answer it soonest (no server cancel pending, no read

@@ -1,6 +1,13 @@
 /*
  * engine/fusion.c - per-partition single-flight push batching (see fusion.h).
  *
+ * Why one file of some 1,100 lines: a slot's single write in flight is the one
+ * invariant every part serves (dispatch, packing, verdicts, re-sends of
+ * survivors, duplicate lookups, and the resolution of a flush in doubt, which
+ * must keep the slot INFLIGHT until its outcome is known so that no later push
+ * overtakes it); split, the doubt list and the slots it pins would live in
+ * different files that each see half of that invariant.
+ *
  * Does: keep one slot per (tenant, queue, partition) that has frames waiting or
  * a flush in flight; dispatch ready slots in bundles (one tenant per bundle:
  * push_v1 takes one tenant) on the next loop turn; pack and

@@ -2,7 +2,7 @@
  * transport/call.c - the call layer: what a gRPC call is, whatever carries it
  * (implements call.h and call_binding.h).
  *
- * Why one file of some 1,100 lines: the call lifecycle below is one state
+ * Why one file of some 1,300 lines: the call lifecycle below is one state
  * machine whose transitions (call_end, call_abort, qn__call_closed) serve input,
  * output, the budgets, the deadline and the shutdown alike; split, its asserts
  * and the invariants would be spread over files that each see only part of it.

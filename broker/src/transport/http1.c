@@ -2,6 +2,11 @@
  * transport/http1.c - HTTP/1.1 sessions of the side port, its plain routes,
  * and the gRPC-Web binding of calls (see http1.h and sideport.h).
  *
+ * Why one file of some 900 lines: an HTTP/1.1 connection is one state machine
+ * (head, body, response, the next request) whose every transition is shared by
+ * the plain routes and the gRPC-Web binding; the byte-level parsing it relies on
+ * is already apart (http_wire.c, fuzzed on its own).
+ *
  * Does, per connection: read request heads (http_wire.c: bounded by
  * QUEEN_HTTP_MAX_HEADER_BYTES, refusing what could be smuggled), one request
  * at a time (pipelined bytes wait, bounded); answer a GET or HEAD of a plain

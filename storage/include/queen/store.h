@@ -3,6 +3,10 @@
  * pipelined, on the caller's libevent loop. One C function per stored procedure
  * of sql/API.md (all in schema qn; the comments below name them without it).
  *
+ * Why one header of some 800 lines: it is the storage module's whole public
+ * contract, one function per procedure with its outcome rules; most of its
+ * lines are those comments.
+ *
  * Model:
  *   - A qn_store owns a pool of non-blocking connections registered with one
  *     event_base. Nothing here blocks; nothing here is thread-safe: call it only
