@@ -332,7 +332,7 @@ static void push_once(struct ctx *c, struct pushset *ps)
         return;
     }
     struct qn_push_segment segs[MAXP];
-    char names[MAXP][8];
+    char names[MAXP][16]; /* "p" and any int */
     for (int i = 0; i < ps->nparts; i++) {
         snprintf(names[i], sizeof names[i], "p%d", i);
         segs[i] = (struct qn_push_segment){.queue = ps->queue,
