@@ -590,10 +590,10 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
         return;
     }
     if (req->n_segments == 0 || req->n_segments > MAX_SEGMENTS) {
+        size_t got = req->n_segments; /* read before the message is freed */
         protobuf_c_message_free_unpacked(msg, NULL);
         qn_call_finishf(call, QN_GRPC_INVALID_ARGUMENT,
-                        "segments holds %zu segments: a call carries 1 to %d", req->n_segments,
-                        MAX_SEGMENTS);
+                        "segments holds %zu segments: a call carries 1 to %d", got, MAX_SEGMENTS);
         return;
     }
     size_t n = req->n_segments, room = (size_t)cfg->max_push_items;

@@ -247,11 +247,14 @@ static int64_t txns_of(const uuid_text pid)
     return valf(D, "SELECT count(*) FROM queen.log_txns WHERE partition_id = '%s'", pid);
 }
 
+/* Holders of the maintenance lock in this test's database: brokers of other
+ * suites running at the same time hold the same key in their own databases. */
 static int64_t advisory_holders(void)
 {
     return valf(D,
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
-                "AND objid = %d AND granted",
+                "AND objid = %d AND granted AND database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())",
                 QN_MAINT_LOCK_KEY);
 }
 
@@ -1097,7 +1100,8 @@ START_TEST(shutdown_mid_cycle)
     ck_assert(!qn_maint_is_running(m));
     ck_assert(run_until_sql(D, 30000,
                             "SELECT count(*) = 0 FROM pg_locks WHERE locktype = 'advisory' "
-                            "AND objid = 737001"));
+                            "AND objid = 737001 AND database = (SELECT oid FROM pg_database "
+                            "WHERE datname = current_database())"));
     ck_assert(qn_store_is_up(qn_maint_store(m)));
     ck_assert_int_eq(qn_maint_run_once(m, on_done, &d), QN_ESHUTDOWN);
     ck_assert_int_eq(qn_maint_start(m), QN_ESHUTDOWN);
