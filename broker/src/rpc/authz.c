@@ -67,8 +67,8 @@ void qn_authz_refuse(const qn_call *call, unsigned scope, const char *queue, con
                      char *why, size_t cap)
 {
     snprintf(why, cap, "permission denied: %s", reason);
-    char audit[300];
-    snprintf(audit, sizeof audit, "%s (scope %s)", reason, qn_authz_scope_name(scope));
+    char audit[512]; /* reason is at most 400 bytes (qn_authz_check), the scope a word */
+    snprintf(audit, sizeof audit, "%.400s (scope %s)", reason, qn_authz_scope_name(scope));
     qn_audit("denied", qn_authz_principal(call), rpc_path(call), queue, audit);
 }
 

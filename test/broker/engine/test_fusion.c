@@ -198,7 +198,8 @@ int __wrap_qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_
 static void pid_of(const char *partition, uint8_t pid[16])
 {
     memset(pid, 0, 16);
-    snprintf((char *)pid, 16, "%s", partition);
+    size_t n = strlen(partition); /* the fake id is the name's first 15 bytes */
+    memcpy(pid, partition, n < 15 ? n : 15);
 }
 
 /* Answers push call k: every segment QUEUED at bases[i] (NULL: 1000 * i). */
