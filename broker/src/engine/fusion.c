@@ -107,10 +107,15 @@ static const uint8_t *slot_tenant(const struct slot *s)
 
 struct seg {
     struct slot *slot;
-    struct qn_item_ref *leaders; /* the segment's frames, in order */
+    struct qn_item_ref *leaders; /* the segment's frames, in order; or its one
+                                    pre-packed entry */
     size_t nleaders;
-    uint8_t *hashes; /* nleaders * 16 */
-    struct qn_buf blob;
+    bool pre;            /* leaders[0] is a pre-packed entry (nleaders == 1) */
+    uint32_t count;      /* frames in the segment: nleaders, or the entry's count */
+    uint8_t *hashes;     /* count * 16 */
+    struct qn_buf blob;  /* packed here (empty for a pre-packed entry) */
+    const uint8_t *data; /* the bytes sent: blob's, or the entry's (borrowed) */
+    size_t len;
     uint8_t cache_pid[16]; /* partition the dedup watermark is for */
 };
 
@@ -143,6 +148,7 @@ struct lookup {
     bool own_guess;
     char *queue, *partition; /* resolve: for the commit hook (copies) */
     uint8_t tenant[16];      /* resolve: the slot's tenant, for the commit hook */
+    struct qn_item_ref pre;  /* a pre-packed entry's lookup (refs unused) */
 };
 
 struct qn_fusion {
@@ -174,6 +180,8 @@ static struct qn_push_item *item_of(struct qn_item_ref r)
 
 static size_t item_bytes(const struct qn_push_item *it)
 {
+    if (it->pre != NULL)
+        return it->pre->blob_len + (size_t)it->pre->count * 32 + 64;
     return it->frame.payload_len + it->frame.txn_len + 64;
 }
 
@@ -413,8 +421,7 @@ static void seg_release(struct seg *sg)
     free(sg->leaders);
     free(sg->hashes);
     qn_buf_free(&sg->blob);
-    sg->leaders = NULL;
-    sg->hashes = NULL;
+    memset(sg, 0, sizeof *sg);
 }
 
 static void bundle_free(struct bundle *b)
@@ -434,7 +441,8 @@ static void seg_fail(struct seg *sg, int err)
     }
 }
 
-/* Takes frames from the slot into a segment: layer-2 dedup, caps, packing. */
+/* Takes frames from the head of the slot, up to its first pre-packed entry,
+ * into a segment: layer-2 dedup, caps, packing. */
 static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
 {
     /* A segment stays readable: never larger than what readers may decompress. */
@@ -442,7 +450,7 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
     if ((size_t)f->cfg->segment_raw_max / 2 < raw_cap)
         raw_cap = (size_t)f->cfg->segment_raw_max / 2;
     size_t take = 0, raw = 0;
-    while (take < s->npending && take < SEG_MAX_FRAMES) {
+    while (take < s->npending && take < SEG_MAX_FRAMES && item_of(s->pending[take])->pre == NULL) {
         size_t b = item_bytes(item_of(s->pending[take]));
         if (take > 0 && raw + b > raw_cap)
             break;
@@ -480,17 +488,53 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
     s->npending -= take;
     f->stats.pending_bytes = f->pending_bytes;
 
+    sg->count = (uint32_t)sg->nleaders;
     rc = qn_segment_pack(f->zctx, frames, sg->nleaders, (int)f->cfg->zstd_level, &sg->blob, NULL);
+    sg->data = sg->blob.data;
+    sg->len = sg->blob.len;
 out:
     free(frames);
     free(set.slots);
     return rc;
 }
 
+/* Takes the pre-packed entry at the head of the slot as a segment of its own:
+ * the client's bytes, sent as they are. On failure the entry is failed. */
+static int seg_take_pre(struct qn_fusion *f, struct seg *sg, struct slot *s)
+{
+    struct qn_item_ref r = s->pending[0];
+    struct qn_push_item *it = item_of(r);
+    struct qn_prepacked *pe = it->pre;
+    assert(pe != NULL && pe->count > 0);
+    uint64_t by = item_bytes(it);
+    memmove(s->pending, s->pending + 1, (s->npending - 1) * sizeof *s->pending);
+    s->npending--;
+    s->pending_bytes -= by;
+    f->pending_bytes -= by;
+    f->stats.pending_bytes = f->pending_bytes;
+    sg->slot = s;
+    sg->pre = true;
+    sg->leaders = malloc(sizeof *sg->leaders);
+    sg->hashes = malloc((size_t)pe->count * 16);
+    if (sg->leaders == NULL || sg->hashes == NULL) {
+        qn_push_item_resolve(r.job, r.idx, QN_ITEM_FAILED, -1, NULL, NULL, QN_ENOMEM);
+        return QN_ENOMEM;
+    }
+    sg->leaders[0] = r;
+    sg->nleaders = 1;
+    sg->count = pe->count;
+    memcpy(sg->hashes, pe->hashes, (size_t)pe->count * 16);
+    sg->data = pe->blob;
+    sg->len = pe->blob_len;
+    return QN_OK;
+}
+
 /* Whether every frame's transaction id is a freshly minted message id: nothing
  * stored can match it, so the broker may vouch for the whole partition. */
 static bool seg_all_minted(const struct seg *sg)
 {
+    if (sg->pre)
+        return false;
     for (size_t j = 0; j < sg->nleaders; j++)
         if (!item_of(sg->leaders[j])->minted_txn)
             return false;
@@ -661,6 +705,145 @@ out:
     free(orig);
 }
 
+/* A pre-packed entry's duplicates are known (known[k]: dups[k].id was read
+ * back; NULL: nothing was): resolves the entry and frees lk. */
+static void pre_apply(struct qn_fusion *f, struct lookup *lk, const bool *known)
+{
+    struct qn_item_ref r = lk->pre;
+    struct qn_prepacked *pe = item_of(r)->pre;
+    /* A resolve that finds every frame stored at consecutive offsets with the
+     * frames' own message ids found its own lost commit. */
+    bool own = lk->resolve && lk->own_guess;
+    for (size_t k = 0; own && known != NULL && k < pe->ndups; k++)
+        if (known[k])
+            own = memcmp(pe->dups[k].id, pe->ids + (size_t)pe->dups[k].idx * QN_UUID_LEN,
+                         QN_UUID_LEN) == 0;
+    if (own) {
+        int64_t base = pe->dups[0].offset;
+        uint8_t id[QN_UUID_LEN];
+        memcpy(id, pe->ids, QN_UUID_LEN);
+        f->stats.resolved_committed += pe->count;
+        f->stats.committed += pe->count;
+        f->stats.duplicates -= pe->ndups;
+        f->stats.committed_bytes += pe->payload_bytes;
+        pe->ndups = 0;
+        if (f->on_commit && lk->queue && lk->partition)
+            f->on_commit(f->on_commit_ud, lk->tenant, lk->queue, lk->partition);
+        qn_push_item_resolve(r.job, r.idx, QN_ITEM_QUEUED, base, lk->pid, id, QN_OK);
+    } else if (pe->ndups == pe->count) {
+        uint8_t id[QN_UUID_LEN];
+        memcpy(id, pe->dups[0].id, QN_UUID_LEN);
+        qn_push_item_resolve(r.job, r.idx, QN_ITEM_DUPLICATE, pe->dups[0].offset, lk->pid, id,
+                             QN_OK);
+    } else {
+        qn_push_item_resolve(r.job, r.idx, QN_ITEM_FAILED, -1, lk->pid, NULL, QN_EDUPLICATE);
+    }
+    lookup_free(lk);
+}
+
+static void pre_lookup_done(void *ud, const struct qn_store_status *st,
+                            const struct qn_segments_result *res)
+{
+    struct lookup *lk = ud;
+    struct qn_fusion *f = lk->f;
+    struct qn_prepacked *pe = item_of(lk->pre)->pre;
+    f->lookups--;
+    bool *known = calloc(pe->ndups ? pe->ndups : 1, sizeof *known);
+    for (size_t k = 0; known != NULL && st->code == QN_OK && k < pe->ndups; k++) {
+        for (size_t j = 0; j < res->n; j++) {
+            const struct qn_segment_row *row = &res->rows[j];
+            if (pe->dups[k].offset < row->base || pe->dups[k].offset > row->end)
+                continue;
+            const uint8_t *raw;
+            size_t rawlen;
+            struct qn_frame fr;
+            if (qn_segment_decompress(f->zctx, row->blob, row->blob_len,
+                                      (size_t)f->cfg->segment_raw_max, &raw, &rawlen) == QN_OK &&
+                qn_segment_frame_at(raw, rawlen, row->base, pe->dups[k].offset, &fr, NULL) ==
+                    QN_OK) {
+                memcpy(pe->dups[k].id, fr.message_id, QN_UUID_LEN);
+                known[k] = true;
+            }
+            break;
+        }
+    }
+    pre_apply(f, lk, known);
+    free(known);
+}
+
+/* SQL found duplicates in a pre-packed entry's segment (nothing was written):
+ * records them, looks up the originals' ids, then resolves the entry. No
+ * survivors: a pre-packed segment is stored whole or not at all. */
+static void pre_duplicates(struct qn_fusion *f, struct seg *sg, const struct qn_push_seg_result *r,
+                           bool resolve)
+{
+    struct qn_item_ref ref = sg->leaders[0];
+    struct qn_prepacked *pe = item_of(ref)->pre;
+    pe->ndups = 0;
+    for (size_t k = 0; k < r->ndups && pe->ndups < pe->count; k++) {
+        if (r->dups[k].idx >= pe->count)
+            continue;
+        struct qn_prepacked_dup *d = &pe->dups[pe->ndups++];
+        d->idx = r->dups[k].idx;
+        d->offset = r->dups[k].offset;
+        memset(d->id, 0, QN_UUID_LEN);
+    }
+    if (pe->ndups == 0) {
+        QN_ERROR("push: database answered a duplicate without duplicate frames (%s/%s)",
+                 sg->slot->queue, sg->slot->partition);
+        qn_push_item_resolve(ref.job, ref.idx, QN_ITEM_FAILED, -1, NULL, NULL, QN_EPROTOCOL_DB);
+        return;
+    }
+    f->stats.duplicates += pe->ndups;
+    struct lookup *lk = calloc(1, sizeof *lk);
+    if (lk)
+        lk->offsets = malloc(pe->ndups * sizeof *lk->offsets);
+    if (lk && resolve) {
+        lk->queue = strdup(sg->slot->queue);
+        lk->partition = strdup(sg->slot->partition);
+        memcpy(lk->tenant, slot_tenant(sg->slot), 16);
+    }
+    if (lk == NULL || lk->offsets == NULL ||
+        (resolve && (lk->queue == NULL || lk->partition == NULL))) {
+        if (lk)
+            lookup_free(lk);
+        qn_push_item_resolve(ref.job, ref.idx, QN_ITEM_FAILED, -1, NULL, NULL,
+                             resolve ? QN_EINDOUBT : QN_ENOMEM);
+        return;
+    }
+    lk->f = f;
+    lk->pre = ref;
+    lk->resolve = resolve;
+    memcpy(lk->pid, r->pid, 16);
+    /* A committed segment comes back whole, at consecutive offsets in frame order. */
+    lk->own_guess = resolve && pe->ndups == pe->count;
+    for (size_t k = 0; k < pe->ndups; k++) {
+        lk->offsets[k] = pe->dups[k].offset;
+        if (pe->dups[k].idx != k || pe->dups[k].offset != pe->dups[0].offset + (int64_t)k)
+            lk->own_guess = false;
+    }
+    f->lookups++;
+    struct qn_call_opts opts = {0, slot_tenant(sg->slot), NULL};
+    if (qn_store_segment_at(f->store, r->pid, lk->offsets, pe->ndups, &opts, pre_lookup_done, lk,
+                            NULL) != QN_OK) {
+        f->lookups--;
+        pre_apply(f, lk, NULL); /* the originals cannot be read */
+    }
+}
+
+/* A pre-packed entry's segment committed at r->base. */
+static void pre_queued(struct qn_fusion *f, struct seg *sg, const struct qn_push_seg_result *r)
+{
+    struct qn_item_ref ref = sg->leaders[0];
+    struct qn_prepacked *pe = item_of(ref)->pre;
+    uint8_t id[QN_UUID_LEN];
+    memcpy(id, pe->ids, QN_UUID_LEN);
+    pe->ndups = 0;
+    f->stats.committed += pe->count;
+    f->stats.committed_bytes += pe->payload_bytes;
+    qn_push_item_resolve(ref.job, ref.idx, QN_ITEM_QUEUED, r->base, r->pid, id, QN_OK);
+}
+
 static void slot_settle(struct qn_fusion *f, struct slot *s)
 {
     if (s->npending > 0)
@@ -684,7 +867,9 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
             seg_fail(sg, st->code == QN_OK ? QN_EPROTOCOL_DB : st->code);
         } else {
             const struct qn_push_seg_result *r = &res->segs[i];
-            if (r->status == QN_PUSH_QUEUED) {
+            if (r->status == QN_PUSH_QUEUED && sg->pre) {
+                pre_queued(f, sg, r);
+            } else if (r->status == QN_PUSH_QUEUED) {
                 for (size_t j = 0; j < sg->nleaders; j++) {
                     struct qn_item_ref ref = sg->leaders[j];
                     uint8_t id[QN_UUID_LEN];
@@ -694,20 +879,27 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
                                          r->pid, id, QN_OK);
                 }
                 f->stats.committed += sg->nleaders;
-                qn_metric_observe(f->metrics.segment_messages, (double)sg->nleaders);
-                qn_metric_observe(f->metrics.segment_bytes, (double)sg->blob.len);
-                if (f->dedup.committed)
-                    f->dedup.committed(f->dedup.ud, slot_tenant(sg->slot), sg->slot->queue,
-                                       sg->slot->partition, r->pid, r->window, r->base,
-                                       r->created_at_us, sg->hashes, sg->nleaders);
-                if (f->on_commit)
-                    f->on_commit(f->on_commit_ud, slot_tenant(sg->slot), sg->slot->queue,
-                                 sg->slot->partition);
+            } else if (sg->pre) {
+                pre_duplicates(f, sg, r, resolve);
             } else {
                 seg_duplicates(f, sg, r, resolve);
             }
+            if (r->status == QN_PUSH_QUEUED) {
+                qn_metric_observe(f->metrics.segment_messages, (double)sg->count);
+                qn_metric_observe(f->metrics.segment_bytes, (double)sg->len);
+                if (f->dedup.committed)
+                    f->dedup.committed(f->dedup.ud, slot_tenant(sg->slot), sg->slot->queue,
+                                       sg->slot->partition, r->pid, r->window, r->base,
+                                       r->created_at_us, sg->hashes, sg->count);
+                if (f->on_commit)
+                    f->on_commit(f->on_commit_ud, slot_tenant(sg->slot), sg->slot->queue,
+                                 sg->slot->partition);
+            }
         }
-        slot_settle(f, sg->slot);
+        /* a slot's segments sit together in the bundle, in its order: settle
+         * it once, after its last (only that one can have survivors) */
+        if (i + 1 == b->nsegs || b->segs[i + 1].slot != sg->slot)
+            slot_settle(f, sg->slot);
     }
     bundle_free(b);
     schedule_dispatch(f);
@@ -735,7 +927,7 @@ static size_t bundle_frames(const struct bundle *b)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->nsegs; i++)
-        n += b->segs[i].nleaders;
+        n += b->segs[i].count;
     return n;
 }
 
@@ -845,11 +1037,11 @@ static void resolve_send(struct qn_fusion *f, struct bundle *b)
             const struct seg *sg = &b->segs[i];
             ps[i].queue = sg->slot->queue;
             ps[i].partition = sg->slot->partition;
-            ps[i].count = (uint32_t)sg->nleaders;
+            ps[i].count = sg->count;
             ps[i].hashes = sg->hashes;
             ps[i].verified = -1; /* a resolve probes the whole sidecar anyway */
-            ps[i].blob = sg->blob.data;
-            ps[i].blob_len = sg->blob.len;
+            ps[i].blob = sg->data;
+            ps[i].blob_len = sg->len;
         }
         b->resolving = true;
         b->attempts++;
@@ -935,6 +1127,56 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
     bundle_apply(f, b, st, res, false);
 }
 
+/* Fails the frames at the head of s, up to its first pre-packed entry. */
+static void fail_head_frames(struct qn_fusion *f, struct slot *s, int err)
+{
+    size_t k = 0;
+    while (k < s->npending && item_of(s->pending[k])->pre == NULL) {
+        struct qn_item_ref r = s->pending[k++];
+        uint64_t by = item_bytes(item_of(r));
+        s->pending_bytes -= by;
+        f->pending_bytes -= by;
+        qn_push_item_resolve(r.job, r.idx, QN_ITEM_FAILED, -1, NULL, NULL, err);
+    }
+    memmove(s->pending, s->pending + k, (s->npending - k) * sizeof *s->pending);
+    s->npending -= k;
+    f->stats.pending_bytes = f->pending_bytes;
+}
+
+/* The push parameters of segment sg (in tenant's bundle): its bytes and the
+ * dedup watermark. may_vouch_minted: a segment of minted ids only may skip the
+ * probe. */
+static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg *sg,
+                      struct qn_push_segment *p, bool may_vouch_minted)
+{
+    struct slot *s = sg->slot;
+    p->queue = s->queue;
+    p->partition = s->partition;
+    p->count = sg->count;
+    p->hashes = sg->hashes;
+    p->blob = sg->data;
+    p->blob_len = sg->len;
+    p->cache_pid = NULL;
+    if (may_vouch_minted && seg_all_minted(sg)) {
+        /* fresh ids cannot repeat anything stored, whatever the window */
+        p->verified = INT64_MAX;
+        p->cache_window = INT32_MAX;
+    } else if (f->dedup.verified) {
+        p->verified =
+            f->dedup.verified(f->dedup.ud, tenant, s->queue, s->partition, sg->hashes, sg->count);
+        p->cache_window = 0;
+        if (p->verified >= 0 && f->dedup.vouched_for(f->dedup.ud, tenant, s->queue, s->partition,
+                                                     &p->cache_window, sg->cache_pid))
+            p->cache_pid = sg->cache_pid;
+        else
+            p->verified = -1; /* cannot say what it vouched for: probe */
+    } else {
+        p->verified = -1;
+        p->cache_window = 0;
+    }
+    f->stats.frames += sg->count;
+}
+
 static void dispatch(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -963,53 +1205,43 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         struct slot *s;
         while (b->nsegs < bundle_max && (s = ready_pop(f, tenant)) != NULL) {
             s->state = SLOT_INFLIGHT;
-            struct seg *sg = &b->segs[b->nsegs];
-            int rc = seg_build(f, sg, s);
-            if (rc != QN_OK) {
-                seg_fail(sg, rc);
-                if (sg->nleaders == 0) {
-                    /* nothing was taken: fail what waits, or this slot would be
-                     * dispatched again at once */
-                    while (s->npending > 0) {
-                        struct qn_item_ref r = s->pending[--s->npending];
-                        uint64_t by = item_bytes(item_of(r));
-                        s->pending_bytes -= by;
-                        f->pending_bytes -= by;
-                        qn_push_item_resolve(r.job, r.idx, QN_ITEM_FAILED, -1, NULL, NULL, rc);
-                    }
+            size_t first = b->nsegs;
+            /* Pre-packed entries at the head of the slot, each a segment of its
+             * own (as sent), then the frames after them up to the next entry,
+             * packed as one. Frames never precede an entry in a flush: their
+             * survivors go back to the slot's front and must still come before
+             * whatever arrived after them (invariant 4). */
+            while (b->nsegs < bundle_max && s->npending > 0 && item_of(s->pending[0])->pre) {
+                struct seg *sg = &b->segs[b->nsegs];
+                if (seg_take_pre(f, sg, s) != QN_OK) {
+                    seg_release(sg); /* the entry failed */
+                    continue;
                 }
-                seg_release(sg);
+                seg_param(f, tenant, sg, &ps[b->nsegs], false);
+                b->nsegs++;
+            }
+            if (b->nsegs < bundle_max && s->npending > 0 && !item_of(s->pending[0])->pre) {
+                struct seg *sg = &b->segs[b->nsegs];
+                int rc = seg_build(f, sg, s);
+                if (rc != QN_OK) {
+                    seg_fail(sg, rc);
+                    /* nothing was taken: fail the frames that wait ahead of the
+                     * next entry, or this slot would be dispatched again at once */
+                    if (sg->nleaders == 0)
+                        fail_head_frames(f, s, rc);
+                    seg_release(sg);
+                } else {
+                    /* minted ids vouch for themselves only when no entry went
+                     * ahead of them in this flush (a client's transaction id
+                     * could be any text) */
+                    seg_param(f, tenant, sg, &ps[b->nsegs], b->nsegs == first);
+                    b->nsegs++;
+                }
+            }
+            if (b->nsegs == first) {
                 s->state = 0;
                 slot_settle(f, s);
-                continue;
             }
-            struct qn_push_segment *p = &ps[b->nsegs];
-            p->queue = s->queue;
-            p->partition = s->partition;
-            p->count = (uint32_t)sg->nleaders;
-            p->hashes = sg->hashes;
-            p->blob = sg->blob.data;
-            p->blob_len = sg->blob.len;
-            if (seg_all_minted(sg)) {
-                /* fresh ids cannot repeat anything stored, whatever the window */
-                p->verified = INT64_MAX;
-                p->cache_window = INT32_MAX;
-            } else if (f->dedup.verified) {
-                p->verified = f->dedup.verified(f->dedup.ud, tenant, s->queue, s->partition,
-                                                sg->hashes, sg->nleaders);
-                p->cache_window = 0;
-                if (p->verified >= 0 &&
-                    f->dedup.vouched_for(f->dedup.ud, tenant, s->queue, s->partition,
-                                         &p->cache_window, sg->cache_pid))
-                    p->cache_pid = sg->cache_pid;
-                else
-                    p->verified = -1; /* cannot say what it vouched for: probe */
-            } else {
-                p->verified = -1;
-                p->cache_window = 0;
-            }
-            f->stats.frames += sg->nleaders;
-            b->nsegs++;
         }
         if (b->nsegs == 0) {
             free(ps);

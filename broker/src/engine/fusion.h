@@ -57,10 +57,44 @@ struct qn_item_ref {
     uint32_t idx;
 };
 
+/* A frame of a pre-packed segment whose transaction id was already stored. */
+struct qn_prepacked_dup {
+    uint32_t idx;            /* frame index in the segment */
+    int64_t offset;          /* the original's offset */
+    uint8_t id[QN_UUID_LEN]; /* the original's message id (zero when it is gone) */
+};
+
+/*
+ * A segment a codec-linked client packed itself (PushSegments), submitted as one
+ * item whose `pre` points here. It takes its turn in its partition's slot like
+ * any message (a partition's order is arrival order, items and segments alike)
+ * and rides the same bundles, but it is its own segment: stored whole, exactly
+ * these bytes, or not at all; never merged with other frames, never re-packed.
+ * Its result is the item's: QUEUED with offset = the segment's base (frame i at
+ * base + i) and result_id = frame 0's id; DUPLICATE when every frame was
+ * already stored (offset and result_id are frame 0's original, dups lists all);
+ * FAILED with QN_EDUPLICATE when only some were (nothing written, dups names
+ * them); FAILED otherwise as any item.
+ */
+struct qn_prepacked {
+    /* input, borrowed until the job is done */
+    const uint8_t *blob; /* the client's compressed bytes */
+    size_t blob_len;
+    uint32_t count;         /* frames in blob, >= 1 */
+    const uint8_t *hashes;  /* count * 16: the frames' transaction-id hashes, distinct */
+    const uint8_t *ids;     /* count * 16: the frames' message ids */
+    uint64_t payload_bytes; /* of its frames (metrics) */
+    /* result: the owner provides room for `count` entries; fusion fills ndups */
+    struct qn_prepacked_dup *dups;
+    size_t ndups;
+};
+
 /* One message to push. Filled by the job's owner before submission; the result
  * fields are written by fusion. */
 struct qn_push_item {
     /* input */
+    struct qn_prepacked *pre;  /* NULL: one message (below); else a pre-packed segment,
+                                  and frame, hash and minted_txn are unused */
     struct qn_frame frame;     /* message id set; txn/payload borrowed from the job */
     uint8_t hash[QN_HASH_LEN]; /* xxh3_128 of the txn */
     bool minted_txn;           /* txn is the minted message id (never a duplicate) */
