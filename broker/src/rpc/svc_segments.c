@@ -6,13 +6,17 @@
  * bytes decompress under QUEEN_SEGMENT_RAW_MAX, every frame decodes, has a
  * message id, a non-empty NUL-free UTF-8 transaction id, a payload within
  * QUEEN_MAX_PAYLOAD_BYTES, no broker-owned flag, transaction ids distinct in the
- * segment); hash the transaction ids; send every segment in one push_v1 call
- * (one transaction) with the client's bytes as the blob; answer per segment
- * once it committed, looking up the originals of duplicate frames.
- * Does not: go through fusion (a raw segment is never merged with other frames,
- * so there is nothing to batch), use the dedup cache (SQL probes the whole
- * window, as for Transact; the cache sees the commit as a gap and rebuilds), or
- * recompress: a segment is stored whole or not at all.
+ * segment); hash the transaction ids; hand each segment to fusion as a
+ * pre-packed entry (engine/fusion.h, struct qn_prepacked), in request order, in
+ * the call's tenant; answer per segment once every one is resolved.
+ * Fusion gives a segment what it gives Push items: its turn in its partition's
+ * single write in flight (arrival order between items and segments), the
+ * bundles across partitions, the dedup cache's watermark and committed hook,
+ * the waiters' wake-up after the commit, layer-2 consistency with items of the
+ * same flush, and the resolution of a flush in doubt (a segment whose frames
+ * come back as duplicates with their own message ids had committed: QUEUED).
+ * Does not: recompress or merge (a segment is stored whole, exactly the client's
+ * bytes, or not at all), resolve anything itself.
  * Security: the call acts in its tenant; with auth on (QUEEN_AUTH) it is
  * refused (FAILED_PRECONDITION): the broker cannot stamp producer_sub into
  * frames it stores as sent. A segment for a queue with encryption_enabled is
@@ -21,21 +25,23 @@
  *
  * Lifecycle of one call:
  *
- *   CHECK --bad--> answered INVALID_ARGUMENT
+ *   CHECK --bad--> answered INVALID_ARGUMENT (nothing written)
  *     |
- *   SENT --ok--> LOOKUP (ids of duplicates) --> answered per segment
- *     |  \--error (nothing written)--> answered with the store's status
+ *   WAIT (encryption flags) --an encrypted queue--> FAILED_PRECONDITION
  *     |
- *     +--in doubt--> RESOLVE: once the store is up, push_resolve with the same
- *          bytes; a segment whose frames come back as duplicates with our own
- *          message ids had committed: QUEUED. Past the deadline: UNKNOWN.
+ *   SUBMITTED (fusion) --every segment resolved--> answered per segment
+ *     |
+ *     +--in doubt, a deadline near--> answered before it: resolved segments
+ *          with their results, the rest UNKNOWN; fusion goes on resolving.
  *
  * Invariants:
- *   1. Nothing is sent unless every segment checked.
- *   2. The request message (whose bytes are the blobs) lives until the struct is
- *      freed, after the last store callback.
- *   3. The struct is freed only when no store request and no timer is pending,
- *      and the call was answered or cancelled (maybe_free()).
+ *   1. Nothing is submitted unless every segment checked.
+ *   2. The request message (whose bytes are the blobs) lives until the job is
+ *      done (fusion borrows them until then).
+ *   3. The job holds one extra reference while segments are submitted, so
+ *      done() cannot run (and free the call's state) in the middle.
+ *   4. The call is answered once: by done(), or by the doubt timer (which then
+ *      detaches the call as a cancel does; done() frees later).
  */
 #include <event2/event.h>
 #include <stddef.h>
@@ -44,7 +50,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "engine/notifier.h"
+#include "engine/fusion.h"
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
@@ -55,80 +61,53 @@
 #include "rpc/validate.h"
 
 #define MAX_SEGMENTS 1024
-#define RESOLVE_POLL_MS 200      /* how often a push in doubt checks the pool */
-#define RESOLVE_DEFAULT_MS 30000 /* resolution horizon for a call without deadline */
-
-struct dup_frame {
-    uint32_t idx;
-    int64_t offset;
-    uint8_t id[QN_UUID_LEN];
-};
-
-struct seg_out {
-    int status; /* QN_ITEM_QUEUED / _DUPLICATE / _FAILED, 0 = none yet */
-    uint8_t pid[16];
-    int64_t base;
-    size_t ndups;
-    struct dup_frame *dups;
-    const char *error;
-    uint64_t payload_bytes; /* of its frames, counted by the check (metrics) */
-};
+/* A call in doubt answers this long before its deadline (as Push does). */
+#define DOUBT_MARGIN_MS 20
 
 struct segs_rpc {
+    struct qn_push_job job;    /* one item per segment (its `pre`), request order */
+    struct qn_crypt_wait wait; /* learning which queues are encrypted (first) */
     struct qn_app *app;
     qn_call *call; /* NULL once cancelled or answered */
     Queen__V1__PushSegmentsRequest *req;
-    struct qn_push_segment *segs;
-    uint8_t *hashes; /* every frame's hash, segment after segment */
-    uint8_t *ids;    /* every frame's message id, same layout */
-    size_t *first;   /* index of each segment's first frame in hashes/ids */
-    struct seg_out *out;
+    struct qn_prepacked *pre;     /* one per segment */
+    struct qn_prepacked_dup *dup; /* room for every frame, segment after segment */
+    uint8_t *hashes;              /* every frame's hash, segment after segment */
+    uint8_t *ids;                 /* every frame's message id, same layout */
+    size_t *first;                /* index of each segment's first frame in hashes/ids */
     size_t n;
-    int inflight;   /* store requests not yet called back */
-    bool resolving; /* the push was in doubt: answers come from push_resolve */
-    int64_t resolve_until;
-    struct event *timer;
-    uint8_t tenant[16];        /* the call's (rpc/authz.h) */
-    struct qn_crypt_wait wait; /* learning which queues are encrypted (first) */
+    struct event *doubt_timer; /* armed when segments became in doubt */
+    struct qn_conn_slot *slot; /* the connection's database slot, until done */
     const char **queues;       /* the distinct queue names (borrowed from req) */
     size_t nqueues;
-    bool submitted; /* past the wait: send_push ran */
+    bool submitted; /* handed to fusion: done() frees */
 };
-
-#define ITEM_QUEUED 1
-#define ITEM_DUPLICATE 2
-#define ITEM_FAILED 3
 
 static void segs_free(struct segs_rpc *p)
 {
-    if (p->timer != NULL)
-        event_free(p->timer);
-    for (size_t i = 0; p->out != NULL && i < p->n; i++)
-        free(p->out[i].dups);
+    if (p->doubt_timer != NULL)
+        event_free(p->doubt_timer);
+    qn_conn_budget_give(p->slot);
     protobuf_c_message_free_unpacked(&p->req->base, NULL);
-    free(p->segs);
+    free(p->job.items);
+    free(p->pre);
+    free(p->dup);
     free(p->hashes);
     free(p->ids);
     free(p->first);
-    free(p->out);
     free(p->queues);
     free(p);
 }
 
-static void maybe_free(struct segs_rpc *p)
+/* Ends a call that was never handed to fusion. */
+static void segs_fail(struct segs_rpc *p, enum qn_grpc_code code, const char *msg)
 {
-    if (p->inflight == 0 && p->call == NULL &&
-        (p->timer == NULL || !evtimer_pending(p->timer, NULL)))
-        segs_free(p);
-}
-
-static void finish(struct segs_rpc *p, enum qn_grpc_code code, const char *msg)
-{
-    if (p->call != NULL) {
-        qn_call_set_data(p->call, NULL);
-        qn_call_finish(p->call, code, msg);
-        p->call = NULL;
-    }
+    qn_call *call = p->call;
+    if (call != NULL)
+        qn_call_set_data(call, NULL);
+    segs_free(p);
+    if (call != NULL)
+        qn_call_finish(call, code, msg);
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -208,7 +187,7 @@ static size_t check_segment(struct segs_rpc *p, size_t si, size_t room, char *wh
                      si, k, f.payload_len, (long long)cfg->max_payload_bytes);
             return 0;
         }
-        p->out[si].payload_bytes += f.payload_len;
+        p->pre[si].payload_bytes += f.payload_len;
         qn_txn_hash(f.txn, f.txn_len, p->hashes + (at + k) * QN_HASH_LEN);
         memcpy(p->ids + (at + k) * QN_UUID_LEN, f.message_id, QN_UUID_LEN);
         k++;
@@ -244,13 +223,36 @@ static size_t check_segment(struct segs_rpc *p, size_t si, size_t room, char *wh
 
 /* ---------------------------------------------------------------- answer */
 
-static void answer(struct segs_rpc *p)
+/* The status a whole call ends with when every segment failed alike (nothing
+ * written, or nothing known): QN_OK when the segments answer one by one. */
+static int common_error(const struct segs_rpc *p)
 {
-    if (p->call == NULL)
+    int common = QN_OK;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct qn_push_item *it = &p->job.items[i];
+        int e = it->status == QN_ITEM_PENDING                              ? QN_EINDOUBT
+                : it->status == QN_ITEM_FAILED && it->err != QN_EDUPLICATE ? it->err
+                                                                           : QN_OK;
+        if (e == QN_OK || (i > 0 && e != common))
+            return QN_OK;
+        common = e;
+    }
+    return common;
+}
+
+/* Answers the call from the items' states. Segments still pending (answered
+ * before they were resolved, see the doubt timer) are PUSH_STATUS_UNKNOWN. */
+static void segs_answer(struct segs_rpc *p, qn_call *call)
+{
+    int common = common_error(p);
+    if (common != QN_OK) {
+        struct qn_store_status st = {common, "", qn_strerror(common)};
+        qn_finish_store_error(call, &st);
         return;
+    }
     size_t n = p->n, ndup_all = 0;
     for (size_t i = 0; i < n; i++)
-        ndup_all += p->out[i].ndups;
+        ndup_all += p->pre[i].ndups;
     Queen__V1__PushSegmentResult *res = calloc(n, sizeof *res);
     Queen__V1__PushSegmentResult **ptrs = calloc(n, sizeof *ptrs);
     Queen__V1__DuplicateFrame *df = calloc(ndup_all ? ndup_all : 1, sizeof *df);
@@ -259,43 +261,56 @@ static void answer(struct segs_rpc *p)
     char(*pids)[QN_UUID_STR_LEN] = calloc(n, QN_UUID_STR_LEN);
     if (res == NULL || ptrs == NULL || df == NULL || dptrs == NULL || dids == NULL ||
         pids == NULL) {
-        finish(p, QN_GRPC_INTERNAL, "out of memory building the response");
+        qn_call_finish(call, QN_GRPC_INTERNAL, "out of memory building the response");
         goto out;
     }
     size_t d = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct seg_out *o = &p->out[i];
-        const Queen__V1__RawSegment *rs = p->req->segments[i];
+        const struct qn_push_item *it = &p->job.items[i];
+        const struct qn_prepacked *pe = &p->pre[i];
         Queen__V1__PushSegmentResult *r = &res[i];
         queen__v1__push_segment_result__init(r);
         r->index = (uint32_t)i;
-        r->queue = rs->queue;
-        r->partition = (char *)p->segs[i].partition;
-        r->count = p->segs[i].count;
-        qn_uuid_format(o->pid, pids[i]);
+        r->queue = (char *)it->queue;
+        r->partition = (char *)it->partition;
+        r->count = pe->count;
+        qn_uuid_format(it->pid, pids[i]);
         r->partition_id = pids[i];
         r->base_offset = -1;
-        r->n_duplicates = o->ndups;
+        r->n_duplicates = pe->ndups;
         r->duplicates = dptrs + d;
-        for (size_t k = 0; k < o->ndups; k++, d++) {
+        for (size_t k = 0; k < pe->ndups; k++, d++) {
             queen__v1__duplicate_frame__init(&df[d]);
-            df[d].index = o->dups[k].idx;
-            df[d].offset = o->dups[k].offset;
-            qn_uuid_format(o->dups[k].id, dids[d]);
+            df[d].index = pe->dups[k].idx;
+            df[d].offset = pe->dups[k].offset;
+            qn_uuid_format(pe->dups[k].id, dids[d]);
             df[d].message_id = dids[d];
             dptrs[d] = &df[d];
         }
-        switch (o->status) {
-        case ITEM_QUEUED:
+        switch (it->status) {
+        case QN_ITEM_QUEUED:
             r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_QUEUED;
-            r->base_offset = o->base;
+            r->base_offset = it->offset;
             break;
-        case ITEM_DUPLICATE:
+        case QN_ITEM_DUPLICATE:
             r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_DUPLICATE;
             break;
+        case QN_ITEM_PENDING:
+            r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_UNKNOWN;
+            r->error = (char *)QN_MSG_OUTCOME_UNKNOWN;
+            break;
         default:
+            if (it->err == QN_EINDOUBT) {
+                r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_UNKNOWN;
+                r->error = (char *)QN_MSG_OUTCOME_UNKNOWN;
+                break;
+            }
             r->status = QUEEN__V1__PUSH_STATUS__PUSH_STATUS_FAILED;
-            r->error = (char *)(o->error ? o->error : "not stored");
+            r->error = it->err == QN_EDUPLICATE
+                           ? (char *)"some frames' transaction ids were already stored (see "
+                                     "duplicates): the segment was not stored; push the other "
+                                     "frames again in a new segment"
+                           : (char *)qn_strerror(it->err);
             break;
         }
         ptrs[i] = r;
@@ -303,9 +318,6 @@ static void answer(struct segs_rpc *p)
     Queen__V1__PushSegmentsResponse resp = QUEEN__V1__PUSH_SEGMENTS_RESPONSE__INIT;
     resp.n_results = n;
     resp.results = ptrs;
-    qn_call *call = p->call;
-    qn_call_set_data(call, NULL);
-    p->call = NULL;
     if (qn_call_send(call, &resp.base) != QN_OK)
         qn_call_finish(call, QN_GRPC_INTERNAL, "response larger than the send limit");
     else
@@ -319,209 +331,55 @@ out:
     free(pids);
 }
 
-/* ---------------------------------------------------------------- store callbacks */
+/* ---------------------------------------------------------------- fusion's callbacks */
 
-struct lookup {
-    struct segs_rpc *p;
-    size_t si;
-};
-
-/* True when every duplicate of segment si is its own frame at base + idx: the
- * commit of this very segment (a resolved push in doubt), not someone else's. */
-static bool dups_are_ours(const struct segs_rpc *p, size_t si)
+/* Every segment is resolved: answer (unless answered or cancelled) and free. */
+static void segs_done(struct qn_push_job *job)
 {
-    const struct seg_out *o = &p->out[si];
-    if (o->ndups != p->segs[si].count)
-        return false;
-    for (size_t k = 0; k < o->ndups; k++)
-        if (o->dups[k].offset != o->dups[0].offset + (int64_t)o->dups[k].idx ||
-            memcmp(o->dups[k].id, p->ids + (p->first[si] + o->dups[k].idx) * QN_UUID_LEN,
-                   QN_UUID_LEN) != 0)
-            return false;
-    return true;
+    struct segs_rpc *p = (struct segs_rpc *)job;
+    qn_call *call = p->call;
+    if (call != NULL) {
+        qn_call_set_data(call, NULL);
+        p->call = NULL;
+        segs_answer(p, call);
+    }
+    segs_free(p);
 }
 
-static void lookup_done(void *ud, const struct qn_store_status *st,
-                        const struct qn_segments_result *res)
-{
-    struct lookup *lk = ud;
-    struct segs_rpc *p = lk->p;
-    size_t si = lk->si;
-    struct seg_out *o = &p->out[si];
-    free(lk);
-    p->inflight--;
-    for (size_t k = 0; st->code == QN_OK && k < o->ndups; k++) {
-        for (size_t r = 0; r < res->n; r++) {
-            const struct qn_segment_row *row = &res->rows[r];
-            if (o->dups[k].offset < row->base || o->dups[k].offset > row->end)
-                continue;
-            const uint8_t *raw;
-            size_t rawlen;
-            struct qn_frame fr;
-            if (qn_segment_decompress(p->app->zctx, row->blob, row->blob_len,
-                                      (size_t)p->app->cfg->segment_raw_max, &raw,
-                                      &rawlen) == QN_OK &&
-                qn_segment_frame_at(raw, rawlen, row->base, o->dups[k].offset, &fr, NULL) == QN_OK)
-                memcpy(o->dups[k].id, fr.message_id, QN_UUID_LEN);
-            break;
-        }
-    }
-    if (p->resolving && dups_are_ours(p, si)) {
-        /* the segment sent before the connection broke had committed */
-        o->status = ITEM_QUEUED;
-        o->base = o->dups[0].offset;
-        o->ndups = 0;
-        p->app->pushed += p->segs[si].count;
-        p->app->pushed_bytes += o->payload_bytes;
-        qn_notifier_committed(p->app->notifier, p->tenant, p->segs[si].queue,
-                              p->segs[si].partition);
-    }
-    if (p->inflight == 0)
-        answer(p);
-    maybe_free(p);
-}
-
-static void send_push(struct segs_rpc *p);
-
-static void push_cb(void *ud, const struct qn_store_status *st, const struct qn_push_result *res)
-{
-    struct segs_rpc *p = ud;
-    p->inflight--;
-    if (st->code == QN_EINDOUBT) {
-        if (!p->resolving) {
-            p->resolving = true;
-            int64_t dl = p->call ? qn_call_deadline_ms(p->call) : 0;
-            p->resolve_until = dl > 0 ? dl : (int64_t)qn_now_ms() + RESOLVE_DEFAULT_MS;
-            QN_WARN("PushSegments: %zu segment(s) in doubt after a lost database connection; "
-                    "resolving",
-                    p->n);
-        }
-        send_push(p);
-        maybe_free(p);
-        return;
-    }
-    if (st->code != QN_OK) {
-        if (p->call != NULL) {
-            qn_call *call = p->call;
-            qn_call_set_data(call, NULL);
-            p->call = NULL;
-            qn_finish_store_error(call, st);
-        }
-        maybe_free(p);
-        return;
-    }
-    for (size_t i = 0; i < p->n && i < res->n; i++) {
-        const struct qn_push_seg_result *r = &res->segs[i];
-        struct seg_out *o = &p->out[i];
-        memcpy(o->pid, r->pid, 16);
-        if (r->status == QN_PUSH_QUEUED) {
-            o->status = ITEM_QUEUED;
-            o->base = r->base;
-            p->app->pushed += p->segs[i].count;
-            p->app->pushed_bytes += o->payload_bytes;
-            qn_notifier_committed(p->app->notifier, p->tenant, p->segs[i].queue,
-                                  p->segs[i].partition);
-            continue;
-        }
-        o->ndups = r->ndups;
-        o->dups = calloc(r->ndups ? r->ndups : 1, sizeof *o->dups);
-        if (o->dups == NULL) {
-            o->ndups = 0;
-            o->status = ITEM_FAILED;
-            o->error = "out of memory reading the duplicates";
-            continue;
-        }
-        int64_t *offs = malloc((r->ndups ? r->ndups : 1) * sizeof *offs);
-        for (size_t k = 0; k < r->ndups; k++) {
-            o->dups[k].idx = r->dups[k].idx;
-            o->dups[k].offset = r->dups[k].offset;
-            if (offs)
-                offs[k] = r->dups[k].offset;
-        }
-        if (r->ndups == p->segs[i].count) {
-            o->status = ITEM_DUPLICATE;
-        } else {
-            o->status = ITEM_FAILED;
-            o->error = "some frames' transaction ids were already stored (see duplicates): the "
-                       "segment was not stored; push the other frames again in a new segment";
-        }
-        struct lookup *lk = malloc(sizeof *lk);
-        struct qn_call_opts lopts = {0, p->tenant, NULL};
-        if (lk != NULL && offs != NULL) {
-            lk->p = p;
-            lk->si = i;
-            if (qn_store_segment_at(p->app->store, r->pid, offs, r->ndups, &lopts, lookup_done, lk,
-                                    NULL) == QN_OK) {
-                p->inflight++;
-                lk = NULL;
-            }
-        }
-        free(lk);
-        free(offs);
-    }
-    if (p->inflight == 0)
-        answer(p);
-    maybe_free(p);
-}
-
-static void resolve_timer_cb(evutil_socket_t fd, short what, void *ud)
+/* The deadline is near and segments are still in doubt: answer now
+ * (invariant 4). Resolution goes on; done() frees. */
+static void segs_doubt_timer(evutil_socket_t fd, short what, void *ud)
 {
     (void)fd;
     (void)what;
     struct segs_rpc *p = ud;
-    if (p->call == NULL) {
-        maybe_free(p);
+    qn_call *call = p->call;
+    if (call == NULL)
         return;
-    }
-    send_push(p);
-    maybe_free(p);
+    p->call = NULL;
+    qn_call_set_data(call, NULL);
+    segs_answer(p, call);
 }
 
-/* Sends the push, or in resolution its re-submission once the pool is up (else
- * polls), or answers UNKNOWN past the horizon. */
-static void send_push(struct segs_rpc *p)
+/* Fusion marked segments in doubt: answer before the deadline if they are not
+ * resolved by then (a call without a deadline waits for the resolution). */
+static void segs_doubt(struct qn_push_job *job)
 {
-    struct qn_call_opts opts = {p->call ? qn_call_deadline_ms(p->call) : 0, p->tenant, NULL};
-    if (p->resolving) {
-        if (p->call == NULL)
-            return; /* nobody to answer; the commit, if any, stands */
-        if ((int64_t)qn_now_ms() >= p->resolve_until) {
-            finish(p, QN_GRPC_UNKNOWN,
-                   "the outcome is unknown: the database connection was lost after the segments "
-                   "were sent and the broker could not learn within the deadline whether they "
-                   "committed; push them again (their transaction ids make that safe)");
-            return;
-        }
-        if (!qn_store_is_up(p->app->store)) {
-            if (p->timer == NULL)
-                p->timer = evtimer_new(p->app->base, resolve_timer_cb, p);
-            if (p->timer == NULL) {
-                finish(p, QN_GRPC_UNKNOWN, "the outcome is unknown (out of memory resolving it)");
-                return;
-            }
-            struct timeval tv = {RESOLVE_POLL_MS / 1000, (RESOLVE_POLL_MS % 1000) * 1000};
-            evtimer_add(p->timer, &tv);
-            return;
-        }
-        opts.deadline_ms = p->resolve_until;
-        if (qn_store_push_resolve(p->app->store, p->segs, p->n, &opts, push_cb, p, NULL) == QN_OK)
-            p->inflight++;
-        else
-            finish(p, QN_GRPC_UNKNOWN, "the outcome is unknown (the resolution could not be sent)");
+    struct segs_rpc *p = (struct segs_rpc *)job;
+    if (p->call == NULL || p->doubt_timer != NULL)
         return;
-    }
-    int rc = qn_store_push(p->app->store, p->segs, p->n, false, &opts, push_cb, p, NULL);
-    if (rc == QN_OK) {
-        p->inflight++;
+    int64_t dl = qn_call_deadline_ms(p->call);
+    if (dl <= 0)
         return;
-    }
-    struct qn_store_status st = {rc, "", qn_strerror(rc)};
-    if (p->call != NULL) {
-        qn_call *call = p->call;
-        qn_call_set_data(call, NULL);
-        p->call = NULL;
-        qn_finish_store_error(call, &st);
-    }
+    QN_WARN("PushSegments: segment(s) in doubt after a lost database connection; resolving");
+    p->doubt_timer = evtimer_new(p->app->base, segs_doubt_timer, p);
+    if (p->doubt_timer == NULL)
+        return; /* the transport answers DEADLINE_EXCEEDED at the deadline */
+    int64_t ms = dl - DOUBT_MARGIN_MS - qn_store_now_ms();
+    if (ms < 0)
+        ms = 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    evtimer_add(p->doubt_timer, &tv);
 }
 
 /* ---------------------------------------------------------------- entry */
@@ -531,39 +389,44 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Every queue's encryption flag is known: refuse encrypted queues, else send. */
+/* Every queue's encryption flag is known: refuse encrypted queues, else hand
+ * the segments to fusion, one by one in request order. */
 static void segs_submit(struct segs_rpc *p)
 {
-    p->submitted = true;
     for (size_t i = 0; i < p->nqueues; i++) {
-        if (qn_crypt_encrypted(p->app->crypt, p->tenant, p->queues[i])) {
+        if (qn_crypt_encrypted(p->app->crypt, p->job.tenant, p->queues[i])) {
             char why[400];
             snprintf(why, sizeof why,
                      "queue %.255s has encryption_enabled: PushSegments stores segments as sent, "
                      "so its payloads would be stored in the clear; use Push",
                      p->queues[i]);
-            finish(p, QN_GRPC_FAILED_PRECONDITION, why);
-            maybe_free(p);
+            segs_fail(p, QN_GRPC_FAILED_PRECONDITION, why);
             return;
         }
     }
-    send_push(p);
-    maybe_free(p);
+    p->submitted = true;
+    for (size_t i = 0; i < p->n; i++) {
+        uint32_t idx = (uint32_t)i;
+        int rc = qn_fusion_submit(p->app->fusion, &p->job, &idx, 1);
+        if (rc != QN_OK)
+            qn_push_item_resolve(&p->job, idx, QN_ITEM_FAILED, -1, NULL, NULL,
+                                 rc == QN_ELIMIT ? QN_EBUSY : rc);
+    }
+    if (--p->job.pending == 0) /* invariant 3 */
+        p->job.done(&p->job);
 }
 
 static void segs_ready(struct qn_crypt_wait *w, int rc)
 {
     struct segs_rpc *p = (struct segs_rpc *)((char *)w - offsetof(struct segs_rpc, wait));
     if (rc != QN_OK) {
-        p->submitted = true;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         qn_call *call = p->call;
-        p->call = NULL;
-        if (call != NULL) {
+        if (call != NULL)
             qn_call_set_data(call, NULL);
+        segs_free(p);
+        if (call != NULL)
             qn_finish_store_error(call, &st);
-        }
-        maybe_free(p);
         return;
     }
     segs_submit(p);
@@ -606,12 +469,12 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
     p->app = app;
     p->req = req;
     p->n = n;
-    p->segs = calloc(n, sizeof *p->segs);
+    p->job.items = calloc(n, sizeof *p->job.items);
+    p->pre = calloc(n, sizeof *p->pre);
     p->first = calloc(n + 1, sizeof *p->first);
-    p->out = calloc(n, sizeof *p->out);
     p->hashes = malloc(room * QN_HASH_LEN);
     p->ids = malloc(room * QN_UUID_LEN);
-    if (p->segs == NULL || p->first == NULL || p->out == NULL || p->hashes == NULL ||
+    if (p->job.items == NULL || p->pre == NULL || p->first == NULL || p->hashes == NULL ||
         p->ids == NULL) {
         segs_free(p);
         qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -624,25 +487,48 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
             qn_call_finish(call, QN_GRPC_INVALID_ARGUMENT, why);
             return;
         }
-        const Queen__V1__RawSegment *rs = req->segments[i];
-        struct qn_push_segment *s = &p->segs[i];
-        s->queue = rs->queue;
-        s->partition = qn_or_default(rs->partition, QN_DEFAULT_PARTITION);
-        s->count = (uint32_t)k;
-        s->hashes = p->hashes + p->first[i] * QN_HASH_LEN;
-        s->verified = -1;
-        s->blob = rs->segment.data;
-        s->blob_len = rs->segment.len;
         p->first[i + 1] = p->first[i] + k;
     }
-    memcpy(p->tenant, qn_authz_tenant(call), 16);
-    p->wait.done = segs_ready;
+    p->dup = calloc(p->first[n], sizeof *p->dup);
     p->queues = malloc(n * sizeof *p->queues);
-    if (p->queues == NULL) {
+    if (p->dup == NULL || p->queues == NULL) {
         segs_free(p);
         qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
+    for (size_t i = 0; i < n; i++) {
+        const Queen__V1__RawSegment *rs = req->segments[i];
+        struct qn_prepacked *pe = &p->pre[i];
+        struct qn_push_item *it = &p->job.items[i];
+        pe->blob = rs->segment.data;
+        pe->blob_len = rs->segment.len;
+        pe->count = (uint32_t)(p->first[i + 1] - p->first[i]);
+        pe->hashes = p->hashes + p->first[i] * QN_HASH_LEN;
+        pe->ids = p->ids + p->first[i] * QN_UUID_LEN;
+        pe->dups = p->dup + p->first[i];
+        it->pre = pe;
+        it->queue = rs->queue;
+        it->partition = qn_or_default(rs->partition, QN_DEFAULT_PARTITION);
+    }
+    const char *refusal = qn_svc_refusal(app);
+    if (refusal != NULL) {
+        segs_free(p);
+        qn_call_finish(call, QN_GRPC_UNAVAILABLE, refusal);
+        return;
+    }
+    int src = qn_svc_take_slot(app, call, false, &p->slot);
+    if (src != QN_OK) {
+        segs_free(p);
+        qn_call_finish(call, QN_GRPC_RESOURCE_EXHAUSTED,
+                       src == QN_EBUSY ? QN_MSG_CONN_DB_BUSY : "out of memory");
+        return;
+    }
+    memcpy(p->job.tenant, qn_authz_tenant(call), 16);
+    p->job.nitems = n;
+    p->job.pending = n + 1; /* invariant 3 */
+    p->job.done = segs_done;
+    p->job.doubt = segs_doubt;
+    p->wait.done = segs_ready;
     for (size_t i = 0; i < n; i++)
         p->queues[i] = req->segments[i]->queue;
     qsort(p->queues, n, sizeof *p->queues, cmp_name);
@@ -651,14 +537,12 @@ void qn_svc_push_segments(qn_call *call, ProtobufCMessage *msg)
             p->queues[p->nqueues++] = p->queues[i];
     p->call = call;
     qn_call_set_data(call, p);
-    int rc =
-        qn_crypt_ready(app->crypt, &p->wait, p->tenant, (const char *const *)p->queues, p->nqueues);
-    if (rc == 1) {
+    int rc = qn_crypt_ready(app->crypt, &p->wait, p->job.tenant, (const char *const *)p->queues,
+                            p->nqueues);
+    if (rc == 1)
         segs_submit(p);
-    } else if (rc < 0) {
-        finish(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        maybe_free(p);
-    }
+    else if (rc < 0)
+        segs_fail(p, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
     /* 0: segs_ready continues */
 }
 
@@ -668,8 +552,12 @@ void qn_svc_push_segments_cancel(qn_call *call, int reason)
     struct segs_rpc *p = qn_call_data(call);
     if (p == NULL)
         return;
-    p->call = NULL; /* a push in flight completes; nothing is answered */
-    if (!p->submitted)
+    if (!p->submitted) {
         qn_crypt_cancel(&p->wait);
-    maybe_free(p);
+        segs_free(p);
+        return;
+    }
+    p->call = NULL; /* segments stay in flight; done() frees */
+    if (p->doubt_timer)
+        evtimer_del(p->doubt_timer);
 }
