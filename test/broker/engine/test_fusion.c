@@ -51,6 +51,8 @@ struct fake_seg {
     char queue[32], partition[32];
     uint32_t count;
     int64_t verified;
+    const uint8_t *blob; /* the bytes sent (a pre-packed entry's are the client's own) */
+    size_t blob_len;
     int seq[MAX_FRAMES]; /* the frames' payloads, in segment order */
 };
 
@@ -145,6 +147,8 @@ static int record_push(const struct qn_push_segment *segs, size_t n, bool resolv
         snprintf(fs->partition, sizeof fs->partition, "%s", segs[i].partition);
         fs->count = segs[i].count;
         fs->verified = segs[i].verified;
+        fs->blob = segs[i].blob;
+        fs->blob_len = segs[i].blob_len;
         ck_assert_uint_le(fs->count, MAX_FRAMES);
         const uint8_t *raw;
         size_t rawlen;
@@ -374,9 +378,12 @@ static void setup(void)
     setup_with(16, 64 << 20);
 }
 
+static void pres_teardown(void);
+
 static void teardown(void)
 {
     qn_fusion_free(fusion);
+    pres_teardown();
     for (size_t i = 0; i < njobs; i++) {
         ck_assert_msg(jobs[i]->done_calls == 1, "job %zu: done() ran %d times", i,
                       jobs[i]->done_calls);
@@ -1070,6 +1077,421 @@ START_TEST(doubt_gives_up_only_after_the_limit)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- pre-packed entries */
+
+#define PRE_FRAMES 8
+
+/* A client's own segment (PushSegments): one job of one item whose `pre` is
+ * the segment of n frames with payloads seq0, seq0+1, ... (the arrival order
+ * the tests check) and transaction ids "t<seq>" unless txns names them. */
+struct tpre {
+    struct qn_push_job job; /* first */
+    struct qn_push_item item;
+    struct qn_prepacked pe;
+    struct qn_prepacked_dup dups[PRE_FRAMES];
+    struct qn_frame frames[PRE_FRAMES];
+    char txn[PRE_FRAMES][24];
+    char payload[PRE_FRAMES][16];
+    uint8_t hashes[PRE_FRAMES * 16];
+    uint8_t ids[PRE_FRAMES * 16];
+    struct qn_buf blob;
+    int done_calls;
+    int doubt_calls;
+};
+
+static struct tpre *pres[16];
+static size_t npres;
+
+static void pre_done(struct qn_push_job *j)
+{
+    struct tpre *t = (struct tpre *)j;
+    ck_assert_msg(!in_submit, "done() ran inside qn_fusion_submit()");
+    ck_assert_int_ne(t->item.status, QN_ITEM_PENDING);
+    t->done_calls++;
+}
+
+static void pre_doubt(struct qn_push_job *j)
+{
+    ((struct tpre *)j)->doubt_calls++;
+}
+
+static struct tpre *pre_make(const char *queue, const char *partition, int seq0, size_t n,
+                             const char *const *txns)
+{
+    ck_assert_uint_le(n, PRE_FRAMES);
+    ck_assert_uint_lt(npres, 16);
+    struct tpre *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    pres[npres++] = t;
+    for (size_t i = 0; i < n; i++) {
+        struct qn_frame *f = &t->frames[i];
+        int seq = seq0 + (int)i;
+        memcpy(f->message_id, &seq, sizeof seq);
+        f->message_id[14] = 0x9e; /* not an item's id */
+        f->message_id[15] = 0x5a;
+        if (txns && txns[i])
+            snprintf(t->txn[i], sizeof t->txn[i], "%s", txns[i]);
+        else
+            snprintf(t->txn[i], sizeof t->txn[i], "t%d", seq);
+        f->txn = (const uint8_t *)t->txn[i];
+        f->txn_len = strlen(t->txn[i]);
+        snprintf(t->payload[i], sizeof t->payload[i], "%d", seq);
+        f->payload = (const uint8_t *)t->payload[i];
+        f->payload_len = strlen(t->payload[i]);
+        qn_txn_hash(f->txn, f->txn_len, t->hashes + 16 * i);
+        memcpy(t->ids + 16 * i, f->message_id, 16);
+        t->pe.payload_bytes += f->payload_len;
+    }
+    /* packed at another level than fusion's (1): a re-pack would show */
+    ck_assert_int_eq(qn_segment_pack(test_zctx, t->frames, n, 5, &t->blob, NULL), QN_OK);
+    t->pe.blob = t->blob.data;
+    t->pe.blob_len = t->blob.len;
+    t->pe.count = (uint32_t)n;
+    t->pe.hashes = t->hashes;
+    t->pe.ids = t->ids;
+    t->pe.dups = t->dups;
+    t->item.pre = &t->pe;
+    t->item.queue = queue;
+    t->item.partition = partition;
+    t->job.items = &t->item;
+    t->job.nitems = 1;
+    t->job.pending = 1;
+    t->job.done = pre_done;
+    t->job.doubt = pre_doubt;
+    return t;
+}
+
+static void pre_submit(struct tpre *t)
+{
+    uint32_t idx = 0;
+    in_submit = true;
+    ck_assert_int_eq(qn_fusion_submit(fusion, &t->job, &idx, 1), QN_OK);
+    in_submit = false;
+    ck_assert_int_eq(t->done_calls, 0);
+}
+
+static void pres_teardown(void)
+{
+    for (size_t i = 0; i < npres; i++) {
+        ck_assert_msg(pres[i]->done_calls == 1, "pre-packed entry %zu: done() ran %d times", i,
+                      pres[i]->done_calls);
+        qn_buf_free(&pres[i]->blob);
+        free(pres[i]);
+    }
+    npres = 0;
+}
+
+/* Segment i of push k is entry t's segment: its very bytes, not a re-pack. */
+static void assert_sent_as_is(size_t k, size_t i, const struct tpre *t)
+{
+    const struct fake_seg *fs = &pushes[k].segs[i];
+    ck_assert_ptr_eq(fs->blob, t->blob.data);
+    ck_assert_uint_eq(fs->blob_len, t->blob.len);
+    ck_assert_uint_eq(fs->count, t->pe.count);
+}
+
+/* Answers push k segment by segment: ndup[i] == 0 is QUEUED at bases[i], else
+ * DUPLICATE of frames dups[i][0..ndup[i]) at the originals orig[i][...]. */
+static void answer_each(size_t k, const int64_t *bases, const size_t *ndup,
+                        const uint32_t (*dups)[PRE_FRAMES], const int64_t (*orig)[PRE_FRAMES])
+{
+    ck_assert_uint_lt(k, npushes);
+    struct fake_push *p = &pushes[k];
+    ck_assert(!p->answered);
+    struct qn_push_seg_result r[MAX_SEGS];
+    struct qn_push_dup d[MAX_SEGS][PRE_FRAMES];
+    memset(r, 0, sizeof r);
+    for (size_t i = 0; i < p->nsegs; i++) {
+        pid_of(p->segs[i].partition, r[i].pid);
+        if (ndup == NULL || ndup[i] == 0) {
+            r[i].status = QN_PUSH_QUEUED;
+            r[i].base = bases[i];
+            r[i].created_at_us = 1;
+            continue;
+        }
+        for (size_t j = 0; j < ndup[i]; j++)
+            d[i][j] = (struct qn_push_dup){dups[i][j], orig[i][j]};
+        r[i].status = QN_PUSH_DUPLICATE;
+        r[i].ndups = ndup[i];
+        r[i].dups = d[i];
+    }
+    struct qn_push_result res = {p->nsegs, r};
+    struct qn_store_status st = {QN_OK, "", ""};
+    p->answered = true;
+    p->cb(p->ud, &st, &res);
+}
+
+/* Answers lookup k with one stored segment at `at` holding frames f[0..n). */
+static void answer_lookup_frames(size_t k, int64_t at, const struct qn_frame *f, size_t n)
+{
+    ck_assert_uint_lt(k, nlookups);
+    struct fake_lookup *l = &lookups[k];
+    ck_assert(!l->answered);
+    struct qn_buf blob = {0};
+    ck_assert_int_eq(qn_segment_pack(test_zctx, f, n, 1, &blob, NULL), QN_OK);
+    struct qn_segment_row row = {at, at + (int64_t)n - 1, 1, blob.data, blob.len};
+    struct qn_segments_result sr = {1, &row};
+    struct qn_store_status ok = {QN_OK, "", ""};
+    l->answered = true;
+    l->cb(l->ud, &ok, &sr);
+    qn_buf_free(&blob);
+}
+
+/* Items and pre-packed entries of one partition, interleaved, are stored in
+ * arrival order: an entry takes its turn in the slot's single flush in flight,
+ * is sent whole as its own segment (never merged, never re-packed), may be
+ * followed in one flush by the frames after it (never preceded: their
+ * survivors must stay ahead of later arrivals), and rides one bundle with
+ * other partitions' segments. */
+START_TEST(prepacked_keeps_arrival_order_with_items)
+{
+    setup();
+    stored.n = 0;
+    struct tjob *a = job_make("q", "p", 0, 2, false, 0);
+    submit(a);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    /* while p's first flush flies: items, an entry, items, an entry, items */
+    struct tjob *b = job_make("q", "p", 2, 2, false, 0);
+    submit(b);
+    struct tpre *P = pre_make("q", "p", 4, 3, NULL);
+    pre_submit(P);
+    struct tjob *c = job_make("q", "p", 7, 2, false, 0);
+    submit(c);
+    struct tpre *P2 = pre_make("q", "p", 9, 1, NULL);
+    pre_submit(P2);
+    struct tjob *d = job_make("q", "p", 10, 1, false, 0);
+    submit(d);
+    turn();
+    ck_assert_uint_eq(npushes, 1); /* nothing overtakes the flush in flight */
+
+    record_stored(0, "p");
+    int64_t b0[] = {0};
+    answer_queued(0, b0);
+    /* another partition's entry becomes ready: it rides p's next bundle */
+    struct tpre *P3 = pre_make("q", "p3", 100, 2, NULL);
+    pre_submit(P3);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    ck_assert_str_eq(pushes[1].segs[0].partition, "p");
+    ck_assert_uint_eq(pushes[1].segs[0].count, 2); /* b only: the entry after it waits */
+    ck_assert_str_eq(pushes[1].segs[1].partition, "p3");
+    assert_sent_as_is(1, 1, P3);
+    record_stored(1, "p");
+    int64_t b1[] = {2, 0};
+    answer_queued(1, b1);
+    ck_assert_int_eq(b->done_calls, 1);
+    ck_assert_int_eq(P3->item.status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(P3->item.offset, 0);
+    ck_assert_mem_eq(P3->item.result_id, P3->ids, 16);
+
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert_uint_eq(pushes[2].nsegs, 2); /* the entry, then the frames after it */
+    assert_sent_as_is(2, 0, P);
+    ck_assert_uint_eq(pushes[2].segs[1].count, 2);
+    record_stored(2, "p");
+    int64_t b2[] = {4, 7};
+    answer_queued(2, b2);
+    ck_assert_int_eq(P->item.status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(P->item.offset, 4);
+    ck_assert_uint_eq(P->pe.ndups, 0);
+    ck_assert_int_eq(c->items[0].offset, 7);
+
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    ck_assert_uint_eq(pushes[3].nsegs, 2);
+    assert_sent_as_is(3, 0, P2);
+    record_stored(3, "p");
+    int64_t b3[] = {9, 10};
+    answer_queued(3, b3);
+    ck_assert_int_eq(d->items[0].offset, 10);
+    ck_assert_uint_eq(stored.n, 11);
+    for (size_t i = 0; i < stored.n; i++)
+        ck_assert_int_eq(stored.seq[i], (int)i);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.committed, 13);
+    ck_assert_uint_eq(fs.inflight, 0);
+    teardown();
+}
+END_TEST
+
+/* An entry with a duplicate frame, flushed with items after it: the entry is
+ * not stored (FAILED, QN_EDUPLICATE, the duplicate named with its original's
+ * offset and id), the items are. An item whose transaction id is also a frame's
+ * of an entry ahead of it in the flush is never vouched for (even minted): SQL
+ * probes it past the entry, so the two are never both stored. An entry whose
+ * every frame is stored is DUPLICATE. */
+START_TEST(prepacked_duplicate_next_to_items)
+{
+    setup();
+    struct tjob *a = job_make("q", "p", 0, 1, false, 0);
+    submit(a);
+    turn();
+    static const char *const ptx[] = {NULL, "t0", "m-00000004"};
+    struct tpre *P = pre_make("q", "p", 1, 3, ptx);
+    pre_submit(P);
+    struct tjob *c = job_make("q", "p", 4, 2, true, 0); /* minted "m-00000004", ... */
+    submit(c);
+    int64_t b0[] = {0};
+    answer_queued(0, b0);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    assert_sent_as_is(1, 0, P);
+    ck_assert_int_eq(pushes[1].segs[0].verified, -1);
+    ck_assert_int_eq(pushes[1].segs[1].verified, -1); /* not INT64_MAX: the entry went first */
+    size_t nd[] = {1, 0};
+    const uint32_t dx[2][PRE_FRAMES] = {{1}, {0}};
+    const int64_t dof[2][PRE_FRAMES] = {{0}, {0}};
+    int64_t bases[] = {0, 1};
+    answer_each(1, bases, nd, dx, dof);
+    /* the items are answered at once; the entry waits for its original's id */
+    ck_assert_int_eq(c->done_calls, 1);
+    ck_assert_int_eq(c->items[0].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(c->items[0].offset, 1);
+    ck_assert_int_eq(P->done_calls, 0);
+    ck_assert_uint_eq(nlookups, 1);
+    ck_assert_uint_eq(lookups[0].n, 1);
+    ck_assert_int_eq(lookups[0].offsets[0], 0);
+    answer_lookup_frames(0, 0, &a->items[0].frame, 1);
+    ck_assert_int_eq(P->done_calls, 1);
+    ck_assert_int_eq(P->item.status, QN_ITEM_FAILED);
+    ck_assert_int_eq(P->item.err, QN_EDUPLICATE);
+    ck_assert_uint_eq(P->pe.ndups, 1);
+    ck_assert_uint_eq(P->dups[0].idx, 1);
+    ck_assert_int_eq(P->dups[0].offset, 0);
+    ck_assert_mem_eq(P->dups[0].id, a->items[0].frame.message_id, 16);
+
+    /* the same frames again, all stored: DUPLICATE, nothing written */
+    struct tpre *R = pre_make("q", "p", 1, 2, NULL);
+    pre_submit(R);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    size_t nd2[] = {2};
+    const uint32_t dx2[1][PRE_FRAMES] = {{0, 1}};
+    const int64_t dof2[1][PRE_FRAMES] = {{30, 31}};
+    answer_each(2, NULL, nd2, dx2, dof2);
+    answer_lookup_frames(1, 30, R->frames, 2);
+    ck_assert_int_eq(R->item.status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(R->item.offset, 30);
+    ck_assert_uint_eq(R->pe.ndups, 2);
+    ck_assert_mem_eq(R->item.result_id, R->ids, 16);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.duplicates, 3);
+    ck_assert_uint_eq(fs.committed, 3);
+    teardown();
+}
+END_TEST
+
+/* A bundle holding entries is lost (QN_EINDOUBT): the entries are in doubt,
+ * their partition waits, the resolve sends the same bytes; an entry found
+ * stored with its own message ids at consecutive offsets is QUEUED there, one
+ * found stored under other ids stays DUPLICATE. */
+START_TEST(prepacked_in_doubt_resolved)
+{
+    setup();
+    struct tpre *P = pre_make("q", "p", 0, 3, NULL);
+    pre_submit(P);
+    struct tjob *a = job_make("q", "p2", 10, 2, false, 0);
+    submit(a);
+    struct tpre *O = pre_make("q", "p3", 20, 2, NULL);
+    pre_submit(O);
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    ck_assert_uint_eq(pushes[0].nsegs, 3);
+    struct tjob *b = job_make("q", "p", 3, 1, false, 0);
+    submit(b);
+    answer_error(0, QN_EINDOUBT);
+    ck_assert_int_ge(P->doubt_calls, 1);
+    ck_assert(P->item.in_doubt);
+    ck_assert_int_eq(P->item.status, QN_ITEM_PENDING);
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 2); /* the resolve; b waits behind P */
+    ck_assert(pushes[1].resolve);
+    ck_assert_uint_eq(pushes[1].nsegs, 3);
+    assert_sent_as_is(1, 0, P);
+    assert_sent_as_is(1, 2, O);
+    ck_assert_int_eq(pushes[1].segs[0].verified, -1);
+    size_t nd[] = {3, 0, 2};
+    const uint32_t dx[3][PRE_FRAMES] = {{0, 1, 2}, {0}, {0, 1}};
+    const int64_t dof[3][PRE_FRAMES] = {{50, 51, 52}, {0}, {60, 61}};
+    int64_t bases[] = {0, 7, 0};
+    answer_each(1, bases, nd, dx, dof);
+    ck_assert_int_eq(a->items[1].offset, 8);
+    ck_assert_uint_eq(nlookups, 2);
+    answer_lookup_frames(0, 50, P->frames, 3);
+    ck_assert_int_eq(P->done_calls, 1);
+    ck_assert_int_eq(P->item.status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(P->item.offset, 50);
+    ck_assert_uint_eq(P->pe.ndups, 0);
+    ck_assert_mem_eq(P->item.result_id, P->ids, 16);
+    /* O's frames are stored under other ids: someone else's, not our commit */
+    struct qn_frame other[2];
+    memcpy(other, O->frames, sizeof other);
+    memset(other[0].message_id, 0xee, 16);
+    memset(other[1].message_id, 0xee, 16);
+    answer_lookup_frames(1, 60, other, 2);
+    ck_assert_int_eq(O->item.status, QN_ITEM_DUPLICATE);
+    ck_assert_int_eq(O->item.offset, 60);
+    ck_assert_uint_eq(O->pe.ndups, 2);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert(!pushes[2].resolve);
+    ck_assert_int_eq(pushes[2].segs[0].seq[0], 3);
+    int64_t b2[] = {53};
+    answer_queued(2, b2);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.resolved_committed, 3);
+    ck_assert_uint_eq(fs.committed, 3 + 2 + 1);
+    ck_assert_uint_eq(fs.duplicates, 2);
+    ck_assert_uint_eq(fs.doubt_now, 0);
+    teardown();
+}
+END_TEST
+
+/* Entries keep their tenant: two tenants' entries for one (queue, partition)
+ * name go in two bundles, each with its own tenant; one tenant's entry and
+ * items share its bundle. */
+START_TEST(prepacked_tenants)
+{
+    static const uint8_t TA[16] = {1};
+    static const uint8_t TB[16] = {2};
+    setup();
+    struct tpre *P = pre_make("q", "p0", 0, 2, NULL);
+    memcpy(P->job.tenant, TA, 16);
+    struct tpre *Q = pre_make("q", "p0", 100, 1, NULL);
+    memcpy(Q->job.tenant, TB, 16);
+    struct tjob *c = job_make("q", "p1", 200, 1, false, 0);
+    memcpy(c->job.tenant, TA, 16);
+    pre_submit(P);
+    pre_submit(Q);
+    submit(c);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_mem_eq(pushes[0].tenant, TA, 16);
+    ck_assert_uint_eq(pushes[0].nsegs, 2);
+    assert_sent_as_is(0, 0, P);
+    ck_assert_str_eq(pushes[0].segs[1].partition, "p1");
+    ck_assert_mem_eq(pushes[1].tenant, TB, 16);
+    ck_assert_uint_eq(pushes[1].nsegs, 1);
+    assert_sent_as_is(1, 0, Q);
+    int64_t bq[] = {5};
+    answer_queued(1, bq);
+    ck_assert_int_eq(Q->item.offset, 5);
+    ck_assert_int_eq(P->done_calls, 0);
+    answer_queued(0, NULL);
+    ck_assert_int_eq(P->item.status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(c->done_calls, 1);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_fusion_suite(void)
 {
     Suite *s = suite_create("fusion");
@@ -1088,6 +1510,10 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, doubt_waits_for_the_pool_and_repeats);
     tcase_add_test(tc, doubt_foreign_duplicates_stay_duplicates);
     tcase_add_test(tc, doubt_gives_up_only_after_the_limit);
+    tcase_add_test(tc, prepacked_keeps_arrival_order_with_items);
+    tcase_add_test(tc, prepacked_duplicate_next_to_items);
+    tcase_add_test(tc, prepacked_in_doubt_resolved);
+    tcase_add_test(tc, prepacked_tenants);
     suite_add_tcase(s, tc);
     return s;
 }
