@@ -13,21 +13,35 @@ What is asserted:
     stored at all and names them; a normal Push of a raw segment's transaction
     id is a DUPLICATE of it;
   * every malformed segment is INVALID_ARGUMENT naming the segment and frame,
-    and nothing is stored by a refused call.
+    and nothing is stored by a refused call;
+  * segments ride fusion with Push items: Push and PushSegments calls
+    pipelined on several connections to one partition are stored in each
+    connection's order, and a transaction id pushed by both paths at once is
+    stored once; the same segment pushed twice at once is stored once (the
+    other answer is DUPLICATE naming it);
+  * (SegmentsThroughProxy) with the database connections cut under a segment
+    load, a segment answered QUEUED is stored exactly once at base_offset + i,
+    one answered otherwise is not stored, and nothing is stored twice.
 
 The broker runs with QUEEN_MAX_PUSH_ITEMS=50, QUEEN_SEGMENT_RAW_MAX=262144 and
 QUEEN_MAX_PAYLOAD_BYTES=16384.
 """
 
+import collections
 import struct
+import sys
+import threading
+import time
 import unittest
+import urllib.parse
 import uuid
 
 import grpc
 import zstandard
 
-from harness import Broker
-from qsupport import C, Client, ConsumeStream, Q, rpc_error, uniq
+from harness import Broker, database_url
+from qsupport import C, Client, ConsumeStream, Q, rpc_error, uniq, wait_until
+from tcpproxy import TcpProxy
 
 MAX_ITEMS = 50
 RAW_MAX = 262144
@@ -98,6 +112,42 @@ def parse_frames(raw):
 
 def unzstd(blob):
     return zstandard.ZstdDecompressor().decompress(blob)
+
+
+def stored_records(client, queue, partition):
+    """Every record of (queue, partition) in offset order, read with Fetch."""
+    out, off = [], 0
+    while True:
+        r = client.fetch(queue, offset=off, partition=partition, max_bytes=4 << 20, timeout=30)
+        if r.error == Q.FETCH_ERROR_UNKNOWN_PARTITION:
+            return out
+        if r.error != Q.FETCH_ERROR_NONE:
+            raise AssertionError("fetch %s/%s at %d: error %d" % (queue, partition, off, r.error))
+        out.extend(r.records)
+        if not r.records or r.records[-1].offset + 1 >= r.high_watermark:
+            return out
+        off = r.records[-1].offset + 1
+
+
+def run_threads(target, n):
+    """Runs target(k) on n threads at once; re-raises the first failure."""
+    errors = []
+
+    def wrap(k):
+        try:
+            target(k)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=wrap, args=(k,), daemon=True) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+        if t.is_alive():
+            raise AssertionError("a pushing thread did not finish")
+    if errors:
+        raise errors[0]
 
 
 class Segments(unittest.TestCase):
@@ -237,6 +287,104 @@ class Segments(unittest.TestCase):
             st.wait_end()
         self.assertEqual(self.c.groups(q, g)[0].total_lag, 0)
 
+    def test_push_and_segments_on_connections_keep_order_and_store_once(self):
+        """Each connection pipelines Push and PushSegments calls to one partition
+        (it does not wait between them): the partition holds each connection's
+        messages in its sending order. Every round, every connection also
+        pushes the round's shared transaction id, half by Push and half in a
+        segment, all at once: it is stored once, answered QUEUED once."""
+        q, conns, rounds = uniq("mix"), 4, 5
+        answers = collections.defaultdict(list)  # txn -> [(status, offset)]
+        lock = threading.Lock()
+
+        def worker(k):
+            c = Client(broker.channel())
+            try:
+                for r in range(rounds):
+                    calls = []
+                    for j in range(4):
+                        tag = "c%d-%03d" % (k, r * 4 + j)
+                        if j % 2 == 0:
+                            req = Q.PushRequest(items=[Q.PushItem(queue=q, partition="p",
+                                                                  payload=tag.encode(),
+                                                                  transaction_id=tag)])
+                            calls.append(("push", [tag], c.q.Push.future(req, timeout=60)))
+                        else:
+                            txns = [tag + "a", tag + "b"]
+                            blob = segment([frame(t.encode(), t.encode()) for t in txns])
+                            req = Q.PushSegmentsRequest(segments=[Q.RawSegment(queue=q, partition="p",
+                                                                               segment=blob)])
+                            calls.append(("seg", txns, c.q.PushSegments.future(req, timeout=60)))
+                    shared = "shared-%d" % r
+                    if k % 2 == 0:
+                        req = Q.PushRequest(items=[Q.PushItem(queue=q, partition="p",
+                                                              payload=shared.encode(),
+                                                              transaction_id=shared)])
+                        calls.append(("push", [shared], c.q.Push.future(req, timeout=60)))
+                    else:
+                        blob = segment([frame(shared.encode(), shared.encode())])
+                        req = Q.PushSegmentsRequest(segments=[Q.RawSegment(queue=q, partition="p",
+                                                                           segment=blob)])
+                        calls.append(("seg", [shared], c.q.PushSegments.future(req, timeout=60)))
+                    for kind, txns, fut in calls:
+                        res = fut.result()
+                        with lock:
+                            if kind == "push":
+                                x = res.results[0]
+                                answers[txns[0]].append((x.status, x.offset))
+                            else:
+                                x = res.results[0]
+                                for i, t in enumerate(txns):
+                                    off = x.base_offset + i if x.status == Q.PUSH_STATUS_QUEUED else -1
+                                    answers[t].append((x.status, off))
+            finally:
+                c.close()
+
+        run_threads(worker, conns)
+        recs = stored_records(self.c, q, "p")
+        counts = collections.Counter(m.transaction_id for m in recs)
+        self.assertEqual([t for t, n in counts.items() if n != 1], [], "stored more than once")
+        at = {m.transaction_id: m.offset for m in recs}
+        for t, got in answers.items():
+            queued = [off for st, off in got if st == Q.PUSH_STATUS_QUEUED]
+            if t.startswith("shared-"):
+                self.assertEqual(len(got), conns)
+                self.assertEqual(len(queued), 1, "%s answered %r" % (t, got))
+                self.assertEqual(sorted(st for st, _ in got),
+                                 [Q.PUSH_STATUS_QUEUED] + [Q.PUSH_STATUS_DUPLICATE] * (conns - 1))
+            else:
+                self.assertEqual(got, [(Q.PUSH_STATUS_QUEUED, at.get(t))], t)
+        self.assertEqual(len(at), conns * rounds * 6 + rounds)
+        # each connection's messages, in offset order, are in its sending order
+        for k in range(conns):
+            mine = [m.transaction_id for m in recs if m.transaction_id.startswith("c%d-" % k)]
+            self.assertEqual(mine, sorted(mine), "connection %d: order broken" % k)
+            self.assertEqual(len(mine), rounds * 6)
+            # a segment's frames stay together
+            for i, t in enumerate(mine):
+                if t.endswith("a"):
+                    self.assertEqual(at[mine[i + 1]], at[t] + 1)
+
+    def test_same_segment_twice_at_once_is_stored_once(self):
+        q = uniq("seg2")
+        other = Client(broker.channel())
+        try:
+            clients = [self.c, other]
+            for n in range(6):
+                mids, _, _, blob = self.make(3, "twice%d" % n)
+                req = Q.PushSegmentsRequest(segments=[Q.RawSegment(queue=q, partition="p",
+                                                                   segment=blob)])
+                futs = [c.q.PushSegments.future(req, timeout=30) for c in clients]
+                r = sorted((f.result().results[0] for f in futs), key=lambda x: x.status)
+                self.assertEqual([x.status for x in r],
+                                 [Q.PUSH_STATUS_QUEUED, Q.PUSH_STATUS_DUPLICATE], r)
+                base = r[0].base_offset
+                self.assertEqual([(d.index, d.offset, d.message_id) for d in r[1].duplicates],
+                                 [(i, base + i, str(uuid.UUID(bytes=mids[i]))) for i in range(3)])
+            self.assertEqual(self.hw(q, "p"), 18)
+        finally:
+            other.close()
+
     def refused(self, segs, needle, q=None):
         q = q or segs[0][0]
         e = rpc_error(self.push_segments, segs)
@@ -277,6 +425,129 @@ class Segments(unittest.TestCase):
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("1 to 1024", e.details())
         self.assertEqual(self.hw(q), 0)
+
+
+class SegmentsThroughProxy(unittest.TestCase):
+    """A broker whose database connections go through qn_tcp_proxy: they are
+    cut while flushes holding segments are in flight."""
+
+    def setUp(self):
+        url = database_url("e2e_segments_proxy")
+        self.proxy = TcpProxy("127.0.0.1", urllib.parse.urlparse(url).port)
+        self.b = Broker("product", db="e2e_segments_unused", env={
+            "QUEEN_DATABASE_URL": self.proxy.url(url),
+            "QUEEN_DB_POOL_SIZE": "4",
+            "QUEEN_DB_CALL_TIMEOUT_MS": "2000",
+            "QUEEN_DB_CANCEL_GRACE_MS": "1000",
+            "RETENTION_INTERVAL": "86400000",
+        }).start()
+        self.c = Client(self.b.channel(), timeout=30)
+
+    def tearDown(self):
+        self.c.close()
+        try:
+            rc = self.b.stop()
+            self.assertEqual(rc, 0, self.b.log_text()[-4000:])
+        finally:
+            self.b.kill()
+            self.proxy.close()
+
+    def test_cut_during_flushes_of_segments_answers_queued_only_for_what_is_stored(self):
+        q, parts = uniq("segcut"), ["p0", "p1", "p2"]
+        stop = threading.Event()
+        lock = threading.Lock()
+        outcomes = {}  # segment tag -> (kind, partition, base, txns)
+        answered = [0]
+
+        def worker(k):
+            c = Client(self.b.channel(), timeout=30)
+            n = 0
+            try:
+                while not stop.is_set():
+                    segs, tags = [], []
+                    for j, p in enumerate(parts):
+                        tag = "w%d-%d-%d" % (k, n, j)
+                        txns = [tag + "/%d" % i for i in range(3)]
+                        segs.append(Q.RawSegment(queue=q, partition=p, segment=segment(
+                            [frame(t.encode(), t.encode()) for t in txns])))
+                        tags.append((tag, p, txns))
+                    n += 1
+                    try:
+                        r = c.q.PushSegments(Q.PushSegmentsRequest(segments=segs), timeout=30)
+                        code = grpc.StatusCode.OK
+                    except grpc.RpcError as e:
+                        r, code = None, e.code()
+                    out = {}
+                    for i, (tag, p, txns) in enumerate(tags):
+                        if r is not None:
+                            x = r.results[i]
+                            kind = {Q.PUSH_STATUS_QUEUED: "queued",
+                                    Q.PUSH_STATUS_DUPLICATE: "duplicate",
+                                    Q.PUSH_STATUS_FAILED: "failed",
+                                    Q.PUSH_STATUS_UNKNOWN: "unknown"}.get(x.status, "other")
+                            out[tag] = (kind, p, x.base_offset, txns)
+                        elif code == grpc.StatusCode.UNAVAILABLE:
+                            out[tag] = ("unavailable", p, -1, txns)
+                        elif code == grpc.StatusCode.UNKNOWN:
+                            out[tag] = ("unknown", p, -1, txns)
+                        else:
+                            out[tag] = ("other %s" % code, p, -1, txns)
+                    with lock:
+                        outcomes.update(out)
+                        if r is not None:
+                            answered[0] += 1
+                    if r is None:
+                        stop.wait(0.05)  # the database is down: a load generator's backoff
+            finally:
+                c.close()
+
+        def ok_count():
+            with lock:
+                return answered[0]
+
+        ts = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(4)]
+        for t in ts:
+            t.start()
+        try:
+            target = 20
+            wait_until(lambda: ok_count() >= target, 60, interval=0.02, what="segment pushes")
+            for _ in range(2):
+                # every result from the server is held: the commits it answers
+                # happened; then the connections close under the broker
+                self.proxy.silence_all("down")
+                self.proxy.wait_held("down", timeout=20)
+                self.proxy.cut_all()
+                target = ok_count() + 20
+                wait_until(lambda: ok_count() >= target, 60, interval=0.02,
+                           what="segment pushes answered after the cut")
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(90)
+                self.assertFalse(t.is_alive(), "a pusher did not finish")
+
+        stored = {}
+        for p in parts:
+            for m in stored_records(self.c, q, p):
+                self.assertNotIn(m.transaction_id, stored, "stored twice")
+                stored[m.transaction_id] = (p, m.offset)
+        kinds = collections.Counter(k for k, _, _, _ in outcomes.values())
+        sys.stderr.write("  segment outcomes: %s, frames stored %d\n" % (dict(kinds), len(stored)))
+        for tag, (kind, p, base, txns) in outcomes.items():
+            if kind == "queued":
+                self.assertEqual([stored.get(t) for t in txns], [(p, base + i) for i in range(3)],
+                                 "%s answered QUEUED at %d" % (tag, base))
+            elif kind in ("unavailable", "failed"):
+                self.assertEqual([t for t in txns if t in stored], [], "%s answered %s" % (tag, kind))
+            else:
+                self.fail("%s answered %s: that says nothing about what was written" % (tag, kind))
+            # a segment is stored whole or not at all
+            self.assertIn(sum(t in stored for t in txns), (0, 3))
+        txns_pushed = {t for _, _, _, txns in outcomes.values() for t in txns}
+        self.assertEqual([t for t in stored if t not in txns_pushed], [])
+        log = self.b.log_text()
+        self.assertIn("push in doubt", log, "no flush was in doubt: the scenario did not happen")
+        self.assertIn("push in doubt resolved", log)
 
 
 if __name__ == "__main__":
