@@ -1,7 +1,7 @@
 /*
  * engine/fusion.c - per-partition single-flight push batching (see fusion.h).
  *
- * Why one file of some 1,100 lines: a slot's single write in flight is the one
+ * Why one file of some 1,400 lines: a slot's single write in flight is the one
  * invariant every part serves (dispatch, packing, verdicts, re-sends of
  * survivors, duplicate lookups, and the resolution of a flush in doubt, which
  * must keep the slot INFLIGHT until its outcome is known so that no later push
@@ -13,7 +13,10 @@
  * push_v1 takes one tenant) on the next loop turn; pack and
  * compress each slot's frames into one segment; apply layer-2 dedup; resolve
  * items from push_v1's verdicts; re-send the survivors of a segment that held
- * duplicates; look up the original message ids of duplicates.
+ * duplicates; look up the original message ids of duplicates. Send a client's
+ * pre-packed entry (PushSegments) as its own segment in its slot's turn, its
+ * bytes as they came: stored whole, or not at all (DUPLICATE when every frame
+ * was stored, else FAILED with QN_EDUPLICATE and the duplicates named).
  * Resolve a bundle whose push_v1 result was lost (QN_EINDOUBT): keep it on the
  * doubt list with its slots still INFLIGHT, and send the same segments with
  * qn_store_push_resolve when the pool is up (qn_fusion_store_up) or at the next
@@ -56,6 +59,15 @@
  *      is known and applied (its survivors, if any, go first).
  *   6. An item is answered QUEUED only for a segment the database answered
  *      QUEUED, or whose frame the database holds with the item's own message id.
+ *   7. A pre-packed entry is never merged, split or re-packed: its segment is
+ *      the client's bytes. A slot's flush is its head entries, each a segment,
+ *      then at most one packed segment of the frames after them (never frames
+ *      before an entry: invariant 4 needs their survivors to stay first). A
+ *      slot's segments sit together in a bundle, in slot order, and the slot
+ *      is settled once, after its last.
+ *   8. Minted ids vouch for themselves (p_verified INT64_MAX) only in a
+ *      segment that no entry precedes in its flush: an entry's transaction ids
+ *      are any text, and SQL must probe the later segment past it.
  */
 #include <assert.h>
 #include <inttypes.h>

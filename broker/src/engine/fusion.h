@@ -9,6 +9,11 @@
  * ready slots of one tenant ride one database transaction (a bundle, up to
  * QUEEN_V2_BUNDLE_MAX partitions).
  *
+ * A segment a client packed itself (PushSegments) is one pre-packed entry (struct
+ * qn_prepacked): it takes its turn in its slot like any frame and rides the
+ * same bundles, but is its own segment, sent as it came, stored whole or not
+ * at all.
+ *
  * Dedup layer 2 lives here: inside one flush of one partition, frames with the
  * same transaction-id hash keep the first as leader; later ones are followers
  * that inherit the leader's final result (DUPLICATE with the leader's id and
