@@ -1492,6 +1492,97 @@ START_TEST(prepacked_tenants)
 }
 END_TEST
 
+/* A fake dedup cache: vouches 41 for any hashes, records every commit. */
+static struct {
+    int verified_calls;
+    size_t ncommits;
+    struct {
+        char partition[32];
+        int64_t base;
+        size_t n;
+        uint8_t first_hash[16];
+    } commits[8];
+    int woken; /* the commit hook (waiters) */
+} fake_dd;
+
+static int64_t fake_verified(void *ud, const uint8_t tenant[16], const char *queue,
+                             const char *partition, const uint8_t *hashes, size_t n)
+{
+    (void)ud, (void)tenant, (void)queue, (void)partition, (void)hashes, (void)n;
+    fake_dd.verified_calls++;
+    return 41;
+}
+
+static bool fake_vouched_for(void *ud, const uint8_t tenant[16], const char *queue,
+                             const char *partition, int32_t *window, uint8_t pid[16])
+{
+    (void)ud, (void)tenant, (void)queue;
+    *window = 3600;
+    pid_of(partition, pid);
+    return true;
+}
+
+static void fake_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                           const char *partition, const uint8_t pid[16], int32_t window, int64_t at,
+                           int64_t created_at_us, const uint8_t *hashes, size_t n)
+{
+    (void)ud, (void)tenant, (void)queue, (void)pid, (void)window, (void)created_at_us;
+    ck_assert_uint_lt(fake_dd.ncommits, 8);
+    snprintf(fake_dd.commits[fake_dd.ncommits].partition, 32, "%s", partition);
+    fake_dd.commits[fake_dd.ncommits].base = at;
+    fake_dd.commits[fake_dd.ncommits].n = n;
+    memcpy(fake_dd.commits[fake_dd.ncommits].first_hash, hashes, 16);
+    fake_dd.ncommits++;
+}
+
+static void fake_woken(void *ud, const uint8_t tenant[16], const char *queue, const char *partition)
+{
+    (void)ud, (void)tenant, (void)queue, (void)partition;
+    fake_dd.woken++;
+}
+
+/* Entries get the dedup cache's watermark for their hashes, and the cache's
+ * committed hook and the waiters' hook after their commit, in commit order:
+ * two entries of one partition in one bundle are two contiguous commits. */
+START_TEST(prepacked_uses_the_dedup_cache_and_wakes_waiters)
+{
+    setup();
+    memset(&fake_dd, 0, sizeof fake_dd);
+    struct qn_fusion_dedup_hooks h = {fake_verified, fake_vouched_for, fake_committed, NULL};
+    qn_fusion_set_dedup(fusion, &h);
+    qn_fusion_on_commit(fusion, fake_woken, NULL);
+    struct tjob *a = job_make("q", "p", 0, 1, false, 0);
+    submit(a);
+    turn();
+    struct tpre *P = pre_make("q", "p", 1, 3, NULL);
+    pre_submit(P);
+    struct tpre *P2 = pre_make("q", "p", 4, 2, NULL);
+    pre_submit(P2);
+    int64_t b0[] = {0};
+    answer_queued(0, b0);
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    assert_sent_as_is(1, 0, P);
+    assert_sent_as_is(1, 1, P2);
+    ck_assert_int_eq(pushes[1].segs[0].verified, 41);
+    ck_assert_int_eq(pushes[1].segs[1].verified, 41);
+    ck_assert_int_eq(fake_dd.verified_calls, 3);
+    int64_t b1[] = {1, 4};
+    answer_queued(1, b1);
+    ck_assert_uint_eq(fake_dd.ncommits, 3);
+    ck_assert_int_eq(fake_dd.commits[1].base, 1);
+    ck_assert_uint_eq(fake_dd.commits[1].n, 3);
+    ck_assert_mem_eq(fake_dd.commits[1].first_hash, P->hashes, 16);
+    ck_assert_int_eq(fake_dd.commits[2].base, 4);
+    ck_assert_uint_eq(fake_dd.commits[2].n, 2);
+    ck_assert_mem_eq(fake_dd.commits[2].first_hash, P2->hashes, 16);
+    ck_assert_int_eq(fake_dd.woken, 3);
+    ck_assert_int_eq(P2->item.offset, 4);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_fusion_suite(void)
 {
     Suite *s = suite_create("fusion");
@@ -1514,6 +1605,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, prepacked_duplicate_next_to_items);
     tcase_add_test(tc, prepacked_in_doubt_resolved);
     tcase_add_test(tc, prepacked_tenants);
+    tcase_add_test(tc, prepacked_uses_the_dedup_cache_and_wakes_waiters);
     suite_add_tcase(s, tc);
     return s;
 }
