@@ -60,14 +60,10 @@
  *   6. An item is answered QUEUED only for a segment the database answered
  *      QUEUED, or whose frame the database holds with the item's own message id.
  *   7. A pre-packed entry is never merged, split or re-packed: its segment is
- *      the client's bytes. A slot's flush is its head entries, each a segment,
- *      then at most one packed segment of the frames after them (never frames
- *      before an entry: invariant 4 needs their survivors to stay first). A
- *      slot's segments sit together in a bundle, in slot order, and the slot
- *      is settled once, after its last.
- *   8. Minted ids vouch for themselves (p_verified INT64_MAX) only in a
- *      segment that no entry precedes in its flush: an entry's transaction ids
- *      are any text, and SQL must probe the later segment past it.
+ *      the client's bytes. A slot's flush is one segment: the entry at its
+ *      head, or the frames up to its next entry (so a Push item and an entry's
+ *      frame are never in one flush of a partition: the later one is judged
+ *      against the earlier one's commit).
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -908,10 +904,7 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
                                  sg->slot->partition);
             }
         }
-        /* a slot's segments sit together in the bundle, in its order: settle
-         * it once, after its last (only that one can have survivors) */
-        if (i + 1 == b->nsegs || b->segs[i + 1].slot != sg->slot)
-            slot_settle(f, sg->slot);
+        slot_settle(f, sg->slot);
     }
     bundle_free(b);
     schedule_dispatch(f);
@@ -1156,10 +1149,9 @@ static void fail_head_frames(struct qn_fusion *f, struct slot *s, int err)
 }
 
 /* The push parameters of segment sg (in tenant's bundle): its bytes and the
- * dedup watermark. may_vouch_minted: a segment of minted ids only may skip the
- * probe. */
+ * dedup watermark. */
 static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg *sg,
-                      struct qn_push_segment *p, bool may_vouch_minted)
+                      struct qn_push_segment *p)
 {
     struct slot *s = sg->slot;
     p->queue = s->queue;
@@ -1169,7 +1161,7 @@ static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg 
     p->blob = sg->data;
     p->blob_len = sg->len;
     p->cache_pid = NULL;
-    if (may_vouch_minted && seg_all_minted(sg)) {
+    if (seg_all_minted(sg)) {
         /* fresh ids cannot repeat anything stored, whatever the window */
         p->verified = INT64_MAX;
         p->cache_window = INT32_MAX;
@@ -1217,43 +1209,35 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         struct slot *s;
         while (b->nsegs < bundle_max && (s = ready_pop(f, tenant)) != NULL) {
             s->state = SLOT_INFLIGHT;
-            size_t first = b->nsegs;
-            /* Pre-packed entries at the head of the slot, each a segment of its
-             * own (as sent), then the frames after them up to the next entry,
-             * packed as one. Frames never precede an entry in a flush: their
-             * survivors go back to the slot's front and must still come before
-             * whatever arrived after them (invariant 4). */
-            while (b->nsegs < bundle_max && s->npending > 0 && item_of(s->pending[0])->pre) {
-                struct seg *sg = &b->segs[b->nsegs];
-                if (seg_take_pre(f, sg, s) != QN_OK) {
-                    seg_release(sg); /* the entry failed */
-                    continue;
-                }
-                seg_param(f, tenant, sg, &ps[b->nsegs], false);
-                b->nsegs++;
-            }
-            if (b->nsegs < bundle_max && s->npending > 0 && !item_of(s->pending[0])->pre) {
-                struct seg *sg = &b->segs[b->nsegs];
-                int rc = seg_build(f, sg, s);
+            /* One segment per slot and flush, as for items: the pre-packed entry
+             * at the head of the slot (its own segment, as sent), or the frames
+             * up to the next entry, packed as one. Never both in one flush: a
+             * second segment of a partition in one transaction would make SQL
+             * probe it past the first (the cache's watermark cannot vouch for
+             * rows not yet committed), and frames ahead of an entry in a flush
+             * would break invariant 4 for their survivors. */
+            struct seg *sg = &b->segs[b->nsegs];
+            int rc;
+            if (item_of(s->pending[0])->pre != NULL) {
+                rc = seg_take_pre(f, sg, s); /* a failure failed the entry */
+            } else {
+                rc = seg_build(f, sg, s);
                 if (rc != QN_OK) {
                     seg_fail(sg, rc);
                     /* nothing was taken: fail the frames that wait ahead of the
                      * next entry, or this slot would be dispatched again at once */
                     if (sg->nleaders == 0)
                         fail_head_frames(f, s, rc);
-                    seg_release(sg);
-                } else {
-                    /* minted ids vouch for themselves only when no entry went
-                     * ahead of them in this flush (a client's transaction id
-                     * could be any text) */
-                    seg_param(f, tenant, sg, &ps[b->nsegs], b->nsegs == first);
-                    b->nsegs++;
                 }
             }
-            if (b->nsegs == first) {
+            if (rc != QN_OK) {
+                seg_release(sg);
                 s->state = 0;
                 slot_settle(f, s);
+                continue;
             }
+            seg_param(f, tenant, sg, &ps[b->nsegs]);
+            b->nsegs++;
         }
         if (b->nsegs == 0) {
             free(ps);

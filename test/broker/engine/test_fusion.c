@@ -22,6 +22,11 @@
  * repeated while in doubt, answers QUEUED with the original offsets when the
  * stored frames carry the items' own message ids (and DUPLICATE otherwise), and
  * gives up with QN_EINDOUBT only after QN_FUSION_RESOLVE_MAX_MS.
+ * Pre-packed entries (PushSegments): sent as their own segment, the client's
+ * very bytes, in arrival order among the items of their slot, bundled with
+ * other partitions, in their tenant; a duplicate frame fails the entry whole;
+ * all frames duplicate is DUPLICATE; a lost flush holding entries is resolved
+ * (their own ids found: QUEUED); the dedup cache's watermark and hooks apply.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -1239,10 +1244,8 @@ static void answer_lookup_frames(size_t k, int64_t at, const struct qn_frame *f,
 
 /* Items and pre-packed entries of one partition, interleaved, are stored in
  * arrival order: an entry takes its turn in the slot's single flush in flight,
- * is sent whole as its own segment (never merged, never re-packed), may be
- * followed in one flush by the frames after it (never preceded: their
- * survivors must stay ahead of later arrivals), and rides one bundle with
- * other partitions' segments. */
+ * is sent whole as its own segment (never merged with the frames around it,
+ * never re-packed), and rides one bundle with other partitions' segments. */
 START_TEST(prepacked_keeps_arrival_order_with_items)
 {
     setup();
@@ -1288,24 +1291,34 @@ START_TEST(prepacked_keeps_arrival_order_with_items)
 
     turn();
     ck_assert_uint_eq(npushes, 3);
-    ck_assert_uint_eq(pushes[2].nsegs, 2); /* the entry, then the frames after it */
+    ck_assert_uint_eq(pushes[2].nsegs, 1); /* the entry alone: one segment per flush */
     assert_sent_as_is(2, 0, P);
-    ck_assert_uint_eq(pushes[2].segs[1].count, 2);
     record_stored(2, "p");
-    int64_t b2[] = {4, 7};
+    int64_t b2[] = {4};
     answer_queued(2, b2);
     ck_assert_int_eq(P->item.status, QN_ITEM_QUEUED);
     ck_assert_int_eq(P->item.offset, 4);
     ck_assert_uint_eq(P->pe.ndups, 0);
-    ck_assert_int_eq(c->items[0].offset, 7);
 
     turn();
     ck_assert_uint_eq(npushes, 4);
-    ck_assert_uint_eq(pushes[3].nsegs, 2);
-    assert_sent_as_is(3, 0, P2);
+    ck_assert_uint_eq(pushes[3].segs[0].count, 2); /* c, up to the next entry */
     record_stored(3, "p");
-    int64_t b3[] = {9, 10};
+    int64_t b3[] = {7};
     answer_queued(3, b3);
+    ck_assert_int_eq(c->items[0].offset, 7);
+
+    turn();
+    ck_assert_uint_eq(npushes, 5);
+    assert_sent_as_is(4, 0, P2);
+    record_stored(4, "p");
+    int64_t b4[] = {9};
+    answer_queued(4, b4);
+    turn();
+    ck_assert_uint_eq(npushes, 6);
+    record_stored(5, "p");
+    int64_t b5[] = {10};
+    answer_queued(5, b5);
     ck_assert_int_eq(d->items[0].offset, 10);
     ck_assert_uint_eq(stored.n, 11);
     for (size_t i = 0; i < stored.n; i++)
@@ -1318,41 +1331,47 @@ START_TEST(prepacked_keeps_arrival_order_with_items)
 }
 END_TEST
 
-/* An entry with a duplicate frame, flushed with items after it: the entry is
- * not stored (FAILED, QN_EDUPLICATE, the duplicate named with its original's
- * offset and id), the items are. An item whose transaction id is also a frame's
- * of an entry ahead of it in the flush is never vouched for (even minted): SQL
- * probes it past the entry, so the two are never both stored. An entry whose
- * every frame is stored is DUPLICATE. */
+/* An entry with a duplicate frame, in a bundle with another partition's items
+ * and with items behind it in its slot: the entry is not stored (FAILED,
+ * QN_EDUPLICATE, the duplicate named with its original's offset and id), the
+ * items are. An item with the same transaction id as one of the entry's frames
+ * is never in the entry's flush: it is judged against the entry's outcome. An
+ * entry whose every frame is stored is DUPLICATE. */
 START_TEST(prepacked_duplicate_next_to_items)
 {
     setup();
     struct tjob *a = job_make("q", "p", 0, 1, false, 0);
     submit(a);
     turn();
-    static const char *const ptx[] = {NULL, "t0", "m-00000004"};
+    static const char *const ptx[] = {NULL, "t0", "t4"};
     struct tpre *P = pre_make("q", "p", 1, 3, ptx);
     pre_submit(P);
-    struct tjob *c = job_make("q", "p", 4, 2, true, 0); /* minted "m-00000004", ... */
+    struct tjob *c = job_make("q", "p", 4, 2, false, 0); /* "t4", "t5" */
     submit(c);
+    struct tjob *e = job_make("q", "p2", 50, 2, false, 0);
+    submit(e);
     int64_t b0[] = {0};
     answer_queued(0, b0);
     turn();
     ck_assert_uint_eq(npushes, 2);
     ck_assert_uint_eq(pushes[1].nsegs, 2);
-    assert_sent_as_is(1, 0, P);
-    ck_assert_int_eq(pushes[1].segs[0].verified, -1);
-    ck_assert_int_eq(pushes[1].segs[1].verified, -1); /* not INT64_MAX: the entry went first */
-    size_t nd[] = {1, 0};
-    const uint32_t dx[2][PRE_FRAMES] = {{1}, {0}};
+    ck_assert_str_eq(pushes[1].segs[0].partition, "p2"); /* ready first */
+    assert_sent_as_is(1, 1, P);                          /* p's flush: the entry only, not c */
+    ck_assert_int_eq(pushes[1].segs[1].verified, -1);
+    size_t nd[] = {0, 1};
+    const uint32_t dx[2][PRE_FRAMES] = {{0}, {1}};
     const int64_t dof[2][PRE_FRAMES] = {{0}, {0}};
-    int64_t bases[] = {0, 1};
+    int64_t bases[] = {0, 0};
     answer_each(1, bases, nd, dx, dof);
-    /* the items are answered at once; the entry waits for its original's id */
-    ck_assert_int_eq(c->done_calls, 1);
-    ck_assert_int_eq(c->items[0].status, QN_ITEM_QUEUED);
-    ck_assert_int_eq(c->items[0].offset, 1);
+    /* the other partition's items are answered at once; the entry waits for
+     * its original's id, and c goes now */
+    ck_assert_int_eq(e->done_calls, 1);
+    ck_assert_int_eq(e->items[1].offset, 1);
     ck_assert_int_eq(P->done_calls, 0);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert_uint_eq(pushes[2].segs[0].count, 2);
+    ck_assert_int_eq(pushes[2].segs[0].seq[0], 4);
     ck_assert_uint_eq(nlookups, 1);
     ck_assert_uint_eq(lookups[0].n, 1);
     ck_assert_int_eq(lookups[0].offsets[0], 0);
@@ -1364,16 +1383,20 @@ START_TEST(prepacked_duplicate_next_to_items)
     ck_assert_uint_eq(P->dups[0].idx, 1);
     ck_assert_int_eq(P->dups[0].offset, 0);
     ck_assert_mem_eq(P->dups[0].id, a->items[0].frame.message_id, 16);
+    int64_t b2[] = {1};
+    answer_queued(2, b2);
+    ck_assert_int_eq(c->items[0].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(c->items[0].offset, 1);
 
     /* the same frames again, all stored: DUPLICATE, nothing written */
     struct tpre *R = pre_make("q", "p", 1, 2, NULL);
     pre_submit(R);
     turn();
-    ck_assert_uint_eq(npushes, 3);
+    ck_assert_uint_eq(npushes, 4);
     size_t nd2[] = {2};
     const uint32_t dx2[1][PRE_FRAMES] = {{0, 1}};
     const int64_t dof2[1][PRE_FRAMES] = {{30, 31}};
-    answer_each(2, NULL, nd2, dx2, dof2);
+    answer_each(3, NULL, nd2, dx2, dof2);
     answer_lookup_frames(1, 30, R->frames, 2);
     ck_assert_int_eq(R->item.status, QN_ITEM_DUPLICATE);
     ck_assert_int_eq(R->item.offset, 30);
@@ -1382,7 +1405,7 @@ START_TEST(prepacked_duplicate_next_to_items)
     struct qn_fusion_stats fs;
     qn_fusion_stats(fusion, &fs);
     ck_assert_uint_eq(fs.duplicates, 3);
-    ck_assert_uint_eq(fs.committed, 3);
+    ck_assert_uint_eq(fs.committed, 5);
     teardown();
 }
 END_TEST
@@ -1542,8 +1565,7 @@ static void fake_woken(void *ud, const uint8_t tenant[16], const char *queue, co
 }
 
 /* Entries get the dedup cache's watermark for their hashes, and the cache's
- * committed hook and the waiters' hook after their commit, in commit order:
- * two entries of one partition in one bundle are two contiguous commits. */
+ * committed hook and the waiters' hook after their commit, in commit order. */
 START_TEST(prepacked_uses_the_dedup_cache_and_wakes_waiters)
 {
     setup();
@@ -1562,14 +1584,18 @@ START_TEST(prepacked_uses_the_dedup_cache_and_wakes_waiters)
     answer_queued(0, b0);
     turn();
     ck_assert_uint_eq(npushes, 2);
-    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    ck_assert_uint_eq(pushes[1].nsegs, 1);
     assert_sent_as_is(1, 0, P);
-    assert_sent_as_is(1, 1, P2);
     ck_assert_int_eq(pushes[1].segs[0].verified, 41);
-    ck_assert_int_eq(pushes[1].segs[1].verified, 41);
-    ck_assert_int_eq(fake_dd.verified_calls, 3);
-    int64_t b1[] = {1, 4};
+    int64_t b1[] = {1};
     answer_queued(1, b1);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    assert_sent_as_is(2, 0, P2);
+    ck_assert_int_eq(pushes[2].segs[0].verified, 41);
+    ck_assert_int_eq(fake_dd.verified_calls, 3);
+    int64_t b2[] = {4};
+    answer_queued(2, b2);
     ck_assert_uint_eq(fake_dd.ncommits, 3);
     ck_assert_int_eq(fake_dd.commits[1].base, 1);
     ck_assert_uint_eq(fake_dd.commits[1].n, 3);
