@@ -408,3 +408,230 @@ BEGIN
     FROM (SELECT DISTINCT q FROM unnest(p_queues) AS q WHERE q IS NOT NULL AND q <> '') x;
 END;
 $$;
+
+-- ---------------------------------------------------------------- paged listings
+-- The *_page_v1 procedures are keyset pages of the listings above (the
+-- broker's page tokens carry the last key of the previous page). Each takes the
+-- key of the last row already returned (all NULL: the first page) and p_limit
+-- (<= 0 or NULL means 100; at most 1001 whatever the caller asks: the broker's
+-- largest page, 1000, plus the one row that tells it another page follows), and
+-- returns the rows strictly after that key in the listing's order. A row added
+-- behind the key is never returned by a later page and a row added ahead of it
+-- is returned once: no row is skipped or repeated because of inserts. Cost: one
+-- index range scan from the key, O(page) rows.
+
+-- list_queues_page_v1: list_queues_v1 by name after p_after.
+CREATE OR REPLACE FUNCTION qn.list_queues_page_v1(
+    p_namespace    TEXT,
+    p_task         TEXT,
+    p_after        TEXT,
+    p_limit        INT4,
+    p_tenant       UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact  TEXT[] DEFAULT NULL,
+    p_allow_prefix TEXT[] DEFAULT NULL)
+RETURNS TABLE (r_id UUID, r_name TEXT, r_namespace TEXT, r_task TEXT, r_created_at TIMESTAMPTZ,
+               r_priority INT4, r_lease_time INT4, r_retry_limit INT4, r_retry_delay INT4,
+               r_max_size INT4, r_ttl INT4, r_dead_letter_queue BOOL,
+               r_dlq_after_max_retries BOOL, r_delayed_processing INT4, r_window_buffer INT4,
+               r_retention_seconds INT4, r_completed_retention_seconds INT4,
+               r_retention_enabled BOOL, r_encryption_enabled BOOL,
+               r_max_wait_time_seconds INT4, r_min_pop_wait_time INT4,
+               r_dedup_window_seconds INT4, r_partitions INT4, r_segments INT8,
+               r_messages INT8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT x.* FROM qn.queue_rows(ARRAY(
+        SELECT q.id FROM queen.queues q
+        WHERE q.tenant_id = p_tenant
+          AND (p_after IS NULL OR q.name > p_after)
+          AND (coalesce(p_namespace, '') = '' OR q.namespace = p_namespace)
+          AND (coalesce(p_task, '') = '' OR q.task = p_task)
+          AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+               OR q.name = ANY (p_allow_exact)
+               OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                          WHERE starts_with(q.name, a.pre)))
+        ORDER BY q.name
+        LIMIT least(CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END, 1001))) x
+$$;
+
+-- queue_partitions_page_v1: queue_partitions_v1 by name after p_after, through
+-- the (queue_id, name) unique index.
+CREATE OR REPLACE FUNCTION qn.queue_partitions_page_v1(
+    p_queue  TEXT,
+    p_group  TEXT,
+    p_after  TEXT,
+    p_limit  INT4,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_partition TEXT, r_pid UUID, r_last_offset INT8, r_log_start INT8,
+               r_committed INT8, r_depth INT8, r_leased BOOL, r_last_write_at TIMESTAMPTZ)
+LANGUAGE sql STABLE
+AS $$
+    SELECT p.name, p.id, p.last_offset, p.log_start, coalesce(c.committed, -1),
+           greatest(p.last_offset - greatest(coalesce(c.committed, -1), p.log_start - 1), 0),
+           coalesce(c.batch_end IS NOT NULL AND c.lease_expires_at > now(), false),
+           p.last_write_at
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    LEFT JOIN queen.log_consumers c
+           ON c.partition_id = p.id
+          AND c.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+      AND (p_after IS NULL OR p.name > p_after)
+    ORDER BY p.name
+    LIMIT least(CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END, 1001)
+$$;
+
+-- queue_depth_v1: the sum of queue_partitions_v1's depths over every partition
+-- of the queue (what GetQueue reports beside a page). One aggregate over the
+-- queue's partition rows and the group's cursors, no row leaves the server;
+-- NULL when the queue does not exist.
+CREATE OR REPLACE FUNCTION qn.queue_depth_v1(
+    p_queue  TEXT,
+    p_group  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS INT8
+LANGUAGE sql STABLE
+SET jit = off
+AS $$
+    SELECT coalesce(sum(greatest(p.last_offset
+                                 - greatest(coalesce(c.committed, -1), p.log_start - 1), 0)), 0)::INT8
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    LEFT JOIN queen.log_consumers c
+           ON c.partition_id = p.id
+          AND c.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue
+$$;
+
+-- cursor_time_lag: age in seconds of the oldest segment past the cursor
+-- (two primary-key probes); 0 when none is retained.
+CREATE OR REPLACE FUNCTION qn.cursor_time_lag(p_pid UUID, p_committed INT8)
+RETURNS INT8
+LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce(
+        (SELECT greatest(floor(extract(epoch FROM now() - s.created_at)), 0)::INT8
+         FROM queen.log_segments s
+         WHERE s.partition_id = p_pid
+           AND s.base_offset >= coalesce(
+                   (SELECT max(y.base_offset) FROM queen.log_segments y
+                    WHERE y.partition_id = p_pid AND y.base_offset <= p_committed + 1),
+                   p_committed + 1)
+           AND s.end_offset > p_committed
+         ORDER BY s.base_offset LIMIT 1), 0)
+$$;
+
+-- list_consumer_groups_page_v1: list_consumer_groups_v1's rows, ordered by
+-- (group, queue, partition), after the key (p_after_group, p_after_queue,
+-- p_after_partition). r_total_lag and r_max_time_lag are the whole (group,
+-- queue)'s, not the page's: lag summed over every cursor of the group on the
+-- queue, and the largest time lag among them (two primary-key probes per
+-- lagging cursor; cursors without lag cost nothing). p_allow_exact /
+-- p_allow_prefix (both NULL: all) keep the queues the caller may see, before
+-- paging.
+CREATE OR REPLACE FUNCTION qn.list_consumer_groups_page_v1(
+    p_queue             TEXT,
+    p_group             TEXT,
+    p_after_group       TEXT,
+    p_after_queue       TEXT,
+    p_after_partition   TEXT,
+    p_limit             INT4,
+    p_tenant            UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact       TEXT[] DEFAULT NULL,
+    p_allow_prefix      TEXT[] DEFAULT NULL)
+RETURNS TABLE (r_group TEXT, r_queue TEXT, r_sub_mode TEXT, r_sub_from TIMESTAMPTZ,
+               r_partition TEXT, r_pid UUID, r_committed INT8, r_last_offset INT8, r_lag INT8,
+               r_time_lag_seconds INT8, r_leased BOOL, r_worker TEXT, r_total_consumed INT8,
+               r_retry_count INT4, r_attempt_count INT4, r_total_lag INT8, r_max_time_lag INT8)
+LANGUAGE sql STABLE
+SET jit = off
+AS $$
+    WITH page AS (
+        SELECT c.consumer_group, q.id AS qid, q.name::TEXT AS qname, p.name AS pname,
+               p.id AS pid, c.committed, p.last_offset,
+               greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0) AS lag,
+               (c.batch_end IS NOT NULL AND c.lease_expires_at > now()) AS leased,
+               c.worker_id, c.total_consumed, c.batch_retry_count, c.attempt_count
+        FROM queen.queues q
+        JOIN queen.log_partitions p ON p.queue_id = q.id
+        JOIN queen.log_consumers c ON c.partition_id = p.id
+        WHERE q.tenant_id = p_tenant
+          AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
+          AND (coalesce(p_group, '') = '' OR c.consumer_group = p_group)
+          AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+               OR q.name = ANY (p_allow_exact)
+               OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                          WHERE starts_with(q.name, a.pre)))
+          AND (p_after_group IS NULL
+               OR (c.consumer_group, q.name::TEXT, p.name)
+                  > (p_after_group, p_after_queue, p_after_partition))
+        ORDER BY c.consumer_group, q.name::TEXT, p.name
+        LIMIT least(CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END, 1001)
+    ),
+    tot AS (
+        SELECT g.consumer_group, g.qid,
+               sum(greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0))::INT8
+                   AS total_lag,
+               coalesce(max(qn.cursor_time_lag(p.id, c.committed))
+                        FILTER (WHERE p.last_offset > greatest(c.committed, p.log_start - 1)),
+                        0)::INT8 AS max_time_lag
+        FROM (SELECT DISTINCT consumer_group, qid FROM page) g
+        JOIN queen.log_partitions p ON p.queue_id = g.qid
+        JOIN queen.log_consumers c
+          ON c.partition_id = p.id AND c.consumer_group = g.consumer_group
+        GROUP BY g.consumer_group, g.qid
+    )
+    SELECT x.consumer_group, x.qname, m.subscription_mode, m.subscription_timestamp,
+           x.pname, x.pid, x.committed, x.last_offset, x.lag,
+           CASE WHEN x.lag > 0 THEN qn.cursor_time_lag(x.pid, x.committed) ELSE 0 END,
+           x.leased, CASE WHEN x.leased THEN x.worker_id END, x.total_consumed,
+           x.batch_retry_count, x.attempt_count, t.total_lag, t.max_time_lag
+    FROM page x
+    JOIN tot t ON t.consumer_group = x.consumer_group AND t.qid = x.qid
+    LEFT JOIN queen.queues q ON q.id = x.qid
+    LEFT JOIN queen.consumer_groups_metadata m
+           ON m.tenant_id = q.tenant_id AND m.consumer_group = x.consumer_group
+          AND m.queue_id = x.qid AND m.partition_name = '' AND m.namespace = ''
+          AND m.task = ''
+    ORDER BY x.consumer_group, x.qname, x.pname
+$$;
+
+-- list_dlq_page_v1: list_dlq_v1, newest first ((failed_at DESC, id) order),
+-- after the key (p_after_at, p_after_id). A dead letter filed while a client
+-- pages is newer than every key it holds, so it is never returned by a later
+-- page (it heads a new listing).
+CREATE OR REPLACE FUNCTION qn.list_dlq_page_v1(
+    p_queue        TEXT,
+    p_group        TEXT,
+    p_partition    TEXT,
+    p_after_at     TIMESTAMPTZ,
+    p_after_id     UUID,
+    p_limit        INT4,
+    p_tenant       UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_allow_exact  TEXT[] DEFAULT NULL,
+    p_allow_prefix TEXT[] DEFAULT NULL)
+RETURNS TABLE (r_id UUID, r_queue TEXT, r_partition TEXT, r_pid UUID, r_group TEXT,
+               r_offset INT8, r_message_id UUID, r_txn TEXT, r_payload BYTEA, r_error TEXT,
+               r_retry_count INT4, r_failed_at TIMESTAMPTZ)
+LANGUAGE sql STABLE
+AS $$
+    SELECT d.id, q.name::TEXT, p.name, p.id, d.consumer_group, d."offset", d.message_id,
+           d.transaction_id, qn.dlq_payload_bytes(d.payload), d.error,
+           coalesce(d.retry_count, 0), d.failed_at
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    JOIN queen.log_dlq d ON d.partition_id = p.id
+    WHERE q.tenant_id = p_tenant
+      AND (coalesce(p_queue, '') = '' OR q.name = p_queue)
+      AND (coalesce(p_partition, '') = '' OR p.name = p_partition)
+      AND (coalesce(p_group, '') = '' OR d.consumer_group = p_group)
+      AND ((p_allow_exact IS NULL AND p_allow_prefix IS NULL)
+           OR q.name = ANY (p_allow_exact)
+           OR EXISTS (SELECT 1 FROM unnest(p_allow_prefix) a(pre)
+                      WHERE starts_with(q.name, a.pre)))
+      AND (p_after_at IS NULL
+           OR d.failed_at < p_after_at
+           OR (d.failed_at = p_after_at AND d.id > p_after_id))
+    ORDER BY d.failed_at DESC, d.id
+    LIMIT least(CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END, 1001)
+$$;

@@ -362,6 +362,26 @@ int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task,
     return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
+int qn_store_list_queues_page(qn_store *st, const char *namespace_, const char *task,
+                              const char *after, int32_t limit, const struct qn_call_opts *opts,
+                              qn_queues_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_QUEUES_PAGE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, namespace_);
+    qn__p_text(&s->p, 1, task);
+    qn__p_text(&s->p, 2, after);
+    qn__p_i32(&s->p, 3, limit);
+    qn__p_uuid(&s->p, 4, qn__req_tenant(r));
+    qn__p_names(&s->p, 5, opts ? opts->names : NULL);
+    return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
+}
+
 /* ---------------------------------------------------------------- partitions */
 
 #define PI struct qn_partition_info
@@ -406,6 +426,43 @@ int qn_store_queue_partitions(qn_store *st, const char *queue, const char *group
     qn__p_text(&s->p, 1, group ? group : "");
     qn__p_uuid(&s->p, 2, qn__req_tenant(r));
     return qn__call_submit(r, finish_partitions, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_queue_partitions_page(qn_store *st, const char *queue, const char *group,
+                                   const char *after, int32_t limit,
+                                   const struct qn_call_opts *opts, qn_partitions_cb cb, void *ud,
+                                   qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_QUEUE_PARTITIONS_PAGE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_text(&s->p, 1, group ? group : "");
+    qn__p_text(&s->p, 2, after);
+    qn__p_i32(&s->p, 3, limit);
+    qn__p_uuid(&s->p, 4, qn__req_tenant(r));
+    return qn__call_submit(r, finish_partitions, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_queue_depth(qn_store *st, const char *queue, const char *group,
+                         const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                         qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_QUEUE_DEPTH, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_text(&s->p, 1, group ? group : "");
+    qn__p_uuid(&s->p, 2, qn__req_tenant(r));
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
@@ -477,6 +534,69 @@ int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *g
     qn__p_text(&s->p, 0, queue);
     qn__p_text(&s->p, 1, group);
     qn__p_uuid(&s->p, 2, qn__req_tenant(r));
+    return qn__call_submit(r, finish_groups, (qn__anyfn)cb, ud, req);
+}
+
+#define GR struct qn_group_row
+static const struct qn__col group_page_cols[] = {
+    QN__TEXT(GR, group),
+    QN__TEXT(GR, queue),
+    QN__TEXT_OR(GR, sub_mode),
+    QN__TS_OR(GR, sub_from_us, 0),
+    QN__TEXT_OR(GR, partition),
+    QN__UUID_OR0(GR, pid),
+    QN__I64_OR(GR, committed, -1),
+    QN__I64_OR(GR, last_offset, -1),
+    QN__I64_OR(GR, lag, 0),
+    QN__I64_OR(GR, time_lag_seconds, 0),
+    QN__BOOL_OR(GR, leased, false),
+    QN__TEXT_OR(GR, worker),
+    QN__I64_OR(GR, total_consumed, 0),
+    QN__I32_OR(GR, retry_count, 0),
+    QN__I32_OR(GR, attempt_count, 0),
+    QN__I64_OR(GR, total_lag, 0),
+    QN__I64_OR(GR, max_time_lag_seconds, 0),
+};
+#undef GR
+
+static const struct qn__rowspec group_page_spec = {QN__NCOLS(group_page_cols),
+                                                   group_page_cols,
+                                                   sizeof(struct qn_group_row),
+                                                   0,
+                                                   -1,
+                                                   sizeof(struct qn_groups_result),
+                                                   offsetof(struct qn_groups_result, n),
+                                                   offsetof(struct qn_groups_result, rows),
+                                                   false,
+                                                   NULL};
+
+int qn__decode_groups_page(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &group_page_spec);
+}
+
+int qn_store_list_consumer_groups_page(qn_store *st, const char *queue, const char *group,
+                                       const char *after_group, const char *after_queue,
+                                       const char *after_partition, int32_t limit,
+                                       const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
+                                       qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    bool after = after_group != NULL;
+    if (cb == NULL || (after && (after_queue == NULL || after_partition == NULL)))
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_GROUPS_PAGE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_text(&s->p, 1, group);
+    qn__p_text(&s->p, 2, after ? after_group : NULL);
+    qn__p_text(&s->p, 3, after ? after_queue : NULL);
+    qn__p_text(&s->p, 4, after ? after_partition : NULL);
+    qn__p_i32(&s->p, 5, limit);
+    qn__p_uuid(&s->p, 6, qn__req_tenant(r));
+    qn__p_names(&s->p, 7, opts ? opts->names : NULL);
     return qn__call_submit(r, finish_groups, (qn__anyfn)cb, ud, req);
 }
 
@@ -577,6 +697,33 @@ int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const 
     qn__p_i32(&s->p, 4, offset);
     qn__p_uuid(&s->p, 5, qn__req_tenant(r));
     qn__p_names(&s->p, 6, opts ? opts->names : NULL);
+    return qn__call_submit(r, finish_dlq, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_list_dlq_page(qn_store *st, const char *queue, const char *group,
+                           const char *partition, int64_t after_failed_at_us,
+                           const uint8_t *after_id, int32_t limit, const struct qn_call_opts *opts,
+                           qn_dlq_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    bool after = after_failed_at_us != QN_STORE_NO_TS;
+    if (cb == NULL || (after && after_id == NULL))
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_LIST_DLQ_PAGE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_text(&s->p, 1, group);
+    qn__p_text(&s->p, 2, partition);
+    if (after)
+        qn__p_ts(&s->p, 3, after_failed_at_us);
+    else
+        qn__p_null(&s->p, 3);
+    qn__p_uuid(&s->p, 4, after ? after_id : NULL);
+    qn__p_i32(&s->p, 5, limit);
+    qn__p_uuid(&s->p, 6, qn__req_tenant(r));
+    qn__p_names(&s->p, 7, opts ? opts->names : NULL);
     return qn__call_submit(r, finish_dlq, (qn__anyfn)cb, ud, req);
 }
 

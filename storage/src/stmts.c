@@ -375,6 +375,50 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                               QN__LANE_WRITE,
                               false,
                               qn__decode_pid_queues},
+    [QN_STMT_LIST_QUEUES_PAGE] = {"qn_list_queues_page",
+                                  "SELECT " QUEUE_COLS
+                                  " FROM qn.list_queues_page_v1($1, $2, $3, $4, $5, $6, $7)",
+                                  7,
+                                  {T, T, T, I4, U, TA, TA},
+                                  QN__LANE_READ,
+                                  false,
+                                  qn__decode_queues},
+    [QN_STMT_QUEUE_PARTITIONS_PAGE] = {"qn_queue_partitions_page",
+                                       "SELECT r_partition, r_pid, r_last_offset, r_log_start, "
+                                       "r_committed, r_depth, r_leased, r_last_write_at "
+                                       "FROM qn.queue_partitions_page_v1($1, $2, $3, $4, $5)",
+                                       5,
+                                       {T, T, T, I4, U},
+                                       QN__LANE_READ,
+                                       false,
+                                       qn__decode_partitions},
+    [QN_STMT_QUEUE_DEPTH] = {"qn_queue_depth",
+                             "SELECT qn.queue_depth_v1($1, $2, $3)",
+                             3,
+                             {T, T, U},
+                             QN__LANE_READ,
+                             false,
+                             qn__decode_scalar_int},
+    [QN_STMT_LIST_GROUPS_PAGE] = {"qn_list_groups_page",
+                                  "SELECT r_group, r_queue, r_sub_mode, r_sub_from, r_partition, "
+                                  "r_pid, r_committed, r_last_offset, r_lag, r_time_lag_seconds, "
+                                  "r_leased, r_worker, r_total_consumed, r_retry_count, "
+                                  "r_attempt_count, r_total_lag, r_max_time_lag "
+                                  "FROM qn.list_consumer_groups_page_v1($1, $2, $3, $4, $5, $6, "
+                                  "$7, $8, $9)",
+                                  9,
+                                  {T, T, T, T, T, I4, U, TA, TA},
+                                  QN__LANE_READ,
+                                  false,
+                                  qn__decode_groups_page},
+    [QN_STMT_LIST_DLQ_PAGE] = {"qn_list_dlq_page",
+                               "SELECT " DLQ_COLS
+                               " FROM qn.list_dlq_page_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                               9,
+                               {T, T, T, TS, U, I4, U, TA, TA},
+                               QN__LANE_READ,
+                               false,
+                               qn__decode_dlq},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

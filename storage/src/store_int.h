@@ -302,6 +302,12 @@ enum qn__stmt_id {
     QN_STMT_QUEUES_OF,
     QN_STMT_PARTITION_QUEUES,
     QN_STMT_LEASE_QUEUES,
+    /* the admin listings' keyset pages */
+    QN_STMT_LIST_QUEUES_PAGE,
+    QN_STMT_QUEUE_PARTITIONS_PAGE,
+    QN_STMT_QUEUE_DEPTH,
+    QN_STMT_LIST_GROUPS_PAGE,
+    QN_STMT_LIST_DLQ_PAGE,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */
@@ -568,6 +574,7 @@ int qn__decode_queues(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_configure(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_partitions(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_groups(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_groups_page(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_dlq(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_stats(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pid_queues(qn_store_req *r, int step, const PGresult *res);

@@ -169,13 +169,6 @@ void qn_admin_audit(const struct qn_admin_call *a, const char *queue, const char
     qn_authz_audit_admin(a->call, queue, what);
 }
 
-uint32_t qn_admin_list_limit(uint32_t limit)
-{
-    return limit == 0                  ? QN_ADMIN_LIST_DEFAULT
-           : limit > QN_ADMIN_LIST_MAX ? QN_ADMIN_LIST_MAX
-                                       : limit;
-}
-
 void qn_admin_cancel(qn_call *call, int reason)
 {
     (void)reason;

@@ -33,10 +33,6 @@ struct qn_admin_call {
     struct qn_conn_slot *slot; /* the connection's database slot (QUEEN_MAX_CONN_DB_CALLS) */
 };
 
-/* Rows a list RPC returns when the client sets no limit, and at most. */
-#define QN_ADMIN_LIST_DEFAULT 100
-#define QN_ADMIN_LIST_MAX 1000
-
 /*
  * Makes the state of one admin RPC: size bytes (>= sizeof struct
  * qn_admin_call), zeroed, owning msg, set as the call's data; counts the RPC.
@@ -91,9 +87,6 @@ int qn_admin_reach(struct qn_admin_call *a, struct qn_authz_names *names);
 
 /* An audit line for the admin mutation the call is about to make on queue. */
 void qn_admin_audit(const struct qn_admin_call *a, const char *queue, const char *what);
-
-/* The row limit for a requested limit (0 = default, capped at the maximum). */
-uint32_t qn_admin_list_limit(uint32_t limit);
 
 /* on_cancel of every admin method: cancels the storage calls, frees the state. */
 void qn_admin_cancel(qn_call *call, int reason);

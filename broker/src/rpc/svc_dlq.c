@@ -30,6 +30,7 @@
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
 #include "rpc/authz.h"
+#include "rpc/page_token.h"
 #include "rpc/crypt.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -87,14 +88,40 @@ static Queen__V1__DeadLetter *dlq_out(struct qn_app *app, struct qn_arena *ar,
     return x;
 }
 
+/* ListDeadLetters with the name filter of the caller's admin grants: one
+ * keyset page, asked one row longer than the page (that row only says another
+ * page follows). */
+struct listdlq {
+    struct qn_admin_call a; /* first: the admin helpers take &l->a */
+    struct qn_authz_names names;
+    uint32_t page_size;
+    uint64_t binding; /* the page token's binding (kind, tenant, filters) */
+};
+
 static void listdlq_done(void *ud, const struct qn_store_status *st, const struct qn_dlq_result *r)
 {
     struct qn_admin_call *a = ud;
+    struct listdlq *l = ud;
     if (!qn_admin_ok(a, st))
         return;
     Queen__V1__ListDeadLettersResponse resp = QUEEN__V1__LIST_DEAD_LETTERS_RESPONSE__INIT;
-    resp.dead_letters = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.dead_letters);
-    for (size_t i = 0; resp.dead_letters && i < r->n; i++) {
+    size_t n = r->n > l->page_size ? l->page_size : r->n;
+    resp.next_page_token = "";
+    if (r->n > n) {
+        struct qn_page_key k;
+        memset(&k, 0, sizeof k);
+        k.ts_us = r->rows[n - 1].failed_at_us;
+        memcpy(k.id, r->rows[n - 1].id, 16);
+        char *tok = qn_arena_alloc(&a->arena, QN_PAGE_TOKEN_MAX + 1);
+        if (tok == NULL || qn_page_token_encode(QN_PAGE_DLQ, l->binding, &k, tok,
+                                                QN_PAGE_TOKEN_MAX + 1) != QN_OK) {
+            qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        resp.next_page_token = tok;
+    }
+    resp.dead_letters = qn_arena_alloc(&a->arena, (n ? n : 1) * sizeof *resp.dead_letters);
+    for (size_t i = 0; resp.dead_letters && i < n; i++) {
         Queen__V1__DeadLetter *d = dlq_out(a->app, &a->arena, &r->rows[i]);
         if (d == NULL) {
             resp.dead_letters = NULL;
@@ -108,12 +135,6 @@ static void listdlq_done(void *ud, const struct qn_store_status *st, const struc
     }
     qn_admin_reply(a, &resp.base);
 }
-
-/* ListDeadLetters with the name filter of the caller's admin grants. */
-struct listdlq {
-    struct qn_admin_call a; /* first: the admin helpers take &l->a */
-    struct qn_authz_names names;
-};
 
 static void listdlq_cleanup(struct qn_admin_call *a)
 {
@@ -136,7 +157,22 @@ void qn_svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset is too large");
         return;
     }
+    bool has_after = req->page_token != NULL && req->page_token[0] != '\0';
+    if (has_after && req->offset > 0) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset cannot be combined with page_token");
+        return;
+    }
     struct qn_call_opts opts = qn_admin_opts(a);
+    const char *filters[] = {req->queue, req->consumer_group, req->partition};
+    l->binding = qn_page_binding(QN_PAGE_DLQ, opts.tenant, filters, 3);
+    l->page_size = qn_page_size(req->page_size, req->limit);
+    struct qn_page_key after;
+    const char *why = NULL;
+    if (has_after &&
+        qn_page_token_decode(req->page_token, QN_PAGE_DLQ, l->binding, 0, &after, &why) != QN_OK) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
     if (req->queue && *req->queue) {
         if (!qn_admin_authorize(a, req->queue))
             return;
@@ -146,9 +182,16 @@ void qn_svc_list_dlq(qn_call *call, ProtobufCMessage *msg)
             return;
         opts.names = all ? NULL : &l->names.f;
     }
-    qn_admin_sent(a, qn_store_list_dlq(a->app->store, req->queue, req->consumer_group,
-                                       req->partition, (int32_t)qn_admin_list_limit(req->limit),
-                                       (int32_t)req->offset, &opts, listdlq_done, a, &a->sreq[0]));
+    int32_t ask = (int32_t)l->page_size + 1;
+    if (req->offset > 0) /* legacy offset paging: the same order, so a token still follows */
+        qn_admin_sent(a, qn_store_list_dlq(a->app->store, req->queue, req->consumer_group,
+                                           req->partition, ask, (int32_t)req->offset, &opts,
+                                           listdlq_done, a, &a->sreq[0]));
+    else
+        qn_admin_sent(a, qn_store_list_dlq_page(
+                             a->app->store, req->queue, req->consumer_group, req->partition,
+                             has_after ? after.ts_us : QN_STORE_NO_TS, has_after ? after.id : NULL,
+                             ask, &opts, listdlq_done, a, &a->sreq[0]));
 }
 
 static void deldlq_done(void *ud, const struct qn_store_status *st, int64_t value)

@@ -21,6 +21,7 @@
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
 #include "rpc/authz.h"
+#include "rpc/page_token.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
 
@@ -35,22 +36,55 @@ static Queen__V1__SubscriptionMode mode_out(const char *m)
     return QUEEN__V1__SUBSCRIPTION_MODE__SUBSCRIPTION_MODE_ALL;
 }
 
+/* ListConsumerGroups: one keyset page of cursor rows, asked one row longer
+ * than the page (that row only says another page follows), with the name
+ * filter of the caller's admin grants when it names no queue. */
+struct listg {
+    struct qn_admin_call a; /* first: the admin helpers take &l->a */
+    struct qn_authz_names names;
+    uint32_t page_size;
+    uint64_t binding; /* the page token's binding (kind, tenant, filters) */
+};
+
+static void listg_cleanup(struct qn_admin_call *a)
+{
+    qn_authz_names_free(&((struct listg *)a)->names);
+}
+
 static void groups_done(void *ud, const struct qn_store_status *st,
                         const struct qn_groups_result *r)
 {
     struct qn_admin_call *a = ud;
+    struct listg *l = ud;
     if (!qn_admin_ok(a, st))
         return;
     struct qn_arena *ar = &a->arena;
     Queen__V1__ListConsumerGroupsResponse resp = QUEEN__V1__LIST_CONSUMER_GROUPS_RESPONSE__INIT;
-    Queen__V1__ConsumerGroupInfo **groups = qn_arena_alloc(ar, (r->n ? r->n : 1) * sizeof *groups);
-    Queen__V1__ConsumerGroupPartition **parts =
-        qn_arena_alloc(ar, (r->n ? r->n : 1) * sizeof *parts);
+    size_t n = r->n > l->page_size ? l->page_size : r->n;
+    Queen__V1__ConsumerGroupInfo **groups = qn_arena_alloc(ar, (n ? n : 1) * sizeof *groups);
+    Queen__V1__ConsumerGroupPartition **parts = qn_arena_alloc(ar, (n ? n : 1) * sizeof *parts);
     if (groups == NULL || parts == NULL)
         goto oom;
-    /* rows arrive grouped by (group, queue); each run becomes one group entry */
+    resp.next_page_token = "";
+    if (r->n > n) {
+        const struct qn_group_row *last = &r->rows[n - 1];
+        struct qn_page_key k;
+        memset(&k, 0, sizeof k);
+        char *tok = qn_arena_alloc(ar, QN_PAGE_TOKEN_MAX + 1);
+        if (tok == NULL || qn_page_key_set_text(&k, 0, last->group) != QN_OK ||
+            qn_page_key_set_text(&k, 1, last->queue) != QN_OK ||
+            qn_page_key_set_text(&k, 2, last->partition) != QN_OK ||
+            qn_page_token_encode(QN_PAGE_GROUPS, l->binding, &k, tok, QN_PAGE_TOKEN_MAX + 1) !=
+                QN_OK) {
+            qn_admin_finish(a, QN_GRPC_INTERNAL, "cannot make the next page token");
+            return;
+        }
+        resp.next_page_token = tok;
+    }
+    /* rows arrive grouped by (group, queue); each run becomes one group entry,
+     * whose totals are the whole (group, queue)'s, computed by the procedure */
     Queen__V1__ConsumerGroupInfo *cur = NULL;
-    for (size_t i = 0; i < r->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         const struct qn_group_row *row = &r->rows[i];
         if (!qn_authz_may(a->call, QN_SCOPE_ADMIN, row->queue))
             continue; /* a queue the caller's grants do not cover */
@@ -67,7 +101,11 @@ static void groups_done(void *ud, const struct qn_store_status *st,
             cur->subscription_mode = mode_out(row->sub_mode);
             cur->subscription_from_us = row->sub_from_us;
             cur->partitions = parts + i;
-            cur->state = QUEEN__V1__GROUP_STATE__GROUP_STATE_STABLE;
+            cur->total_lag = row->total_lag;
+            cur->max_time_lag_seconds = row->max_time_lag_seconds;
+            cur->state = cur->max_time_lag_seconds > 300
+                             ? QUEEN__V1__GROUP_STATE__GROUP_STATE_LAGGING
+                             : QUEEN__V1__GROUP_STATE__GROUP_STATE_STABLE;
             groups[resp.n_groups++] = cur;
         }
         if (row->partition == NULL || row->partition[0] == '\0')
@@ -93,11 +131,6 @@ static void groups_done(void *ud, const struct qn_store_status *st,
         if (p->partition == NULL || p->lease_id == NULL)
             goto oom;
         cur->partitions[cur->n_partitions++] = p;
-        cur->total_lag += row->lag;
-        if (row->time_lag_seconds > cur->max_time_lag_seconds)
-            cur->max_time_lag_seconds = row->time_lag_seconds;
-        if (cur->max_time_lag_seconds > 300)
-            cur->state = QUEEN__V1__GROUP_STATE__GROUP_STATE_LAGGING;
     }
     resp.groups = groups;
     qn_admin_reply(a, &resp.base);
@@ -108,26 +141,43 @@ oom:
 
 void qn_svc_list_groups(qn_call *call, ProtobufCMessage *msg)
 {
-    struct qn_admin_call *a = qn_admin_new(call, msg, sizeof *a);
-    if (a == NULL)
+    struct listg *l = (struct listg *)qn_admin_new(call, msg, sizeof *l);
+    if (l == NULL)
         return;
+    struct qn_admin_call *a = &l->a;
+    a->cleanup = listg_cleanup;
     Queen__V1__ListConsumerGroupsRequest *req = (Queen__V1__ListConsumerGroupsRequest *)msg;
     if (!qn_admin_check_name(a, req->queue, "queue", true) ||
         !qn_admin_check_name(a, req->consumer_group, "consumer_group", true))
         return;
+    struct qn_call_opts opts = qn_admin_opts(a);
+    const char *filters[] = {req->queue, req->consumer_group};
+    l->binding = qn_page_binding(QN_PAGE_GROUPS, opts.tenant, filters, 2);
+    l->page_size = qn_page_size(req->page_size, 0);
+    struct qn_page_key after;
+    const char *why = NULL;
+    bool has_after = req->page_token != NULL && req->page_token[0] != '\0';
+    if (has_after && qn_page_token_decode(req->page_token, QN_PAGE_GROUPS, l->binding, 3, &after,
+                                          &why) != QN_OK) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
     if (req->queue && *req->queue) {
         if (!qn_admin_authorize(a, req->queue))
             return;
     } else {
-        struct qn_authz_names names;
-        int all = qn_admin_reach(a, &names); /* rows are filtered in groups_done */
+        /* the procedure keeps only the queues the grants cover (before paging);
+         * groups_done checks each row again */
+        int all = qn_admin_reach(a, &l->names);
         if (all < 0)
             return;
-        qn_authz_names_free(&names);
+        opts.names = all ? NULL : &l->names.f;
     }
-    struct qn_call_opts opts = qn_admin_opts(a);
-    qn_admin_sent(a, qn_store_list_consumer_groups(a->app->store, req->queue, req->consumer_group,
-                                                   &opts, groups_done, a, &a->sreq[0]));
+    qn_admin_sent(a, qn_store_list_consumer_groups_page(
+                         a->app->store, req->queue, req->consumer_group,
+                         has_after ? after.text[0] : NULL, has_after ? after.text[1] : NULL,
+                         has_after ? after.text[2] : NULL, (int32_t)l->page_size + 1, &opts,
+                         groups_done, a, &a->sreq[0]));
 }
 
 static void seek_done(void *ud, const struct qn_store_status *st, int64_t value)

@@ -24,6 +24,7 @@
 #include "queen/v1/admin.pb-c.h"
 #include "rpc/admin_call.h"
 #include "rpc/authz.h"
+#include "rpc/page_token.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -196,16 +197,22 @@ void qn_svc_configure_queue(qn_call *call, ProtobufCMessage *msg)
 
 /* ---------------------------------------------------------------- GetQueue */
 
-/* The queue row and its partitions are read at once; the answer waits for both. */
+/* The queue row and a page of its partitions are read at once, then the
+ * whole queue's depth (on the connection slot the page used); the answer waits
+ * for all three. The page asks one row more than page_size: that row only says
+ * another page follows. */
 struct getq {
     struct qn_admin_call a; /* first: the admin helpers take &g->a */
-    int pending;            /* halves not answered yet */
+    int pending;            /* reads not answered yet */
     Queen__V1__QueueInfo *qinfo;
     bool qfound;
     Queen__V1__PartitionInfo **parts;
     size_t nparts;
+    uint32_t page_size;
+    uint64_t binding; /* the page token's binding (kind, tenant, filters) */
+    char *next_token; /* arena; "" on the last page */
     int64_t depth;
-    enum qn_grpc_code fail; /* the first half's failure, if any */
+    enum qn_grpc_code fail; /* the first failure, if any */
     char failmsg[256];
 };
 
@@ -226,6 +233,7 @@ static void getq_step(struct getq *a)
     resp.partitions = a->parts;
     resp.n_partitions = a->nparts;
     resp.depth = a->depth;
+    resp.next_page_token = a->next_token ? a->next_token : "";
     qn_admin_reply(&a->a, &resp.base);
 }
 
@@ -255,6 +263,31 @@ static void getq_info_done(void *ud, const struct qn_store_status *st,
     getq_step(a);
 }
 
+static void getq_depth_done(void *ud, const struct qn_store_status *st, int64_t value)
+{
+    struct getq *a = ud;
+    a->a.sreq[1] = NULL;
+    if (st->code != QN_OK)
+        getq_fail(a, st);
+    else
+        a->depth = value;
+    getq_step(a);
+}
+
+/* The token naming the page after the partition called last. */
+static char *getq_token(struct getq *a, const char *last)
+{
+    struct qn_page_key k;
+    memset(&k, 0, sizeof k);
+    char *tok = qn_arena_alloc(&a->a.arena, QN_PAGE_TOKEN_MAX + 1);
+    if (tok != NULL && qn_page_key_set_text(&k, 0, last) != QN_OK)
+        tok = NULL;
+    if (tok != NULL && qn_page_token_encode(QN_PAGE_PARTITIONS, a->binding, &k, tok,
+                                            QN_PAGE_TOKEN_MAX + 1) != QN_OK)
+        tok = NULL;
+    return tok;
+}
+
 static void getq_parts_done(void *ud, const struct qn_store_status *st,
                             const struct qn_partitions_result *r)
 {
@@ -262,11 +295,18 @@ static void getq_parts_done(void *ud, const struct qn_store_status *st,
     a->a.sreq[1] = NULL;
     if (st->code != QN_OK) {
         getq_fail(a, st);
+        a->pending--; /* the depth is not asked */
         getq_step(a);
         return;
     }
-    a->parts = qn_arena_alloc(&a->a.arena, (r->n ? r->n : 1) * sizeof *a->parts);
-    for (size_t i = 0; a->parts && i < r->n; i++) {
+    size_t n = r->n > a->page_size ? a->page_size : r->n;
+    a->parts = qn_arena_alloc(&a->a.arena, (n ? n : 1) * sizeof *a->parts);
+    if (a->parts != NULL && r->n > n) {
+        a->next_token = getq_token(a, r->parts[n - 1].partition);
+        if (a->next_token == NULL)
+            a->parts = NULL;
+    }
+    for (size_t i = 0; a->parts && i < n; i++) {
         const struct qn_partition_info *p = &r->parts[i];
         Queen__V1__PartitionInfo *pi = qn_arena_alloc(&a->a.arena, sizeof *pi);
         char *pid = qn_arena_alloc(&a->a.arena, QN_UUID_STR_LEN);
@@ -285,13 +325,27 @@ static void getq_parts_done(void *ud, const struct qn_store_status *st,
         pi->depth = p->depth;
         pi->leased = p->leased;
         pi->last_write_at_us = p->last_write_at_us;
-        a->depth += p->depth;
         a->parts[a->nparts++] = pi;
     }
     if (a->parts == NULL) {
         a->fail = QN_GRPC_RESOURCE_EXHAUSTED;
         snprintf(a->failmsg, sizeof a->failmsg, "out of memory");
     }
+    if (a->fail == QN_GRPC_OK) {
+        Queen__V1__GetQueueRequest *req = (Queen__V1__GetQueueRequest *)a->a.req;
+        struct qn_call_opts opts = qn_admin_opts(&a->a);
+        int rc = qn_store_queue_depth(a->a.app->store, req->queue,
+                                      qn_or_default(req->consumer_group, QN_QUEUE_MODE), &opts,
+                                      getq_depth_done, a, &a->a.sreq[1]);
+        if (rc == QN_OK) {
+            a->pending--; /* the page's; getq_depth_done steps the depth's */
+            return;
+        }
+        struct qn_store_status fst = {rc, "", qn_strerror(rc)};
+        a->a.sreq[1] = NULL;
+        getq_fail(a, &fst);
+    }
+    a->pending--; /* the depth is not asked */
     getq_step(a);
 }
 
@@ -306,32 +360,68 @@ void qn_svc_get_queue(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_authorize(&a->a, req->queue))
         return;
     struct qn_call_opts opts = qn_admin_opts(&a->a);
+    const char *group = qn_or_default(req->consumer_group, QN_QUEUE_MODE);
+    const char *filters[] = {req->queue, group};
+    a->binding = qn_page_binding(QN_PAGE_PARTITIONS, opts.tenant, filters, 2);
+    a->page_size = qn_page_size(req->page_size, 0);
+    struct qn_page_key after;
+    const char *why = NULL;
+    bool has_after = req->page_token != NULL && req->page_token[0] != '\0';
+    if (has_after && qn_page_token_decode(req->page_token, QN_PAGE_PARTITIONS, a->binding, 1,
+                                          &after, &why) != QN_OK) {
+        qn_admin_finish(&a->a, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
     int rc =
         qn_store_get_queue(a->a.app->store, req->queue, &opts, getq_info_done, a, &a->a.sreq[0]);
     if (!qn_admin_sent(&a->a, rc))
         return;
-    a->pending = 2;
-    rc = qn_store_queue_partitions(a->a.app->store, req->queue,
-                                   qn_or_default(req->consumer_group, QN_QUEUE_MODE), &opts,
-                                   getq_parts_done, a, &a->a.sreq[1]);
+    a->pending = 3;
+    rc = qn_store_queue_partitions_page(a->a.app->store, req->queue, group,
+                                        has_after ? after.text[0] : NULL, (int32_t)a->page_size + 1,
+                                        &opts, getq_parts_done, a, &a->a.sreq[1]);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         a->a.sreq[1] = NULL;
         getq_fail(a, &st);
-        a->pending--; /* getq_info_done will finish */
+        a->pending -= 2; /* neither the page nor the depth: getq_info_done will finish */
     }
 }
 
 /* ---------------------------------------------------------------- ListQueues */
 
+/* ListQueues with the name filter of the caller's admin grants. It asks one
+ * row more than the page: that row only says another page follows. */
+struct listq {
+    struct qn_admin_call a; /* first: the admin helpers take &l->a */
+    struct qn_authz_names names;
+    uint32_t page_size;
+    uint64_t binding; /* the page token's binding (kind, tenant, filters) */
+};
+
 static void listq_done(void *ud, const struct qn_store_status *st, const struct qn_queues_result *r)
 {
     struct qn_admin_call *a = ud;
+    struct listq *l = ud;
     if (!qn_admin_ok(a, st))
         return;
     Queen__V1__ListQueuesResponse resp = QUEEN__V1__LIST_QUEUES_RESPONSE__INIT;
-    resp.queues = qn_arena_alloc(&a->arena, (r->n ? r->n : 1) * sizeof *resp.queues);
-    for (size_t i = 0; resp.queues && i < r->n; i++) {
+    size_t n = r->n > l->page_size ? l->page_size : r->n;
+    resp.next_page_token = "";
+    if (r->n > n) {
+        struct qn_page_key k;
+        memset(&k, 0, sizeof k);
+        char *tok = qn_arena_alloc(&a->arena, QN_PAGE_TOKEN_MAX + 1);
+        if (tok == NULL || qn_page_key_set_text(&k, 0, r->queues[n - 1].name) != QN_OK ||
+            qn_page_token_encode(QN_PAGE_QUEUES, l->binding, &k, tok, QN_PAGE_TOKEN_MAX + 1) !=
+                QN_OK) {
+            qn_admin_finish(a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        resp.next_page_token = tok;
+    }
+    resp.queues = qn_arena_alloc(&a->arena, (n ? n : 1) * sizeof *resp.queues);
+    for (size_t i = 0; resp.queues && i < n; i++) {
         resp.queues[i] = queue_out(&a->arena, &r->queues[i]);
         if (resp.queues[i] == NULL) {
             resp.queues = NULL;
@@ -345,12 +435,6 @@ static void listq_done(void *ud, const struct qn_store_status *st, const struct 
     }
     qn_admin_reply(a, &resp.base);
 }
-
-/* ListQueues with the name filter of the caller's admin grants. */
-struct listq {
-    struct qn_admin_call a; /* first: the admin helpers take &l->a */
-    struct qn_authz_names names;
-};
 
 static void listq_cleanup(struct qn_admin_call *a)
 {
@@ -372,14 +456,35 @@ void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
         qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset is too large");
         return;
     }
+    bool has_after = req->page_token != NULL && req->page_token[0] != '\0';
+    if (has_after && req->offset > 0) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, "offset cannot be combined with page_token");
+        return;
+    }
+    struct qn_call_opts opts = qn_admin_opts(a);
+    const char *filters[] = {req->namespace_, req->task};
+    l->binding = qn_page_binding(QN_PAGE_QUEUES, opts.tenant, filters, 2);
+    l->page_size = qn_page_size(req->page_size, req->limit);
+    struct qn_page_key after;
+    const char *why = NULL;
+    if (has_after && qn_page_token_decode(req->page_token, QN_PAGE_QUEUES, l->binding, 1, &after,
+                                          &why) != QN_OK) {
+        qn_admin_finish(a, QN_GRPC_INVALID_ARGUMENT, why);
+        return;
+    }
     int all = qn_admin_reach(a, &l->names);
     if (all < 0)
         return;
-    struct qn_call_opts opts = qn_admin_opts(a);
     opts.names = all ? NULL : &l->names.f;
-    qn_admin_sent(a, qn_store_list_queues(a->app->store, req->namespace_, req->task,
-                                          (int32_t)qn_admin_list_limit(req->limit),
-                                          (int32_t)req->offset, &opts, listq_done, a, &a->sreq[0]));
+    int32_t ask = (int32_t)l->page_size + 1;
+    if (req->offset > 0) /* legacy offset paging: the same order, so a token still follows */
+        qn_admin_sent(a, qn_store_list_queues(a->app->store, req->namespace_, req->task, ask,
+                                              (int32_t)req->offset, &opts, listq_done, a,
+                                              &a->sreq[0]));
+    else
+        qn_admin_sent(a, qn_store_list_queues_page(a->app->store, req->namespace_, req->task,
+                                                   has_after ? after.text[0] : NULL, ask, &opts,
+                                                   listq_done, a, &a->sreq[0]));
 }
 
 /* ---------------------------------------------------------------- DeleteQueue */

@@ -619,6 +619,9 @@ struct qn_group_row {
     const char *worker;
     int64_t total_consumed;
     int32_t retry_count, attempt_count;
+    /* list_consumer_groups_page only (0 otherwise): the whole (group, queue)'s
+     * lag summed over all its cursors, and the largest time lag among them */
+    int64_t total_lag, max_time_lag_seconds;
 };
 struct qn_groups_result {
     size_t n;
@@ -662,6 +665,35 @@ typedef void (*qn_dlq_cb)(void *ud, const struct qn_store_status *st,
 int qn_store_list_dlq(qn_store *st, const char *queue, const char *group, const char *partition,
                       int32_t limit, int32_t offset, const struct qn_call_opts *opts, qn_dlq_cb cb,
                       void *ud, qn_store_req **req);
+/* ---- keyset pages of the admin listings (sql/API.md, "Paged listings").
+ * Each returns at most limit rows (<= 0: 100; capped at 1001) strictly after
+ * the key given (NULL / QN_STORE_NO_TS: from the first row), in the listing's
+ * order; opts->names filters the queues where the procedure takes it. Keys and
+ * filters are borrowed for the call (copied into its parameters). Errors: as
+ * every call (QN_EINVAL without cb). */
+int qn_store_list_queues_page(qn_store *st, const char *namespace_, const char *task,
+                              const char *after, int32_t limit, const struct qn_call_opts *opts,
+                              qn_queues_cb cb, void *ud, qn_store_req **req);
+int qn_store_queue_partitions_page(qn_store *st, const char *queue, const char *group,
+                                   const char *after, int32_t limit,
+                                   const struct qn_call_opts *opts, qn_partitions_cb cb, void *ud,
+                                   qn_store_req **req);
+/* queue_depth_v1: value = the summed depth of every partition of the queue for
+ * the group ("" = queue mode); 0 for a missing queue. */
+int qn_store_queue_depth(qn_store *st, const char *queue, const char *group,
+                         const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                         qn_store_req **req);
+/* after_group, after_queue and after_partition are all given or all NULL. */
+int qn_store_list_consumer_groups_page(qn_store *st, const char *queue, const char *group,
+                                       const char *after_group, const char *after_queue,
+                                       const char *after_partition, int32_t limit,
+                                       const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
+                                       qn_store_req **req);
+/* after_id is read only when after_failed_at_us != QN_STORE_NO_TS. */
+int qn_store_list_dlq_page(qn_store *st, const char *queue, const char *group,
+                           const char *partition, int64_t after_failed_at_us,
+                           const uint8_t *after_id, int32_t limit, const struct qn_call_opts *opts,
+                           qn_dlq_cb cb, void *ud, qn_store_req **req);
 int qn_store_get_dlq(qn_store *st, const uint8_t id[16], const struct qn_call_opts *opts,
                      qn_dlq_cb cb, void *ud, qn_store_req **req);
 /* delete_dlq_v1: by id when id != NULL, else by (pid, txn). value = rows deleted */
