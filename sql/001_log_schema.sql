@@ -57,6 +57,23 @@ SELECT qn.ensure_index('idx_log_partitions_queue_write', $ddl$
     CREATE INDEX idx_log_partitions_queue_write
     ON queen.log_partitions (queue_id, last_write_at)$ddl$);
 
+-- The any-partition pop's index of partitions with data (DESIGN.md, Scale): a
+-- row while the partition may hold messages some consumer group has not
+-- consumed. Push inserts it (ON CONFLICT DO NOTHING: an index probe, no write
+-- when present) in the statement that allocates, under the partition's row
+-- lock; a pop deletes it (qn.pending_clear) under the same lock once every group
+-- of the queue has consumed the partition's last offset. pop_v1 reads it from a
+-- random point instead of scanning every partition of the queue. In schema qn:
+-- Queen MQ's tables stay as its SQL laid them down, and partitions its own
+-- procedures write are found by pop_v1's fallback scan. No foreign key (no
+-- trigger on the push path): delete_queue_v1 and partition cleanup delete its
+-- rows, and pending_clear drops a row whose partition is gone.
+CREATE TABLE IF NOT EXISTS qn.partition_pending (
+    queue_id     UUID NOT NULL,
+    partition_id UUID NOT NULL,
+    PRIMARY KEY (queue_id, partition_id)
+);
+
 -- Tuned against churn. Every push updates its partition's row, so between
 -- autovacuum passes dead tuples dwarf the live row count:
 --   fillfactor 70              leaves room on the page for HOT updates;

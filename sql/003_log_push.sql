@@ -220,14 +220,20 @@ BEGIN
     ), t AS (
         INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
         VALUES (r_pid, r_base, v_last + p_count, r_created_at, p_hashes)
+    ), u AS (
+        UPDATE queen.log_partitions
+        SET last_offset    = v_last + p_count,
+            oldest_live_at = coalesce(oldest_live_at, r_created_at),
+            oldest_txn_at  = coalesce(oldest_txn_at, r_created_at),
+            last_write_at  = CASE WHEN last_write_at < r_created_at - interval '1 second'
+                                  THEN r_created_at ELSE last_write_at END
+        WHERE id = r_pid
+        RETURNING queue_id
     )
-    UPDATE queen.log_partitions
-    SET last_offset    = v_last + p_count,
-        oldest_live_at = coalesce(oldest_live_at, r_created_at),
-        oldest_txn_at  = coalesce(oldest_txn_at, r_created_at),
-        last_write_at  = CASE WHEN last_write_at < r_created_at - interval '1 second'
-                              THEN r_created_at ELSE last_write_at END
-    WHERE id = r_pid;
+    -- the partition has data: into pop_v1's index (qn.partition_pending)
+    INSERT INTO qn.partition_pending (queue_id, partition_id)
+    SELECT u.queue_id, r_pid FROM u
+    ON CONFLICT DO NOTHING;
 END;
 $$;
 

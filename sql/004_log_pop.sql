@@ -121,10 +121,13 @@ AS $$
     END
 $$;
 
--- Registers (group, queue) on first contact and bulk-seeds a cursor for every
--- existing partition in one statement (instead of a lazy insert per partition,
--- which convoyed under many concurrent consumers). Returns the durable
--- subscription: the stored one when another pop won the registration.
+-- Registers (group, queue) on first contact and bulk-seeds the cursors of at most
+-- 1000 partitions with data (qn.partition_pending), in one statement: a lazy insert per
+-- partition convoyed under many concurrent consumers, and seeding every
+-- partition of a large queue made first contact cost O(partitions) (1.3 s at
+-- 100,000). Every other partition gets its cursor lazily from pop_partition,
+-- seeded from the same subscription. Returns the durable subscription: the
+-- stored one when another pop won the registration.
 -- p_mode: 'all' | 'new' | 'timestamp' (canonical); p_ts: the subscription
 -- timestamp (epoch for 'all', now for 'new').
 CREATE OR REPLACE FUNCTION qn.register_group(p_qid UUID, p_tenant UUID, p_group TEXT,
@@ -157,9 +160,11 @@ BEGIN
                                                       ELSE p_mode END,
                                            p_ts, p.log_start, p.last_offset)
                END
-        FROM queen.log_partitions p
-        WHERE p.queue_id = p_qid
+        FROM qn.partition_pending pp
+        JOIN queen.log_partitions p ON p.id = pp.partition_id
+        WHERE pp.queue_id = p_qid
         ORDER BY p.id
+        LIMIT 1000
         ON CONFLICT DO NOTHING;
         RETURN;
     END IF;
@@ -379,6 +384,42 @@ BEGIN
 END;
 $$;
 
+-- pending_clear: takes the partition out of pop_v1's index of partitions with
+-- data (qn.partition_pending) when every consumer group registered on its queue
+-- has consumed its last offset, or it holds nothing (retention emptied it), or
+-- it is gone. A queue no group ever registered on keeps it. Under the
+-- partition's row lock, taken only if free (a pop never waits; a push holding it
+-- keeps the row anyway), so no push can commit between the check and the delete.
+CREATE OR REPLACE FUNCTION qn.pending_clear(p_qid UUID, p_pid UUID)
+RETURNS VOID
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_last  INT8;
+    v_start INT8;
+BEGIN
+    SELECT p.last_offset, p.log_start INTO v_last, v_start
+    FROM queen.log_partitions p
+    WHERE p.id = p_pid
+    FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = p_pid) THEN
+            RETURN;                                   -- locked: a push is writing it
+        END IF;
+    ELSIF v_last >= v_start AND (
+           NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m WHERE m.queue_id = p_qid)
+           OR EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                      WHERE m.queue_id = p_qid
+                        AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c
+                                        WHERE c.partition_id = p_pid
+                                          AND c.consumer_group = m.consumer_group
+                                          AND c.committed >= v_last))) THEN
+        RETURN;                                       -- some group has not read it all
+    END IF;
+    DELETE FROM qn.partition_pending WHERE queue_id = p_qid AND partition_id = p_pid;
+END;
+$$;
+
 -- pop_v1: see sql/API.md.
 CREATE OR REPLACE FUNCTION qn.pop_v1(
     p_queue          TEXT,
@@ -420,6 +461,12 @@ DECLARE
     v_first   BOOL := true;
     v_claimed INT4 := 0;
     v_got     INT4;
+    v_want    INT4;
+    v_start   UUID;
+    v_cands   UUID[];
+    v_scan    UUID[];
+    v_idle    UUID[];
+    v_phase   INT4;
     c         RECORD;
     s         RECORD;
 BEGIN
@@ -491,55 +538,111 @@ BEGIN
         RETURN;
     END IF;
 
-    FOR c IN
-        SELECT p.id, p.name
-        FROM queen.log_partitions p
-        LEFT JOIN queen.log_consumers k
-               ON k.partition_id = p.id AND k.consumer_group = v_group
-        WHERE p.queue_id = v_qid
-          -- the empty-scan floor, with two minutes of slack for the 1 s
-          -- quantization of last_write_at and for commit latency
-          AND p.last_write_at >= coalesce(
-                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                   WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
-                  'epoch') - interval '2 minutes'
-          AND (k.partition_id IS NULL
-               OR (p.last_offset > k.committed
-                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
-        ORDER BY random()
-        LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END
+    -- Candidates, in two phases (DESIGN.md, Scale: no scan of every partition
+    -- per pop).
+    -- 1. The index of partitions with data (qn.partition_pending), read from a random
+    --    point and wrapping around: at most v_want index entries, of which those
+    --    this group may claim (no cursor yet, or data past an unleased cursor).
+    --    The random start is the fairness: every pending partition is first in
+    --    line with a chance on every pop, whatever the others hold.
+    -- 2. Only when phase 1 claimed nothing (and first, once in 64 pops, so that
+    --    partitions the index does not cover - written by Queen MQ's procedures
+    --    or before the column existed, or cleared before a new group subscribed
+    --    - are never starved behind a busy index): the scan by last write,
+    --    above the group's empty-scan floor, in random order, as before.
+    -- Up to 8 phase-1 entries this group may not claim are handed to
+    -- pending_clear, which drops those every group has consumed.
+    v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
+    v_start := gen_random_uuid();
+    SELECT (array_agg(j.id) FILTER (WHERE j.ok))[1:v_want],
+           (array_agg(j.id) FILTER (WHERE NOT j.ok))[1:8]
+    INTO v_cands, v_idle
+    FROM (SELECT h.id,
+                 (h.alive
+                  AND (k.partition_id IS NULL
+                       OR (h.last_offset > k.committed
+                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))))
+                     AS ok
+          FROM (SELECT u.id, p.id IS NOT NULL AS alive, p.last_offset
+                FROM (SELECT w.id
+                      FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
+                             WHERE pp.queue_id = v_qid AND pp.partition_id >= v_start
+                             ORDER BY pp.partition_id LIMIT greatest(v_want * 2, 256))
+                            UNION ALL
+                            (SELECT pp.partition_id FROM qn.partition_pending pp
+                             WHERE pp.queue_id = v_qid AND pp.partition_id < v_start
+                             ORDER BY pp.partition_id LIMIT greatest(v_want * 2, 256))) w
+                      LIMIT greatest(v_want * 2, 256)) u
+                LEFT JOIN queen.log_partitions p ON p.id = u.id) h
+          LEFT JOIN queen.log_consumers k
+                 ON k.partition_id = h.id AND k.consumer_group = v_group) j;
+
+    FOREACH v_phase IN ARRAY CASE WHEN random() < 1.0 / 64 THEN ARRAY[2, 1] ELSE ARRAY[1, 2] END
     LOOP
-        v_got := 0;
-        FOR s IN
-            SELECT * FROM qn.pop_partition(c.id, v_group, p_worker, coalesce(p_auto_ack, false),
-                                              v_lease, v_delayed, v_wbuf, v_smode, v_sts,
-                                              v_left, v_bytes, v_first, p_max_bytes,
-                                              coalesce(p_msg_overhead, 0),
-                                              coalesce(p_max_msg_bytes, 0))
-        LOOP
-            r_queue := p_queue;
-            r_partition := c.name;
-            r_pid := c.id;
-            r_base := s.o_base;
-            r_start_idx := s.o_start_idx;
-            r_take := s.o_take;
-            r_created_at := s.o_created_at;
-            r_blob := s.o_blob;
-            r_lease_expires_at := s.o_lease_expires_at;
-            RETURN NEXT;
-            v_got := v_got + s.o_take;
-            IF v_bytes IS NOT NULL THEN
-                v_bytes := v_bytes - s.o_cost;
-            END IF;
-            v_first := false;
-        END LOOP;
-        IF v_got > 0 THEN
-            v_claimed := v_claimed + 1;
-            v_left := v_left - v_got;
-        END IF;
         EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
+        IF v_phase = 2 THEN
+            CONTINUE WHEN v_claimed > 0;   -- phase 1 found work: no scan
+            v_scan := ARRAY(
+                SELECT p.id
+                FROM queen.log_partitions p
+                LEFT JOIN queen.log_consumers k
+                       ON k.partition_id = p.id AND k.consumer_group = v_group
+                WHERE p.queue_id = v_qid
+                  -- the empty-scan floor, with two minutes of slack for the 1 s
+                  -- quantization of last_write_at and for commit latency
+                  AND p.last_write_at >= coalesce(
+                          (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                           WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
+                          'epoch') - interval '2 minutes'
+                  AND (k.partition_id IS NULL
+                       OR (p.last_offset > k.committed
+                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+                  AND p.id <> ALL (coalesce(v_cands, '{}'))   -- phase 1's, tried or not
+                ORDER BY random()
+                LIMIT v_want);
+        END IF;
+        FOR c IN
+            SELECT p.id, p.name
+            FROM unnest(coalesce(CASE WHEN v_phase = 1 THEN v_cands ELSE v_scan END, '{}'))
+                 WITH ORDINALITY AS u(id, ord)
+            JOIN queen.log_partitions p ON p.id = u.id
+            ORDER BY u.ord
+        LOOP
+            v_got := 0;
+            FOR s IN
+                SELECT * FROM qn.pop_partition(c.id, v_group, p_worker, coalesce(p_auto_ack, false),
+                                                  v_lease, v_delayed, v_wbuf, v_smode, v_sts,
+                                                  v_left, v_bytes, v_first, p_max_bytes,
+                                                  coalesce(p_msg_overhead, 0),
+                                                  coalesce(p_max_msg_bytes, 0))
+            LOOP
+                r_queue := p_queue;
+                r_partition := c.name;
+                r_pid := c.id;
+                r_base := s.o_base;
+                r_start_idx := s.o_start_idx;
+                r_take := s.o_take;
+                r_created_at := s.o_created_at;
+                r_blob := s.o_blob;
+                r_lease_expires_at := s.o_lease_expires_at;
+                RETURN NEXT;
+                v_got := v_got + s.o_take;
+                IF v_bytes IS NOT NULL THEN
+                    v_bytes := v_bytes - s.o_cost;
+                END IF;
+                v_first := false;
+            END LOOP;
+            IF v_got > 0 THEN
+                v_claimed := v_claimed + 1;
+                v_left := v_left - v_got;
+            END IF;
+            EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
+        END LOOP;
     END LOOP;
 
+    IF v_idle IS NOT NULL THEN
+        PERFORM qn.pending_clear(v_qid, x.id) FROM unnest(v_idle) AS x(id);
+    END IF;
     IF v_claimed = 0 THEN
         PERFORM qn.note_empty_scan(ARRAY[v_qid], v_group);
     END IF;

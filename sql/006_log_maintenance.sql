@@ -339,8 +339,8 @@ $$;
 -- partition_cleanup_step_v1: deletes up to p_max_rows dead partitions. Candidates
 -- are locked FOR UPDATE SKIP LOCKED in id order (never waiting, so never
 -- deadlocking) and the predicate is evaluated again under the locks, which is
--- the authoritative check. Their log_txns rows go first (no foreign key), an
--- audit row each, then the partition rows (cascading to cursors and segments).
+-- the authoritative check. Their log_txns and qn.partition_pending rows go first
+-- (no foreign key), an audit row each, then the partition rows (cascading to cursors and segments).
 CREATE OR REPLACE FUNCTION qn.partition_cleanup_step_v1(p_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_done BOOL)
 LANGUAGE plpgsql
@@ -372,6 +372,9 @@ BEGIN
     WHERE qn.partition_dead_v1(c.id, p_cutoff);
     IF v_ids IS NOT NULL THEN
         DELETE FROM queen.log_txns WHERE partition_id = ANY (v_ids);
+        DELETE FROM qn.partition_pending pp
+        USING queen.log_partitions p
+        WHERE p.id = ANY (v_ids) AND pp.queue_id = p.queue_id AND pp.partition_id = p.id;
         INSERT INTO queen.retention_history (partition_id, messages_deleted, retention_type)
         SELECT id, 0, '__partition_deleted__' FROM unnest(v_ids) AS id;
         DELETE FROM queen.log_partitions WHERE id = ANY (v_ids);

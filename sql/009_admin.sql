@@ -31,8 +31,9 @@ AS $$
     ORDER BY p.name
 $$;
 
--- delete_queue_v1: idempotent; returns whether the queue existed. log_txns and
--- log_dlq have no foreign key, so their rows are deleted here first (a sidecar
+-- delete_queue_v1: idempotent; returns whether the queue existed. log_txns,
+-- log_dlq and qn.partition_pending have no foreign key, so their rows are
+-- deleted here first (a sidecar
 -- row orphaned by a partition delete would be unreachable forever), and the
 -- queue's audit rows with them; the queue row's delete cascades to partitions,
 -- segments, cursors, watermarks and subscriptions. The queue row is locked first
@@ -62,6 +63,7 @@ BEGIN
         DELETE FROM queen.log_dlq WHERE partition_id = ANY (v_pids);
         DELETE FROM queen.retention_history WHERE partition_id = ANY (v_pids);
     END IF;
+    DELETE FROM qn.partition_pending WHERE queue_id = v_qid;
     DELETE FROM queen.queues WHERE id = v_qid;
     RETURN true;
 END;

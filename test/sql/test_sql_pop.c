@@ -303,12 +303,15 @@ START_TEST(test_empty_scan_floor)
     ck_assert(qt_b(c, "SELECT last_empty_scan_at > now() - interval '1 minute' FROM "
                       "queen.consumer_watermarks w JOIN queen.queues q ON q.id = w.queue_id "
                       "WHERE q.name = 'pop.floor' AND w.consumer_group = 'g'"));
-    /* data in a partition not written since long before the floor is not scanned */
+    /* data in a partition not written since long before the floor is not
+     * scanned by the fallback scan (a partition the index of partitions with
+     * data does not cover: written by Queen MQ's procedures) */
     qt_push1(c, "pop.floor", "p1", "f", 2, 1);
     PQclear(qt_q(c,
                  "UPDATE queen.log_partitions SET last_write_at = now() - interval '10 "
                  "minutes' WHERE id = '%s'",
                  pid));
+    PQclear(qt_q(c, "DELETE FROM qn.partition_pending WHERE partition_id = '%s'", pid));
     r = qt_pop(c, &p);
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
