@@ -71,8 +71,19 @@ SELECT qn.ensure_index('idx_log_partitions_queue_write', $ddl$
 CREATE TABLE IF NOT EXISTS qn.partition_pending (
     queue_id     UUID NOT NULL,
     partition_id UUID NOT NULL,
+    -- the row's place in the queue's pop order, drawn at random when it is
+    -- made: pop_v1 reads from a random point of (queue_id, ord), so every row
+    -- has a fair chance whatever the partition ids look like
+    ord          INT4 NOT NULL DEFAULT (floor(random() * 2147483647))::INT4,
     PRIMARY KEY (queue_id, partition_id)
 );
+DO $$
+BEGIN
+    IF to_regclass('qn.partition_pending_ord') IS NULL THEN
+        CREATE INDEX partition_pending_ord ON qn.partition_pending (queue_id, ord);
+    END IF;
+END;
+$$;
 
 -- Tuned against churn. Every push updates its partition's row, so between
 -- autovacuum passes dead tuples dwarf the live row count:

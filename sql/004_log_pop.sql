@@ -462,7 +462,7 @@ DECLARE
     v_claimed INT4 := 0;
     v_got     INT4;
     v_want    INT4;
-    v_start   UUID;
+    v_start   INT4;
     v_cands   UUID[];
     v_scan    UUID[];
     v_idle    UUID[];
@@ -540,11 +540,13 @@ BEGIN
 
     -- Candidates, in two phases (DESIGN.md, Scale: no scan of every partition
     -- per pop).
-    -- 1. The index of partitions with data (qn.partition_pending), read from a random
-    --    point and wrapping around: at most v_want index entries, of which those
+    -- 1. The index of partitions with data (qn.partition_pending), read in its
+    --    random order (ord) from a random point and wrapping around: at most v_want index entries, of which those
     --    this group may claim (no cursor yet, or data past an unleased cursor).
-    --    The random start is the fairness: every pending partition is first in
-    --    line with a chance on every pop, whatever the others hold.
+    --    Fairness: the window starts at a random point of a random order and
+    --    the claimable entries in it are tried in random order, so every
+    --    pending partition has about the same chance on every pop, whatever
+    --    the others hold (none is starved behind a busy neighbour).
     -- 2. Only when phase 1 claimed nothing (and first, once in 64 pops, so that
     --    partitions the index does not cover - written by Queen MQ's procedures
     --    or before the column existed, or cleared before a new group subscribed
@@ -553,8 +555,8 @@ BEGIN
     -- Up to 8 phase-1 entries this group may not claim are handed to
     -- pending_clear, which drops those every group has consumed.
     v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
-    v_start := gen_random_uuid();
-    SELECT (array_agg(j.id) FILTER (WHERE j.ok))[1:v_want],
+    v_start := floor(random() * 2147483647)::INT4;
+    SELECT (array_agg(j.id ORDER BY random()) FILTER (WHERE j.ok))[1:v_want],
            (array_agg(j.id) FILTER (WHERE NOT j.ok))[1:8]
     INTO v_cands, v_idle
     FROM (SELECT h.id,
@@ -566,12 +568,12 @@ BEGIN
           FROM (SELECT u.id, p.id IS NOT NULL AS alive, p.last_offset
                 FROM (SELECT w.id
                       FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
-                             WHERE pp.queue_id = v_qid AND pp.partition_id >= v_start
-                             ORDER BY pp.partition_id LIMIT greatest(v_want * 2, 256))
+                             WHERE pp.queue_id = v_qid AND pp.ord >= v_start
+                             ORDER BY pp.ord LIMIT greatest(v_want * 2, 256))
                             UNION ALL
                             (SELECT pp.partition_id FROM qn.partition_pending pp
-                             WHERE pp.queue_id = v_qid AND pp.partition_id < v_start
-                             ORDER BY pp.partition_id LIMIT greatest(v_want * 2, 256))) w
+                             WHERE pp.queue_id = v_qid AND pp.ord < v_start
+                             ORDER BY pp.ord LIMIT greatest(v_want * 2, 256))) w
                       LIMIT greatest(v_want * 2, 256)) u
                 LEFT JOIN queen.log_partitions p ON p.id = u.id) h
           LEFT JOIN queen.log_consumers k

@@ -758,6 +758,152 @@ START_TEST(test_pop_ack_flat_with_backlog_depth)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the index of partitions with
+ * data */
+
+static int64_t pending_rows(PGconn *c, const char *queue)
+{
+    return qt_i(c,
+                "SELECT count(*) FROM qn.partition_pending pp JOIN queen.queues q ON q.id = "
+                "pp.queue_id WHERE q.name = '%s'",
+                queue);
+}
+
+START_TEST(test_pending_index_found_and_cleared)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.idx", "p1", "i", 0, 2);
+    qt_push1(c, "pop.idx", "p2", "i", 0, 2);
+    char p1[37], p2[37];
+    qt_pid(c, "pop.idx", "p1", p1);
+    qt_pid(c, "pop.idx", "p2", p2);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 2);
+    /* a partition with data is found through the index */
+    struct qt_pop p = {
+        .queue = "pop.idx", .group = "g", .budget = 10, .worker = "w", .max_partitions = 4};
+    PGresult *r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 4);
+    PQclear(r);
+    ack_to(c, p1, "g", 1);
+    ack_to(c, p2, "g", 1);
+    /* consumed by the queue's only group: the next pop takes both out */
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 0);
+    /* a push puts its partition back, and the pop finds it */
+    qt_push1(c, "pop.idx", "p2", "i", 2, 1);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 1);
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(qt_taken(r), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), p2);
+    PQclear(r);
+    /* a partition whose row is gone leaves the index at the next scan */
+    PQclear(qt_q(c,
+                 "INSERT INTO qn.partition_pending (queue_id, partition_id) SELECT queue_id, "
+                 "gen_random_uuid() FROM queen.log_partitions WHERE id = '%s'",
+                 p1));
+    ack_to(c, p2, "g", 2);
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 0);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(test_pending_index_kept_for_a_slower_group)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.idx2", "p1", "i", 0, 1);
+    char p1[37];
+    qt_pid(c, "pop.idx2", "p1", p1);
+    ck_assert_int_eq(popn(c, "pop.idx2", NULL, "h", 10, "wh"), 1); /* h holds its lease */
+    ck_assert_int_eq(popn(c, "pop.idx2", NULL, "g", 10, "wg"), 1);
+    ack_to(c, p1, "g", 0);
+    ck_assert_int_eq(popn(c, "pop.idx2", NULL, "g", 10, "wg"), 0);
+    /* h has not consumed it: it stays in the index */
+    ck_assert_int_eq(pending_rows(c, "pop.idx2"), 1);
+    ack_to(c, p1, "h", 0);
+    ck_assert_int_eq(popn(c, "pop.idx2", NULL, "h", 10, "wh"), 0);
+    ck_assert_int_eq(pending_rows(c, "pop.idx2"), 0);
+    /* the deleted queue leaves nothing in the index */
+    qt_push1(c, "pop.idx2", "p1", "i", 1, 1);
+    ck_assert_int_eq(pending_rows(c, "pop.idx2"), 1);
+    ck_assert(qt_b(c, "SELECT qn.delete_queue_v1('pop.idx2')"));
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.partition_pending pp WHERE NOT EXISTS "
+                             "(SELECT 1 FROM queen.queues q WHERE q.id = pp.queue_id)"),
+                     0);
+    PQfinish(c);
+}
+END_TEST
+
+/* Every partition with data is served, whatever the others hold: 20
+ * partitions that never run dry, one message per pop, auto-acked. A partition
+ * missing after 400 pops would be starved (chance about 20 x (19/20)^400,
+ * 1e-8, if pops pick fairly). */
+START_TEST(test_pending_index_fair)
+{
+    PGconn *c = qt_connect();
+    for (int i = 0; i < 20; i++) {
+        char part[16];
+        snprintf(part, sizeof part, "p%d", i);
+        qt_push1(c, "pop.fair", part, "f", 0, 40);
+    }
+    struct qt_pop p = {.queue = "pop.fair",
+                       .group = "g",
+                       .budget = 1,
+                       .worker = "w",
+                       .auto_ack = true,
+                       .max_partitions = 1};
+    for (int i = 0; i < 400; i++) {
+        PGresult *r = qt_pop(c, &p);
+        ck_assert_int_eq(qt_taken(r), 1);
+        PQclear(r);
+    }
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_consumers c JOIN queen.log_partitions "
+                             "p ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id "
+                             "WHERE q.name = 'pop.fair' AND c.consumer_group = 'g' AND c.committed "
+                             ">= 0"),
+                     20);
+    PQfinish(c);
+}
+END_TEST
+
+/* First contact with a queue of 20,000 partitions registers a bounded number
+ * of cursors (at most 1000 seeded, plus the candidates the pop visits), not
+ * one per partition. The partitions are made directly (a message each, no
+ * segment: only the cursors are counted here). */
+START_TEST(test_first_contact_bounded)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.wide", "p0", "w", 0, 1);
+    PQclear(qt_q(c, "WITH q AS (SELECT id FROM queen.queues WHERE name = 'pop.wide'), "
+                    "p AS (INSERT INTO queen.log_partitions (queue_id, name, last_offset) "
+                    "SELECT q.id, 'x' || g, 0 FROM q, generate_series(1, 20000) g "
+                    "RETURNING queue_id, id) "
+                    "INSERT INTO qn.partition_pending (queue_id, partition_id) "
+                    "SELECT queue_id, id FROM p"));
+    ck_assert_int_eq(pending_rows(c, "pop.wide"), 20001);
+    struct qt_pop p = {
+        .queue = "pop.wide", .group = "first", .budget = 10, .worker = "w", .max_partitions = 1};
+    PGresult *r = qt_pop(c, &p);
+    PQclear(r);
+    int64_t rows = qt_i(c, "SELECT count(*) FROM queen.log_consumers c JOIN "
+                           "queen.log_partitions p ON p.id = c.partition_id JOIN queen.queues q "
+                           "ON q.id = p.queue_id WHERE q.name = 'pop.wide' AND "
+                           "c.consumer_group = 'first'");
+    ck_assert_int_gt(rows, 0);
+    ck_assert_int_le(rows, 1000 + 2 * 64); /* seeded + the two phases' candidates */
+    /* the subscription is registered: every other partition gets its cursor lazily */
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.consumer_groups_metadata m JOIN "
+                             "queen.queues q ON q.id = m.queue_id WHERE q.name = 'pop.wide' AND "
+                             "m.consumer_group = 'first'"),
+                     1);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_pop(void)
 {
     Suite *s = suite_create("pop");
@@ -778,6 +924,10 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_provisioning_by_pop);
     tcase_add_test(tc, test_first_base_since_matches_walk);
     tcase_add_test(tc, test_pop_ack_flat_with_backlog_depth);
+    tcase_add_test(tc, test_pending_index_found_and_cleared);
+    tcase_add_test(tc, test_pending_index_kept_for_a_slower_group);
+    tcase_add_test(tc, test_pending_index_fair);
+    tcase_add_test(tc, test_first_contact_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
