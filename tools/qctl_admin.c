@@ -2,16 +2,19 @@
  * qctl_admin.c - queenctl's AdminService commands: queue list|get|configure|
  * delete, group list|seek|delete, dlq list|replay|delete, stats.
  *
- * Each command is: parse (argp), build the request, one unary call (dlq
- * list --all and dlq replay --all page), print the response as JSON (the
- * response message, qctl_pb_json) or as a table.
+ * Each command is: parse (argp), build the request, one unary call, print
+ * the response as JSON (the response message, qctl_pb_json) or as a table.
+ * Listings page (page_size / page_token): one page per call, continued with
+ * --page-token (a table says so on stderr), or every page with --all (queue
+ * list, queue get, group list, dlq list; dlq replay --all), which follows
+ * next_page_token and prints the pages as one response.
  * Does not: retry, or ask for confirmation before deleting (like kubectl).
  *
  * One file for the AdminService (about 950 lines): its commands share one
  * argument struct, one parser and the printing helpers.
  *
  * Invariants:
- *   1. every paging loop is bounded (DLQ_ALL_MAX dead letters).
+ *   1. every paging loop is bounded (ALL_MAX rows).
  *   2. a response message is freed on every path that unpacked it.
  */
 #include <inttypes.h>
@@ -23,7 +26,7 @@
 
 #define SVC "/queen.v1.AdminService/"
 #define DLQ_PAGE 1000u
-#define DLQ_ALL_MAX 10000000u /* dead letters dlq list/replay --all handle at most */
+#define ALL_MAX 10000000u /* rows a listing's --all (and dlq replay --all) gathers at most */
 
 #define UNPACKED(T, m) ((T *)(m))
 
@@ -47,6 +50,8 @@ enum {
     OPT_PROGRESS,
     OPT_NO_PROGRESS,
     OPT_PAGE,
+    OPT_PAGE_SIZE,
+    OPT_PAGE_TOKEN,
     OPT_QOPT = 0x400, /* + index in qopts[] */
 };
 
@@ -72,6 +77,8 @@ struct admin_args {
     const char *txid;
     int progress;                  /* 1 forced, -1 never, 0 on a terminal */
     uint32_t page;                 /* dead letters per ListDeadLetters call with --all */
+    uint32_t page_size;            /* --page-size (0: the broker's default) */
+    const char *page_token;        /* --page-token */
     const char *what;              /* the positional's name, for messages; NULL: none taken */
     bool optional;                 /* the positional may be absent */
     Queen__V1__QueueOptions *opts; /* queue configure */
@@ -218,6 +225,12 @@ static error_t admin_parse(int key, char *arg, struct argp_state *state)
     case OPT_PAGE:
         a->page = qctl_arg_u32(state, "--page", arg, 1, DLQ_PAGE);
         return 0;
+    case OPT_PAGE_SIZE:
+        a->page_size = qctl_arg_u32(state, "--page-size", arg, 1, 1000);
+        return 0;
+    case OPT_PAGE_TOKEN:
+        a->page_token = arg;
+        return 0;
     case ARGP_KEY_ARG:
         if (a->what == NULL)
             argp_error(state, "unexpected argument \"%s\"", arg);
@@ -244,6 +257,17 @@ static error_t admin_parse(int key, char *arg, struct argp_state *state)
 #define O_PARTITION(doc)                                                                           \
     {                                                                                              \
         "partition", 'p', "PARTITION", 0, doc, 0                                                   \
+    }
+#define O_PAGING(what)                                                                             \
+    {"page-size", OPT_PAGE_SIZE, "N", 0, what " per page, 1..1000 (default 100)", 0},              \
+        {"page-token",                                                                             \
+         OPT_PAGE_TOKEN,                                                                           \
+         "TOKEN",                                                                                  \
+         0,                                                                                        \
+         "continue after the page that printed this token",                                        \
+         0},                                                                                       \
+    {                                                                                              \
+        "all", OPT_ALL, 0, 0, "every page (follows the page tokens)", 0                            \
     }
 #define O_PROGRESS                                                                                 \
     {"progress", OPT_PROGRESS, 0, 0, "show the progress line even when stderr is not a terminal",  \
@@ -302,6 +326,124 @@ static int print_resp(struct qctl *q, ProtobufCMessage *resp,
     return rc;
 }
 
+/* The page token a listing's response names (its next_page_token), or "". */
+static const char *next_token(const ProtobufCMessage *m)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "next_page_token");
+    const char *t = f != NULL ? *(char *const *)((const char *)m + f->offset) : NULL;
+    return t != NULL ? t : "";
+}
+
+/* A table's note that more rows follow, and how to ask for them. */
+static void more_note(const ProtobufCMessage *m)
+{
+    const char *t = next_token(m);
+    if (t[0] != '\0')
+        fprintf(stderr, "more: --page-token %s (or --all)\n", t);
+}
+
+/*
+ * Calls method with req (whose page_token field is *token) until the broker
+ * answers next_page_token "", and gathers the repeated field `field` of every
+ * page into the first page's response, returned in *out (the caller frees it).
+ * At most ALL_MAX rows. Each page's token is copied before its page is freed.
+ */
+static int fetch_all(struct qctl *q, const char *method, ProtobufCMessage *req, char **token,
+                     const ProtobufCMessageDescriptor *rd, const char *field,
+                     ProtobufCMessage **out)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(rd, field);
+    if (f == NULL || f->label != PROTOBUF_C_LABEL_REPEATED)
+        return qctl_fail(QCTL_FAIL, "internal: %s has no list %s", rd->name, field);
+    ProtobufCMessage *acc = NULL;
+    size_t cap = 0;
+    char *tok = NULL;
+    int rc = QCTL_OK;
+    for (;;) {
+        *token = tok != NULL ? tok : (char *)"";
+        ProtobufCMessage *m = NULL;
+        rc = qctl_unary(q, method, req, rd, 0, &m);
+        if (rc != QCTL_OK)
+            break;
+        free(tok);
+        tok = NULL;
+        const char *next = next_token(m);
+        if (next[0] != '\0' && (tok = strdup(next)) == NULL) {
+            protobuf_c_message_free_unpacked(m, NULL);
+            rc = qctl_fail(QCTL_FAIL, "out of memory");
+            break;
+        }
+        if (acc == NULL) {
+            acc = m;
+            cap = *(size_t *)((char *)acc + f->quantifier_offset);
+        } else {
+            size_t *an = (size_t *)((char *)acc + f->quantifier_offset);
+            void ***arr = (void ***)((char *)acc + f->offset);
+            size_t *mn = (size_t *)((char *)m + f->quantifier_offset);
+            void **marr = *(void ***)((char *)m + f->offset);
+            if (*an + *mn > ALL_MAX) {
+                protobuf_c_message_free_unpacked(m, NULL);
+                rc = qctl_fail(QCTL_FAIL, "more than %u rows: narrow the listing with its filters",
+                               ALL_MAX);
+                break;
+            }
+            if (*an + *mn > cap) {
+                size_t ncap = cap ? cap * 2 : 1024;
+                while (ncap < *an + *mn)
+                    ncap *= 2;
+                void **nd = realloc(*arr, ncap * sizeof *nd);
+                if (nd == NULL) {
+                    protobuf_c_message_free_unpacked(m, NULL);
+                    rc = qctl_fail(QCTL_FAIL, "out of memory");
+                    break;
+                }
+                *arr = nd;
+                cap = ncap;
+            }
+            /* move the rows over: the page's list is emptied before it is freed */
+            if (*mn > 0)
+                memcpy(*arr + *an, marr, *mn * sizeof *marr);
+            *an += *mn;
+            *mn = 0;
+            protobuf_c_message_free_unpacked(m, NULL);
+        }
+        if (tok == NULL)
+            break;
+    }
+    free(tok);
+    *token = (char *)"";
+    if (rc != QCTL_OK) {
+        if (acc != NULL)
+            protobuf_c_message_free_unpacked(acc, NULL);
+        return rc;
+    }
+    /* the gathered response is the whole listing: no next page */
+    const ProtobufCFieldDescriptor *nf =
+        protobuf_c_message_descriptor_get_field_by_name(rd, "next_page_token");
+    char **np = (char **)((char *)acc + nf->offset);
+    if (*np != NULL && (*np)[0] != '\0')
+        (*np)[0] = '\0';
+    *out = acc;
+    return QCTL_OK;
+}
+
+/* One page (a->page_token, a->page_size) or, with --all, every page. */
+static int list_call(struct qctl *q, const struct admin_args *a, const char *method,
+                     ProtobufCMessage *req, char **token, uint32_t *page_size,
+                     const ProtobufCMessageDescriptor *rd, const char *field,
+                     ProtobufCMessage **out)
+{
+    *page_size = a->all && a->page_size == 0 ? 1000 : a->page_size;
+    if (!a->all) {
+        *token = (char *)str(a->page_token);
+        return qctl_unary(q, method, req, rd, 0, out);
+    }
+    if (a->page_token != NULL)
+        return qctl_usage(q, "--all starts at the first page: drop --page-token");
+    return fetch_all(q, method, req, token, rd, field, out);
+}
+
 /* ---------------------------------------------------------------- queue list */
 
 static int queue_list_table(struct qctl *q, const ProtobufCMessage *m)
@@ -323,6 +465,7 @@ static int queue_list_table(struct qctl *q, const ProtobufCMessage *m)
                                                                           : "-");
         qctl_table_cell(t, "%s", when);
     }
+    more_note(m);
     return qctl_table_print(t);
 }
 
@@ -331,8 +474,9 @@ static int cmd_queue_list(struct qctl *q, int argc, char **argv)
     static const struct argp_option opts[] = {
         {"namespace", OPT_NAMESPACE, "NS", 0, "only queues of this namespace", 0},
         {"task", OPT_TASK, "TASK", 0, "only queues of this task", 0},
-        {"limit", OPT_LIMIT, "N", 0, "at most N queues, 1..1000 (default 100)", 0},
-        {"offset", OPT_OFFSET, "N", 0, "skip the first N queues", 0},
+        {"limit", OPT_LIMIT, "N", 0, "at most N queues, 1..1000 (default 100; as --page-size)", 0},
+        {"offset", OPT_OFFSET, "N", 0, "skip the first N queues (not with --page-token)", 0},
+        O_PAGING("queues"),
         {0},
     };
     struct admin_args a = {0};
@@ -343,8 +487,8 @@ static int cmd_queue_list(struct qctl *q, int argc, char **argv)
     req.limit = a.limit;
     req.offset = a.offset;
     ProtobufCMessage *resp = NULL;
-    int rc = qctl_unary(q, SVC "ListQueues", &req.base,
-                        &queen__v1__list_queues_response__descriptor, 0, &resp);
+    int rc = list_call(q, &a, SVC "ListQueues", &req.base, &req.page_token, &req.page_size,
+                       &queen__v1__list_queues_response__descriptor, "queues", &resp);
     return rc != QCTL_OK ? rc : print_resp(q, resp, queue_list_table);
 }
 
@@ -377,6 +521,7 @@ static int queue_get_table(struct qctl *q, const ProtobufCMessage *m)
         qctl_table_cell(t, "%s", p->leased ? "yes" : "no");
         qctl_table_cell(t, "%s", when);
     }
+    more_note(m);
     return qctl_table_print(t);
 }
 
@@ -384,6 +529,7 @@ static int cmd_queue_get(struct qctl *q, int argc, char **argv)
 {
     static const struct argp_option opts[] = {
         O_GROUP("compute depth for this consumer group (default: queue mode)"),
+        O_PAGING("partitions"),
         {0},
     };
     struct admin_args a = {.what = "queue name"};
@@ -394,8 +540,8 @@ static int cmd_queue_get(struct qctl *q, int argc, char **argv)
     req.queue = (char *)a.name;
     req.consumer_group = (char *)str(a.group);
     ProtobufCMessage *resp = NULL;
-    int rc = qctl_unary(q, SVC "GetQueue", &req.base, &queen__v1__get_queue_response__descriptor, 0,
-                        &resp);
+    int rc = list_call(q, &a, SVC "GetQueue", &req.base, &req.page_token, &req.page_size,
+                       &queen__v1__get_queue_response__descriptor, "partitions", &resp);
     return rc != QCTL_OK ? rc : print_resp(q, resp, queue_get_table);
 }
 
@@ -504,7 +650,37 @@ static int group_list_table(struct qctl *q, const ProtobufCMessage *m)
         qctl_table_cell(t, "%" PRId64, g->max_time_lag_seconds);
         qctl_table_cell(t, "%s", state);
     }
+    more_note(m);
     return qctl_table_print(t);
+}
+
+/* After --all: a group whose partitions spanned pages came as one entry per
+ * page, in a row; each run becomes one entry (their totals are the same: the
+ * whole group's). */
+static int merge_groups(Queen__V1__ListConsumerGroupsResponse *r)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < r->n_groups; i++) {
+        Queen__V1__ConsumerGroupInfo *g = r->groups[i];
+        Queen__V1__ConsumerGroupInfo *prev = out > 0 ? r->groups[out - 1] : NULL;
+        if (prev == NULL || strcmp(prev->consumer_group, g->consumer_group) != 0 ||
+            strcmp(prev->queue, g->queue) != 0) {
+            r->groups[out++] = g;
+            continue;
+        }
+        Queen__V1__ConsumerGroupPartition **np =
+            realloc(prev->partitions, (prev->n_partitions + g->n_partitions) * sizeof *np);
+        if (np == NULL && prev->n_partitions + g->n_partitions > 0)
+            return qctl_fail(QCTL_FAIL, "out of memory");
+        if (g->n_partitions > 0)
+            memcpy(np + prev->n_partitions, g->partitions, g->n_partitions * sizeof *np);
+        prev->partitions = np;
+        prev->n_partitions += g->n_partitions;
+        g->n_partitions = 0;
+        protobuf_c_message_free_unpacked(&g->base, NULL);
+    }
+    r->n_groups = out;
+    return QCTL_OK;
 }
 
 static int cmd_group_list(struct qctl *q, int argc, char **argv)
@@ -512,6 +688,7 @@ static int cmd_group_list(struct qctl *q, int argc, char **argv)
     static const struct argp_option opts[] = {
         O_QUEUE("only groups reading this queue"),
         O_GROUP("only this group"),
+        O_PAGING("cursors (group, queue, partition)"),
         {0},
     };
     struct admin_args a = {0};
@@ -522,9 +699,16 @@ static int cmd_group_list(struct qctl *q, int argc, char **argv)
     req.queue = (char *)str(a.queue);
     req.consumer_group = (char *)str(a.group);
     ProtobufCMessage *resp = NULL;
-    int rc = qctl_unary(q, SVC "ListConsumerGroups", &req.base,
-                        &queen__v1__list_consumer_groups_response__descriptor, 0, &resp);
-    return rc != QCTL_OK ? rc : print_resp(q, resp, group_list_table);
+    int rc = list_call(q, &a, SVC "ListConsumerGroups", &req.base, &req.page_token, &req.page_size,
+                       &queen__v1__list_consumer_groups_response__descriptor, "groups", &resp);
+    if (rc == QCTL_OK && a.all)
+        rc = merge_groups((Queen__V1__ListConsumerGroupsResponse *)resp);
+    if (rc != QCTL_OK) {
+        if (resp != NULL)
+            protobuf_c_message_free_unpacked(resp, NULL);
+        return rc;
+    }
+    return print_resp(q, resp, group_list_table);
 }
 
 static int count_table(const char *fmt, uint32_t n)
@@ -632,65 +816,23 @@ static void dlq_rows(struct qctl_table *t, const Queen__V1__DeadLetter *const *d
     }
 }
 
-/* Pages ListDeadLetters from offset 0 into *all (a response holding every page's
- * dead letters), at most DLQ_ALL_MAX. */
+/* Pages ListDeadLetters by its page tokens into *all (a response holding
+ * every page's dead letters), at most ALL_MAX. Keyset pages: dead letters
+ * replayed or deleted meanwhile shift nothing. */
 static int dlq_fetch_all(struct qctl *q, const struct admin_args *a,
                          Queen__V1__ListDeadLettersResponse **all)
 {
-    Queen__V1__ListDeadLettersResponse *acc = calloc(1, sizeof *acc);
-    if (acc == NULL)
-        return qctl_fail(QCTL_FAIL, "out of memory");
-    queen__v1__list_dead_letters_response__init(acc);
-    size_t cap = 0;
-    for (uint32_t off = 0;;) {
-        Queen__V1__ListDeadLettersRequest req = QUEEN__V1__LIST_DEAD_LETTERS_REQUEST__INIT;
-        req.queue = (char *)a->queue;
-        req.consumer_group = (char *)str(a->group);
-        req.partition = (char *)str(a->partition);
-        req.limit = a->page;
-        req.offset = off;
-        ProtobufCMessage *m = NULL;
-        int rc = qctl_unary(q, SVC "ListDeadLetters", &req.base,
-                            &queen__v1__list_dead_letters_response__descriptor, 0, &m);
-        if (rc != QCTL_OK) {
-            protobuf_c_message_free_unpacked(&acc->base, NULL);
-            return rc;
-        }
-        Queen__V1__ListDeadLettersResponse *r = (Queen__V1__ListDeadLettersResponse *)m;
-        size_t n = r->n_dead_letters;
-        if (acc->n_dead_letters + n > DLQ_ALL_MAX) {
-            protobuf_c_message_free_unpacked(m, NULL);
-            protobuf_c_message_free_unpacked(&acc->base, NULL);
-            return qctl_fail(QCTL_FAIL,
-                             "more than %u dead letters: narrow with --group/--partition",
-                             DLQ_ALL_MAX);
-        }
-        if (acc->n_dead_letters + n > cap) {
-            size_t ncap = cap ? cap * 2 : 1024;
-            while (ncap < acc->n_dead_letters + n)
-                ncap *= 2;
-            Queen__V1__DeadLetter **nd = realloc(acc->dead_letters, ncap * sizeof *nd);
-            if (nd == NULL) {
-                protobuf_c_message_free_unpacked(m, NULL);
-                protobuf_c_message_free_unpacked(&acc->base, NULL);
-                return qctl_fail(QCTL_FAIL, "out of memory");
-            }
-            acc->dead_letters = nd;
-            cap = ncap;
-        }
-        /* Move the entries over: the page's array is emptied before it is freed. */
-        if (n > 0)
-            memcpy(acc->dead_letters + acc->n_dead_letters, r->dead_letters,
-                   n * sizeof *r->dead_letters);
-        acc->n_dead_letters += n;
-        r->n_dead_letters = 0;
-        protobuf_c_message_free_unpacked(m, NULL);
-        if (n < a->page)
-            break;
-        off += a->page;
-    }
-    *all = acc;
-    return QCTL_OK;
+    Queen__V1__ListDeadLettersRequest req = QUEEN__V1__LIST_DEAD_LETTERS_REQUEST__INIT;
+    req.queue = (char *)a->queue;
+    req.consumer_group = (char *)str(a->group);
+    req.partition = (char *)str(a->partition);
+    req.page_size = a->page_size ? a->page_size : a->page;
+    ProtobufCMessage *m = NULL;
+    int rc = fetch_all(q, SVC "ListDeadLetters", &req.base, &req.page_token,
+                       &queen__v1__list_dead_letters_response__descriptor, "dead_letters", &m);
+    if (rc == QCTL_OK)
+        *all = (Queen__V1__ListDeadLettersResponse *)m;
+    return rc;
 }
 
 static int dlq_list_table(struct qctl *q, const ProtobufCMessage *m)
@@ -701,6 +843,7 @@ static int dlq_list_table(struct qctl *q, const ProtobufCMessage *m)
     struct qctl_table *t = qctl_table_new(8, "ID", "PARTITION", "OFFSET", "GROUP", "RETRIES",
                                           "FAILED_AT", "ERROR", "PAYLOAD");
     dlq_rows(t, (const Queen__V1__DeadLetter *const *)r->dead_letters, r->n_dead_letters);
+    more_note(m);
     return qctl_table_print(t);
 }
 
@@ -714,13 +857,13 @@ static const struct argp_option dlq_filter_opts[] = {
 static int cmd_dlq_list(struct qctl *q, int argc, char **argv)
 {
     static const struct argp_option opts[] = {
-        {"limit", OPT_LIMIT, "N", 0, "at most N, 1..1000 (default 100)", 0},
-        {"offset", OPT_OFFSET, "N", 0, "skip the N newest", 0},
-        {"all", OPT_ALL, 0, 0, "every dead letter, paging through the list", 0},
+        {"limit", OPT_LIMIT, "N", 0, "at most N, 1..1000 (default 100; as --page-size)", 0},
+        {"offset", OPT_OFFSET, "N", 0, "skip the N newest (not with --page-token)", 0},
+        O_PAGING("dead letters"),
         {"page", OPT_PAGE, "N", 0, "with --all: dead letters per call, 1..1000 (default 1000)", 0},
         {0},
     };
-    struct argp_option merged[10];
+    struct argp_option merged[12];
     size_t n = 0;
     for (size_t i = 0; dlq_filter_opts[i].name != NULL; i++)
         merged[n++] = dlq_filter_opts[i];
@@ -735,6 +878,8 @@ static int cmd_dlq_list(struct qctl *q, int argc, char **argv)
     ProtobufCMessage *resp = NULL;
     int rc;
     if (a.all) {
+        if (a.page_token != NULL)
+            return qctl_usage(q, "--all starts at the first page: drop --page-token");
         Queen__V1__ListDeadLettersResponse *all = NULL;
         rc = dlq_fetch_all(q, &a, &all);
         resp = all != NULL ? &all->base : NULL;
@@ -745,6 +890,8 @@ static int cmd_dlq_list(struct qctl *q, int argc, char **argv)
         req.partition = (char *)str(a.partition);
         req.limit = a.limit;
         req.offset = a.offset;
+        req.page_size = a.page_size;
+        req.page_token = (char *)str(a.page_token);
         rc = qctl_unary(q, SVC "ListDeadLetters", &req.base,
                         &queen__v1__list_dead_letters_response__descriptor, 0, &resp);
     }

@@ -411,6 +411,35 @@ class Tenants(unittest.TestCase):
     """Two tenants, the same queue name: neither sees, pops, acks, fetches,
     lists, seeks, replays or deletes the other's data, nor is woken by it."""
 
+    def test_page_tokens_are_bound_to_the_tenant(self):
+        """A page token of one tenant's listing is refused in another tenant,
+        for the same queue name and filters."""
+        q = uniq("shared")
+        a, b = full("ann", TENANT_A), full("ben", TENANT_B)
+        try:
+            for c in (a, b):
+                c.push_items([Q.PushItem(queue=q, partition=p, payload=b"x") for p in "abc"])
+            ra = a.a.GetQueue(A.GetQueueRequest(queue=q, page_size=1), timeout=15)
+            self.assertEqual([p.partition for p in ra.partitions], ["a"])
+            self.assertTrue(ra.next_page_token)
+            e = rpc_error(b.a.GetQueue, A.GetQueueRequest(queue=q, page_size=1,
+                                                          page_token=ra.next_page_token),
+                          timeout=15)
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("another tenant", e.details())
+            la = a.a.ListQueues(A.ListQueuesRequest(page_size=1), timeout=15)
+            if la.next_page_token:
+                e = rpc_error(b.a.ListQueues, A.ListQueuesRequest(page_token=la.next_page_token),
+                              timeout=15)
+                self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            # in its own tenant the token goes on
+            rb = a.a.GetQueue(A.GetQueueRequest(queue=q, page_size=1,
+                                                page_token=ra.next_page_token), timeout=15)
+            self.assertEqual([p.partition for p in rb.partitions], ["b"])
+        finally:
+            a.close()
+            b.close()
+
     def test_isolation(self):
         q = uniq("shared")
         a, b = full("ann", TENANT_A), full("ben", TENANT_B)
