@@ -540,6 +540,33 @@ class GroupsDlqStats(Base):
         out, _ = self.ok("group", "delete", "g1", "-q", q, "-o", "table")
         self.assertIn("forgot the cursors of 0 partitions", out)
 
+    def test_listings_page(self):
+        q = uniq()
+        parts = ["p%d" % i for i in range(7)]
+        self.c.push_items([Q.PushItem(queue=q, partition=p, payload=b"x") for p in parts])
+        r = self.json1("queue", "get", q, "--page-size", "3")
+        self.assertEqual([p["partition"] for p in r["partitions"]], parts[:3])
+        self.assertEqual(r["depth"], 7)
+        r = self.json1("queue", "get", q, "--page-size", "3", "--page-token", r["next_page_token"])
+        self.assertEqual([p["partition"] for p in r["partitions"]], parts[3:6])
+        r = self.json1("queue", "get", q, "--all", "--page-size", "2")
+        self.assertEqual([p["partition"] for p in r["partitions"]], parts)
+        self.assertFalse(r.get("next_page_token"))
+        _, err = self.ok("queue", "get", q, "--page-size", "3", "-o", "table")
+        self.assertIn("--page-token", err)
+        self.fails(2, "queue", "get", q, "--all", "--page-token", "x", needle="--page-token")
+        self.fails(1, "queue", "get", q, "--page-token", "garbage!", needle="page_token")
+        # a group's partitions over several pages come back as one group
+        for _ in parts:
+            self.c.pop(q, consumer_group="g1", batch=1)
+        r = self.json1("group", "list", "-q", q, "--all", "--page-size", "2")
+        self.assertEqual([(g["consumer_group"], len(g["partitions"])) for g in r["groups"]],
+                         [("g1", 7)])
+        self.assertEqual(r["groups"][0]["total_lag"], 7)
+        r = self.json1("group", "list", "-q", q, "--page-size", "2")
+        self.assertEqual(len(r["groups"][0]["partitions"]), 2)
+        self.assertEqual(r["groups"][0]["total_lag"], 7)
+
     def test_dlq_list_replay_delete(self):
         q = uniq()
         self.c.push(q, [b"bad1", b"bad2", b"bad3"], txns=["x1", "x2", "x3"])
