@@ -68,19 +68,23 @@ SELECT qn.ensure_index('idx_log_partitions_queue_write', $ddl$
 -- procedures write are found by pop_v1's fallback scan. No foreign key (no
 -- trigger on the push path): delete_queue_v1 and partition cleanup delete its
 -- rows, and pending_clear drops a row whose partition is gone.
-CREATE TABLE IF NOT EXISTS qn.partition_pending (
-    queue_id     UUID NOT NULL,
-    partition_id UUID NOT NULL,
-    -- the row's place in the queue's pop order, drawn at random when it is
-    -- made: pop_v1 reads from a random point of (queue_id, ord), so every row
-    -- has a fair chance whatever the partition ids look like
-    ord          INT4 NOT NULL DEFAULT (floor(random() * 2147483647))::INT4,
-    PRIMARY KEY (queue_id, partition_id)
-);
+-- Made once, with every partition that holds data at that moment (a database
+-- written before the index existed), so none waits for the fallback scan.
 DO $$
 BEGIN
-    IF to_regclass('qn.partition_pending_ord') IS NULL THEN
+    IF to_regclass('qn.partition_pending') IS NULL THEN
+        CREATE TABLE qn.partition_pending (
+            queue_id     UUID NOT NULL,
+            partition_id UUID NOT NULL,
+            -- the row's place in the queue's pop order, drawn at random when it
+            -- is made: pop_v1 reads from a random point of (queue_id, ord), so
+            -- every row has a fair chance whatever the partition ids look like
+            ord          INT4 NOT NULL DEFAULT (floor(random() * 2147483647))::INT4,
+            PRIMARY KEY (queue_id, partition_id)
+        );
         CREATE INDEX partition_pending_ord ON qn.partition_pending (queue_id, ord);
+        INSERT INTO qn.partition_pending (queue_id, partition_id)
+        SELECT p.queue_id, p.id FROM queen.log_partitions p WHERE p.last_offset >= p.log_start;
     END IF;
 END;
 $$;

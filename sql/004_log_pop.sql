@@ -541,17 +541,19 @@ BEGIN
     -- Candidates, in two phases (DESIGN.md, Scale: no scan of every partition
     -- per pop).
     -- 1. The index of partitions with data (qn.partition_pending), read in its
-    --    random order (ord) from a random point and wrapping around: at most v_want index entries, of which those
+    --    random order (ord) from a random point and wrapping around: at most
+    --    max(4 v_want, 1024) index entries (at 1 % of them claimable, about
+    --    10 candidates), of which those
     --    this group may claim (no cursor yet, or data past an unleased cursor).
     --    Fairness: the window starts at a random point of a random order and
     --    the claimable entries in it are tried in random order, so every
     --    pending partition has about the same chance on every pop, whatever
     --    the others hold (none is starved behind a busy neighbour).
-    -- 2. Only when phase 1 claimed nothing (and first, once in 64 pops, so that
-    --    partitions the index does not cover - written by Queen MQ's procedures
-    --    or before the column existed, or cleared before a new group subscribed
-    --    - are never starved behind a busy index): the scan by last write,
-    --    above the group's empty-scan floor, in random order, as before.
+    -- 2. Only when phase 1 claimed nothing: the scan by last write, above the
+    --    group's empty-scan floor, in random order, as before the index. It
+    --    serves what the index does not cover: partitions Queen MQ's own
+    --    procedures write, and those cleared before a new group subscribed
+    --    (they wait until the index offers this group nothing claimable).
     -- Up to 8 phase-1 entries this group may not claim are handed to
     -- pending_clear, which drops those every group has consumed.
     v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
@@ -569,18 +571,17 @@ BEGIN
                 FROM (SELECT w.id
                       FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
                              WHERE pp.queue_id = v_qid AND pp.ord >= v_start
-                             ORDER BY pp.ord LIMIT greatest(v_want * 2, 256))
+                             ORDER BY pp.ord LIMIT greatest(v_want * 4, 1024))
                             UNION ALL
                             (SELECT pp.partition_id FROM qn.partition_pending pp
                              WHERE pp.queue_id = v_qid AND pp.ord < v_start
-                             ORDER BY pp.ord LIMIT greatest(v_want * 2, 256))) w
-                      LIMIT greatest(v_want * 2, 256)) u
+                             ORDER BY pp.ord LIMIT greatest(v_want * 4, 1024))) w
+                      LIMIT greatest(v_want * 4, 1024)) u
                 LEFT JOIN queen.log_partitions p ON p.id = u.id) h
           LEFT JOIN queen.log_consumers k
                  ON k.partition_id = h.id AND k.consumer_group = v_group) j;
 
-    FOREACH v_phase IN ARRAY CASE WHEN random() < 1.0 / 64 THEN ARRAY[2, 1] ELSE ARRAY[1, 2] END
-    LOOP
+    FOR v_phase IN 1 .. 2 LOOP
         EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
         IF v_phase = 2 THEN
             CONTINUE WHEN v_claimed > 0;   -- phase 1 found work: no scan
