@@ -466,6 +466,7 @@ DECLARE
     v_cands   UUID[];
     v_scan    UUID[];
     v_idle    UUID[];
+    v_pick    INT4;
     v_phase   INT4;
     c         RECORD;
     s         RECORD;
@@ -541,45 +542,71 @@ BEGIN
     -- Candidates, in two phases (DESIGN.md, Scale: no scan of every partition
     -- per pop).
     -- 1. The index of partitions with data (qn.partition_pending), read in its
-    --    random order (ord) from a random point and wrapping around: at most
-    --    max(4 v_want, 1024) index entries (at 1 % of them claimable, about
-    --    10 candidates), of which those
-    --    this group may claim (no cursor yet, or data past an unleased cursor).
-    --    Fairness: the window starts at a random point of a random order and
-    --    the claimable entries in it are tried in random order, so every
-    --    pending partition has about the same chance on every pop, whatever
-    --    the others hold (none is starved behind a busy neighbour).
+    --    random order (ord) from a random point, wrapping around, at most 4096
+    --    entries: the first v_pick (2 x max_partitions, at least 8) this group
+    --    may claim (no cursor yet, or data past an unleased cursor), tried in
+    --    random order. Fairness: every pending partition is among the first
+    --    ones after a random point with about the same chance on every pop,
+    --    whatever the others hold (none is starved behind a busy neighbour).
     -- 2. Only when phase 1 claimed nothing: the scan by last write, above the
     --    group's empty-scan floor, in random order, as before the index. It
     --    serves what the index does not cover: partitions Queen MQ's own
     --    procedures write, and those cleared before a new group subscribed
     --    (they wait until the index offers this group nothing claimable).
-    -- Up to 8 phase-1 entries this group may not claim are handed to
-    -- pending_clear, which drops those every group has consumed.
     v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
     v_start := floor(random() * 2147483647)::INT4;
-    SELECT (array_agg(j.id ORDER BY random()) FILTER (WHERE j.ok))[1:v_want],
-           (array_agg(j.id) FILTER (WHERE NOT j.ok))[1:8]
-    INTO v_cands, v_idle
-    FROM (SELECT h.id,
-                 (h.alive
+    -- phase 1: the window in index order (an ordered Append: the part from
+    -- v_start, then the wrapped part), each entry checked by a LATERAL probe
+    -- (so a nested loop in that order), stopping at v_pick claimable entries
+    -- (at 1 % claimable: about 100 entries each)
+    v_pick := least(v_want, greatest(v_maxp * 2, 8));
+    v_cands := ARRAY(
+        SELECT x.id FROM (
+            SELECT h.id
+            FROM (SELECT w.id
+                  FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
+                         WHERE pp.queue_id = v_qid AND pp.ord >= v_start
+                         ORDER BY pp.queue_id, pp.ord LIMIT 4096)
+                        UNION ALL
+                        (SELECT pp.partition_id FROM qn.partition_pending pp
+                         WHERE pp.queue_id = v_qid AND pp.ord < v_start
+                         ORDER BY pp.queue_id, pp.ord LIMIT 4096)) w
+                  LIMIT 4096) h
+            CROSS JOIN LATERAL (
+                SELECT 1
+                FROM queen.log_partitions p
+                LEFT JOIN queen.log_consumers k
+                       ON k.partition_id = p.id AND k.consumer_group = v_group
+                WHERE p.id = h.id
                   AND (k.partition_id IS NULL
-                       OR (h.last_offset > k.committed
-                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))))
-                     AS ok
-          FROM (SELECT u.id, p.id IS NOT NULL AS alive, p.last_offset
-                FROM (SELECT w.id
-                      FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
-                             WHERE pp.queue_id = v_qid AND pp.ord >= v_start
-                             ORDER BY pp.ord LIMIT greatest(v_want * 4, 1024))
-                            UNION ALL
-                            (SELECT pp.partition_id FROM qn.partition_pending pp
-                             WHERE pp.queue_id = v_qid AND pp.ord < v_start
-                             ORDER BY pp.ord LIMIT greatest(v_want * 4, 1024))) w
-                      LIMIT greatest(v_want * 4, 1024)) u
-                LEFT JOIN queen.log_partitions p ON p.id = u.id) h
-          LEFT JOIN queen.log_consumers k
-                 ON k.partition_id = h.id AND k.consumer_group = v_group) j;
+                       OR (p.last_offset > k.committed
+                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+                OFFSET 0) e   -- a fence: not flattened into a join that loses the order
+            LIMIT v_pick) x
+        ORDER BY random());
+    -- the first 64 entries of the window, of which up to 8 this group may not
+    -- claim go to pending_clear: it drops those every group has consumed (and
+    -- those whose partition is gone)
+    v_idle := ARRAY(
+        SELECT h.id
+        FROM (SELECT w.id
+              FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
+                     WHERE pp.queue_id = v_qid AND pp.ord >= v_start
+                     ORDER BY pp.queue_id, pp.ord LIMIT 64)
+                    UNION ALL
+                    (SELECT pp.partition_id FROM qn.partition_pending pp
+                     WHERE pp.queue_id = v_qid AND pp.ord < v_start
+                     ORDER BY pp.queue_id, pp.ord LIMIT 64)) w
+              LIMIT 64) h
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM (SELECT 1) one
+            LEFT JOIN queen.log_partitions p ON p.id = h.id
+            LEFT JOIN queen.log_consumers k
+                   ON k.partition_id = h.id AND k.consumer_group = v_group
+            WHERE p.id IS NULL OR (k.partition_id IS NOT NULL AND p.last_offset <= k.committed)
+            OFFSET 0) e
+        LIMIT 8);
 
     FOR v_phase IN 1 .. 2 LOOP
         EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);

@@ -122,7 +122,9 @@ $$;
 -- queue (or the named one) to the tail (p_to_end) or to just before the first
 -- segment created at or after p_ts (the tail when none is), clearing the lease,
 -- the retry budget and the attempt counters; deletes the group's empty-scan
--- floor so the moved cursors are scanned again. Returns partitions updated.
+-- floor so the moved cursors are scanned again; to the end, drops from pop_v1's
+-- index of partitions with data those every group has now consumed. Returns
+-- partitions updated.
 CREATE OR REPLACE FUNCTION qn.seek_consumer_group_v1(
     p_group     TEXT,
     p_queue     TEXT,
@@ -165,6 +167,27 @@ BEGIN
         attempt_offset = NULL, attempt_count = 0, lease_conflated = false;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     DELETE FROM queen.consumer_watermarks WHERE queue_id = v_qid AND consumer_group = v_group;
+    IF v_end THEN
+        -- Partitions every group (this one included) has now consumed leave
+        -- pop_v1's index of partitions with data at once, not one pop at a
+        -- time: the same check as pending_clear, under each partition's row
+        -- lock when it is free (a push holding it keeps its row).
+        DELETE FROM qn.partition_pending pp
+        USING (SELECT p.id, p.last_offset
+               FROM queen.log_partitions p
+               WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
+               ORDER BY p.id
+               FOR NO KEY UPDATE SKIP LOCKED) x
+        WHERE pp.queue_id = v_qid AND pp.partition_id = x.id
+          AND NOT EXISTS (SELECT 1
+                          FROM (SELECT m.consumer_group FROM queen.consumer_groups_metadata m
+                                WHERE m.queue_id = v_qid
+                                UNION SELECT v_group) g
+                          WHERE NOT EXISTS (SELECT 1 FROM queen.log_consumers c
+                                            WHERE c.partition_id = x.id
+                                              AND c.consumer_group = g.consumer_group
+                                              AND c.committed >= x.last_offset));
+    END IF;
     RETURN v_n;
 END;
 $$;

@@ -808,6 +808,13 @@ START_TEST(test_pending_index_found_and_cleared)
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
     ck_assert_int_eq(pending_rows(c, "pop.idx"), 0);
+    /* a seek to the end takes out at once what every group has then consumed */
+    qt_push1(c, "pop.idx", "p1", "i", 2, 3);
+    qt_push1(c, "pop.idx", "p2", "i", 3, 3);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 2);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('g', 'pop.idx', NULL, true, NULL)"),
+                     2);
+    ck_assert_int_eq(pending_rows(c, "pop.idx"), 0);
     PQfinish(c);
 }
 END_TEST
