@@ -141,6 +141,9 @@ DECLARE
     v_end   BOOL := coalesce(p_to_end, false);
     v_qid   UUID;
     v_n     INT4;
+    v_ids   UUID[];
+    v_lasts INT8[];
+    v_groups TEXT[];
 BEGIN
     IF NOT v_end AND p_ts IS NULL THEN
         RAISE EXCEPTION 'QSEEK either to_end or a timestamp is required'
@@ -172,17 +175,20 @@ BEGIN
         -- pop_v1's index of partitions with data at once, not one pop at a
         -- time: the same check as pending_clear, under each partition's row
         -- lock when it is free (a push holding it keeps its row).
+        SELECT array_agg(x.id), array_agg(x.last_offset) INTO v_ids, v_lasts
+        FROM (SELECT p.id, p.last_offset
+              FROM queen.log_partitions p
+              WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
+              ORDER BY p.id
+              FOR NO KEY UPDATE SKIP LOCKED) x;
+        SELECT array_agg(g.consumer_group) INTO v_groups
+        FROM (SELECT m.consumer_group FROM queen.consumer_groups_metadata m
+              WHERE m.queue_id = v_qid
+              UNION SELECT v_group) g;
         DELETE FROM qn.partition_pending pp
-        USING (SELECT p.id, p.last_offset
-               FROM queen.log_partitions p
-               WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
-               ORDER BY p.id
-               FOR NO KEY UPDATE SKIP LOCKED) x
+        USING unnest(coalesce(v_ids, '{}'), coalesce(v_lasts, '{}')) AS x(id, last_offset)
         WHERE pp.queue_id = v_qid AND pp.partition_id = x.id
-          AND NOT EXISTS (SELECT 1
-                          FROM (SELECT m.consumer_group FROM queen.consumer_groups_metadata m
-                                WHERE m.queue_id = v_qid
-                                UNION SELECT v_group) g
+          AND NOT EXISTS (SELECT 1 FROM unnest(v_groups) AS g(consumer_group)
                           WHERE NOT EXISTS (SELECT 1 FROM queen.log_consumers c
                                             WHERE c.partition_id = x.id
                                               AND c.consumer_group = g.consumer_group
