@@ -4,6 +4,7 @@ import { ConfirmButton } from "../components/Confirm";
 import { Empty, ErrorBox, Loading } from "../components/ErrorBox";
 import { fmtInt, fmtSeconds, fmtTimeUs, localInputToUs, msToLocalInput } from "../format";
 import { SubscriptionMode } from "../gen/queen/v1/common_pb";
+import { allGroups } from "../paging";
 import { usePoll } from "../poll";
 import { href, navigate } from "../router";
 
@@ -20,8 +21,8 @@ export function Group({ queue, group }: { queue: string; group: string }) {
   const api = useApi();
   const poll = usePoll(
     async (signal) => {
-      const r = await api.admin.listConsumerGroups({ queue, consumerGroup: group }, { signal });
-      return r.groups.find((g) => g.queue === queue && g.consumerGroup === group) ?? null;
+      const groups = await allGroups(api, queue, group, signal);
+      return groups.find((g) => g.queue === queue && g.consumerGroup === group) ?? null;
     },
     GROUP_POLL_MS,
     [api, queue, group],

@@ -1,26 +1,35 @@
+import { useEffect, useState } from "preact/hooks";
 import { useApi } from "../api";
 import { Empty, ErrorBox, Loading } from "../components/ErrorBox";
 import { fmtInt, fmtSeconds, fmtTimeUs } from "../format";
 import type { QueueOptions } from "../gen/queen/v1/common_pb";
+import { allGroups } from "../paging";
 import { usePoll } from "../poll";
 import { href, navigate } from "../router";
 
 export const QUEUE_POLL_MS = 2000;
 export const QUEUE_MODE = "__QUEUE_MODE__";
+/** Partitions per page of the partitions table. */
+export const PARTITIONS_PAGE = 100;
 
 export function Queue({ queue, group }: { queue: string; group: string }) {
   const api = useApi();
+  // the page tokens of the partitions pages shown before this one (a stack:
+  // Previous pops it); the current page starts after the last
+  const [tokens, setTokens] = useState<string[]>([]);
+  useEffect(() => setTokens([]), [queue, group]);
+  const pageToken = tokens.length > 0 ? tokens[tokens.length - 1] : "";
   const poll = usePoll(
     async (signal) => {
       const [q, groups, stats] = await Promise.all([
-        api.admin.getQueue({ queue, consumerGroup: group }, { signal }),
-        api.admin.listConsumerGroups({ queue }, { signal }),
+        api.admin.getQueue({ queue, consumerGroup: group, pageSize: PARTITIONS_PAGE, pageToken }, { signal }),
+        allGroups(api, queue, "", signal),
         api.admin.getStats({ queue }, { signal }),
       ]);
-      return { q, groups: groups.groups, stats: stats.queues.find((s) => s.queue === queue) };
+      return { q, groups, stats: stats.queues.find((s) => s.queue === queue) };
     },
     QUEUE_POLL_MS,
-    [api, queue, group],
+    [api, queue, group, pageToken],
   );
   const d = poll.data;
   const shownGroup = group || QUEUE_MODE;
@@ -101,6 +110,32 @@ export function Queue({ queue, group }: { queue: string; group: string }) {
               </table>
             </div>
           )}
+          {tokens.length > 0 || d.q.nextPageToken ? (
+            <nav class="pager" data-testid="partitions-pager">
+              {tokens.length > 0 ? (
+                <button class="secondary" data-testid="partitions-prev" onClick={() => setTokens(tokens.slice(0, -1))}>
+                  ← Previous
+                </button>
+              ) : (
+                <span />
+              )}
+              <span>
+                partitions {fmtInt(tokens.length * PARTITIONS_PAGE + 1)}–
+                {fmtInt(tokens.length * PARTITIONS_PAGE + d.q.partitions.length)}
+              </span>
+              {d.q.nextPageToken ? (
+                <button
+                  class="secondary"
+                  data-testid="partitions-next"
+                  onClick={() => setTokens([...tokens, d.q.nextPageToken])}
+                >
+                  Next →
+                </button>
+              ) : (
+                <span />
+              )}
+            </nav>
+          ) : null}
           <h3>Consumer groups</h3>
           {d.groups.length === 0 ? (
             <Empty>No consumer group has read this queue yet.</Empty>

@@ -33,7 +33,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file queen/v1/admin.proto.
  */
 export const file_queen_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChRxdWVlbi92MS9hZG1pbi5wcm90bxIIcXVlZW4udjEiYAoVQ29uZmlndXJlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEicKB29wdGlvbnMYAiABKAsyFi5xdWVlbi52MS5RdWV1ZU9wdGlvbnMSDwoHcmVwbGFjZRgDIAEoCCK1AQoJUXVldWVJbmZvEg0KBXF1ZXVlGAEgASgJEhAKCHF1ZXVlX2lkGAIgASgJEicKB29wdGlvbnMYAyABKAsyFi5xdWVlbi52MS5RdWV1ZU9wdGlvbnMSFQoNY3JlYXRlZF9hdF91cxgEIAEoAxISCgpwYXJ0aXRpb25zGAUgASgNEhAKCHNlZ21lbnRzGAYgASgDEhAKCG1lc3NhZ2VzGAcgASgDEg8KB3N0b3JhZ2UYCCABKAkiTQoWQ29uZmlndXJlUXVldWVSZXNwb25zZRIiCgVxdWV1ZRgBIAEoCzITLnF1ZWVuLnYxLlF1ZXVlSW5mbxIPCgdjcmVhdGVkGAIgASgIIjgKD0dldFF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIWCg5jb25zdW1lcl9ncm91cBgCIAEoCSKsAQoNUGFydGl0aW9uSW5mbxIRCglwYXJ0aXRpb24YASABKAkSFAoMcGFydGl0aW9uX2lkGAIgASgJEhMKC2xhc3Rfb2Zmc2V0GAMgASgDEhEKCWxvZ19zdGFydBgEIAEoAxIRCgljb21taXR0ZWQYBSABKAMSDQoFZGVwdGgYBiABKAMSDgoGbGVhc2VkGAcgASgIEhgKEGxhc3Rfd3JpdGVfYXRfdXMYCCABKAMicgoQR2V0UXVldWVSZXNwb25zZRIiCgVxdWV1ZRgBIAEoCzITLnF1ZWVuLnYxLlF1ZXVlSW5mbxIrCgpwYXJ0aXRpb25zGAIgAygLMhcucXVlZW4udjEuUGFydGl0aW9uSW5mbxINCgVkZXB0aBgDIAEoAyJTChFMaXN0UXVldWVzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEdGFzaxgCIAEoCRINCgVsaW1pdBgDIAEoDRIOCgZvZmZzZXQYBCABKA0iOQoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLnF1ZWVuLnYxLlF1ZXVlSW5mbyIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJgoTRGVsZXRlUXVldWVSZXNwb25zZRIPCgdleGlzdGVkGAEgASgIIkIKGUxpc3RDb25zdW1lckdyb3Vwc1JlcXVlc3QSDQoFcXVldWUYASABKAkSFgoOY29uc3VtZXJfZ3JvdXAYAiABKAki9gEKFkNvbnN1bWVyR3JvdXBQYXJ0aXRpb24SEQoJcGFydGl0aW9uGAEgASgJEhQKDHBhcnRpdGlvbl9pZBgCIAEoCRIRCgljb21taXR0ZWQYAyABKAMSEwoLbGFzdF9vZmZzZXQYBCABKAMSCwoDbGFnGAUgASgDEhgKEHRpbWVfbGFnX3NlY29uZHMYBiABKAMSDgoGbGVhc2VkGAcgASgIEhAKCGxlYXNlX2lkGAggASgJEhYKDnRvdGFsX2NvbnN1bWVkGAkgASgDEhMKC3JldHJ5X2NvdW50GAogASgNEhUKDWF0dGVtcHRfY291bnQYCyABKA0imwIKEUNvbnN1bWVyR3JvdXBJbmZvEhYKDmNvbnN1bWVyX2dyb3VwGAEgASgJEg0KBXF1ZXVlGAIgASgJEjUKEXN1YnNjcmlwdGlvbl9tb2RlGAMgASgOMhoucXVlZW4udjEuU3Vic2NyaXB0aW9uTW9kZRIcChRzdWJzY3JpcHRpb25fZnJvbV91cxgEIAEoAxI0CgpwYXJ0aXRpb25zGAUgAygLMiAucXVlZW4udjEuQ29uc3VtZXJHcm91cFBhcnRpdGlvbhIRCgl0b3RhbF9sYWcYBiABKAMSHAoUbWF4X3RpbWVfbGFnX3NlY29uZHMYByABKAMSIwoFc3RhdGUYCCABKA4yFC5xdWVlbi52MS5Hcm91cFN0YXRlIkkKGkxpc3RDb25zdW1lckdyb3Vwc1Jlc3BvbnNlEisKBmdyb3VwcxgBIAMoCzIbLnF1ZWVuLnYxLkNvbnN1bWVyR3JvdXBJbmZvIosBChhTZWVrQ29uc3VtZXJHcm91cFJlcXVlc3QSFgoOY29uc3VtZXJfZ3JvdXAYASABKAkSDQoFcXVldWUYAiABKAkSEQoJcGFydGl0aW9uGAMgASgJEhAKBnRvX2VuZBgEIAEoCEgAEhkKD3RvX3RpbWVzdGFtcF91cxgFIAEoA0gAQggKBnRhcmdldCI3ChlTZWVrQ29uc3VtZXJHcm91cFJlc3BvbnNlEhoKEnBhcnRpdGlvbnNfdXBkYXRlZBgBIAEoDSJcChpEZWxldGVDb25zdW1lckdyb3VwUmVxdWVzdBIWCg5jb25zdW1lcl9ncm91cBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIXCg9kZWxldGVfbWV0YWRhdGEYAyABKAgiOQobRGVsZXRlQ29uc3VtZXJHcm91cFJlc3BvbnNlEhoKEnBhcnRpdGlvbnNfZGVsZXRlZBgBIAEoDSKZAgoKRGVhZExldHRlchIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIRCglwYXJ0aXRpb24YAyABKAkSFAoMcGFydGl0aW9uX2lkGAQgASgJEhYKDmNvbnN1bWVyX2dyb3VwGAUgASgJEg4KBm9mZnNldBgGIAEoAxISCgptZXNzYWdlX2lkGAcgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAggASgJEg8KB3BheWxvYWQYCSABKAwSDQoFZXJyb3IYCiABKAkSEwoLcmV0cnlfY291bnQYCyABKA0SFAoMZmFpbGVkX2F0X3VzGAwgASgDEhEKCWVuY3J5cHRlZBgNIAEoCBIVCg1wYXlsb2FkX2Vycm9yGA4gASgJInEKFkxpc3REZWFkTGV0dGVyc1JlcXVlc3QSDQoFcXVldWUYASABKAkSFgoOY29uc3VtZXJfZ3JvdXAYAiABKAkSEQoJcGFydGl0aW9uGAMgASgJEg0KBWxpbWl0GAQgASgNEg4KBm9mZnNldBgFIAEoDSJFChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRIqCgxkZWFkX2xldHRlcnMYASADKAsyFC5xdWVlbi52MS5EZWFkTGV0dGVyImEKF0RlbGV0ZURlYWRMZXR0ZXJSZXF1ZXN0EgwKAmlkGAEgASgJSAASLgoHYWRkcmVzcxgCIAEoCzIbLnF1ZWVuLnYxLkRlYWRMZXR0ZXJBZGRyZXNzSABCCAoGdGFyZ2V0IkEKEURlYWRMZXR0ZXJBZGRyZXNzEhQKDHBhcnRpdGlvbl9pZBgBIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgCIAEoCSIrChhEZWxldGVEZWFkTGV0dGVyUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoDSJHChdSZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIRCglwYXJ0aXRpb24YAyABKAkiYgoYUmVwbGF5RGVhZExldHRlclJlc3BvbnNlEikKC3JlcGxheWVkX2FzGAEgASgLMhQucXVlZW4udjEuUHVzaFJlc3VsdBIbChNkZWFkX2xldHRlcl9yZW1vdmVkGAIgASgIIiAKD0dldFN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSKiAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgNEhAKCG1lc3NhZ2VzGAMgASgDEhAKCHNlZ21lbnRzGAQgASgDEg8KB3BlbmRpbmcYBSABKAMSFAoMZGVhZF9sZXR0ZXJzGAYgASgDEhcKD2NvbnN1bWVyX2dyb3VwcxgHIAEoDRINCgVieXRlcxgIIAEoAyKpBAoQR2V0U3RhdHNSZXNwb25zZRIkCgZxdWV1ZXMYASADKAsyFC5xdWVlbi52MS5RdWV1ZVN0YXRzEhYKDnRvdGFsX21lc3NhZ2VzGAIgASgDEhUKDXRvdGFsX3BlbmRpbmcYAyABKAMSGgoSdG90YWxfZGVhZF9sZXR0ZXJzGAQgASgDEhYKDnVwdGltZV9zZWNvbmRzGAUgASgDEgwKBHJwY3MYBiABKAMSDgoGcHVzaGVkGAcgASgDEhEKCWRlbGl2ZXJlZBgIIAEoAxIUCgxwdXNoX2NvbW1pdHMYCSABKAMSFQoNcHVzaF9zZWdtZW50cxgKIAEoAxIYChBkZWR1cF9wYXJ0aXRpb25zGAsgASgDEhYKDmRlZHVwX3ZvdWNoaW5nGAwgASgDEhQKDGRlZHVwX2hhc2hlcxgNIAEoAxITCgtkZWR1cF9ieXRlcxgOIAEoAxIVCg1kZWR1cF92b3VjaGVkGA8gASgDEhYKDmRlZHVwX2RlY2xpbmVkGBAgASgDEhgKEGRlZHVwX3N1cHByZXNzZWQYESABKAMSFAoMbWFpbnRfY3ljbGVzGBIgASgDEhUKDW1haW50X3NraXBwZWQYEyABKAMSHgoWbWFpbnRfc2VnbWVudHNfZGVsZXRlZBgUIAEoAxIZChFtYWludF90eG5zX3B1cmdlZBgVIAEoAxIgChhtYWludF9wYXJ0aXRpb25zX2RlbGV0ZWQYFiABKAMqWgoKR3JvdXBTdGF0ZRIbChdHUk9VUF9TVEFURV9VTlNQRUNJRklFRBAAEhYKEkdST1VQX1NUQVRFX1NUQUJMRRABEhcKE0dST1VQX1NUQVRFX0xBR0dJTkcQAjKvBwoMQWRtaW5TZXJ2aWNlElMKDkNvbmZpZ3VyZVF1ZXVlEh8ucXVlZW4udjEuQ29uZmlndXJlUXVldWVSZXF1ZXN0GiAucXVlZW4udjEuQ29uZmlndXJlUXVldWVSZXNwb25zZRJBCghHZXRRdWV1ZRIZLnF1ZWVuLnYxLkdldFF1ZXVlUmVxdWVzdBoaLnF1ZWVuLnYxLkdldFF1ZXVlUmVzcG9uc2USRwoKTGlzdFF1ZXVlcxIbLnF1ZWVuLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0GhwucXVlZW4udjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEkoKC0RlbGV0ZVF1ZXVlEhwucXVlZW4udjEuRGVsZXRlUXVldWVSZXF1ZXN0Gh0ucXVlZW4udjEuRGVsZXRlUXVldWVSZXNwb25zZRJfChJMaXN0Q29uc3VtZXJHcm91cHMSIy5xdWVlbi52MS5MaXN0Q29uc3VtZXJHcm91cHNSZXF1ZXN0GiQucXVlZW4udjEuTGlzdENvbnN1bWVyR3JvdXBzUmVzcG9uc2USXAoRU2Vla0NvbnN1bWVyR3JvdXASIi5xdWVlbi52MS5TZWVrQ29uc3VtZXJHcm91cFJlcXVlc3QaIy5xdWVlbi52MS5TZWVrQ29uc3VtZXJHcm91cFJlc3BvbnNlEmIKE0RlbGV0ZUNvbnN1bWVyR3JvdXASJC5xdWVlbi52MS5EZWxldGVDb25zdW1lckdyb3VwUmVxdWVzdBolLnF1ZWVuLnYxLkRlbGV0ZUNvbnN1bWVyR3JvdXBSZXNwb25zZRJWCg9MaXN0RGVhZExldHRlcnMSIC5xdWVlbi52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiEucXVlZW4udjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USWQoQRGVsZXRlRGVhZExldHRlchIhLnF1ZWVuLnYxLkRlbGV0ZURlYWRMZXR0ZXJSZXF1ZXN0GiIucXVlZW4udjEuRGVsZXRlRGVhZExldHRlclJlc3BvbnNlElkKEFJlcGxheURlYWRMZXR0ZXISIS5xdWVlbi52MS5SZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBoiLnF1ZWVuLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRJBCghHZXRTdGF0cxIZLnF1ZWVuLnYxLkdldFN0YXRzUmVxdWVzdBoaLnF1ZWVuLnYxLkdldFN0YXRzUmVzcG9uc2ViBnByb3RvMw", [file_queen_v1_common, file_queen_v1_queue]);
+  fileDesc("ChRxdWVlbi92MS9hZG1pbi5wcm90bxIIcXVlZW4udjEiYAoVQ29uZmlndXJlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEicKB29wdGlvbnMYAiABKAsyFi5xdWVlbi52MS5RdWV1ZU9wdGlvbnMSDwoHcmVwbGFjZRgDIAEoCCK1AQoJUXVldWVJbmZvEg0KBXF1ZXVlGAEgASgJEhAKCHF1ZXVlX2lkGAIgASgJEicKB29wdGlvbnMYAyABKAsyFi5xdWVlbi52MS5RdWV1ZU9wdGlvbnMSFQoNY3JlYXRlZF9hdF91cxgEIAEoAxISCgpwYXJ0aXRpb25zGAUgASgNEhAKCHNlZ21lbnRzGAYgASgDEhAKCG1lc3NhZ2VzGAcgASgDEg8KB3N0b3JhZ2UYCCABKAkiTQoWQ29uZmlndXJlUXVldWVSZXNwb25zZRIiCgVxdWV1ZRgBIAEoCzITLnF1ZWVuLnYxLlF1ZXVlSW5mbxIPCgdjcmVhdGVkGAIgASgIIl8KD0dldFF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIWCg5jb25zdW1lcl9ncm91cBgCIAEoCRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSKsAQoNUGFydGl0aW9uSW5mbxIRCglwYXJ0aXRpb24YASABKAkSFAoMcGFydGl0aW9uX2lkGAIgASgJEhMKC2xhc3Rfb2Zmc2V0GAMgASgDEhEKCWxvZ19zdGFydBgEIAEoAxIRCgljb21taXR0ZWQYBSABKAMSDQoFZGVwdGgYBiABKAMSDgoGbGVhc2VkGAcgASgIEhgKEGxhc3Rfd3JpdGVfYXRfdXMYCCABKAMiiwEKEEdldFF1ZXVlUmVzcG9uc2USIgoFcXVldWUYASABKAsyEy5xdWVlbi52MS5RdWV1ZUluZm8SKwoKcGFydGl0aW9ucxgCIAMoCzIXLnF1ZWVuLnYxLlBhcnRpdGlvbkluZm8SDQoFZGVwdGgYAyABKAMSFwoPbmV4dF9wYWdlX3Rva2VuGAQgASgJInoKEUxpc3RRdWV1ZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgR0YXNrGAIgASgJEg0KBWxpbWl0GAMgASgNEg4KBm9mZnNldBgEIAEoDRIRCglwYWdlX3NpemUYBSABKA0SEgoKcGFnZV90b2tlbhgGIAEoCSJSChJMaXN0UXVldWVzUmVzcG9uc2USIwoGcXVldWVzGAEgAygLMhMucXVlZW4udjEuUXVldWVJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJgoTRGVsZXRlUXVldWVSZXNwb25zZRIPCgdleGlzdGVkGAEgASgIImkKGUxpc3RDb25zdW1lckdyb3Vwc1JlcXVlc3QSDQoFcXVldWUYASABKAkSFgoOY29uc3VtZXJfZ3JvdXAYAiABKAkSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAki9gEKFkNvbnN1bWVyR3JvdXBQYXJ0aXRpb24SEQoJcGFydGl0aW9uGAEgASgJEhQKDHBhcnRpdGlvbl9pZBgCIAEoCRIRCgljb21taXR0ZWQYAyABKAMSEwoLbGFzdF9vZmZzZXQYBCABKAMSCwoDbGFnGAUgASgDEhgKEHRpbWVfbGFnX3NlY29uZHMYBiABKAMSDgoGbGVhc2VkGAcgASgIEhAKCGxlYXNlX2lkGAggASgJEhYKDnRvdGFsX2NvbnN1bWVkGAkgASgDEhMKC3JldHJ5X2NvdW50GAogASgNEhUKDWF0dGVtcHRfY291bnQYCyABKA0imwIKEUNvbnN1bWVyR3JvdXBJbmZvEhYKDmNvbnN1bWVyX2dyb3VwGAEgASgJEg0KBXF1ZXVlGAIgASgJEjUKEXN1YnNjcmlwdGlvbl9tb2RlGAMgASgOMhoucXVlZW4udjEuU3Vic2NyaXB0aW9uTW9kZRIcChRzdWJzY3JpcHRpb25fZnJvbV91cxgEIAEoAxI0CgpwYXJ0aXRpb25zGAUgAygLMiAucXVlZW4udjEuQ29uc3VtZXJHcm91cFBhcnRpdGlvbhIRCgl0b3RhbF9sYWcYBiABKAMSHAoUbWF4X3RpbWVfbGFnX3NlY29uZHMYByABKAMSIwoFc3RhdGUYCCABKA4yFC5xdWVlbi52MS5Hcm91cFN0YXRlImIKGkxpc3RDb25zdW1lckdyb3Vwc1Jlc3BvbnNlEisKBmdyb3VwcxgBIAMoCzIbLnF1ZWVuLnYxLkNvbnN1bWVyR3JvdXBJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKLAQoYU2Vla0NvbnN1bWVyR3JvdXBSZXF1ZXN0EhYKDmNvbnN1bWVyX2dyb3VwGAEgASgJEg0KBXF1ZXVlGAIgASgJEhEKCXBhcnRpdGlvbhgDIAEoCRIQCgZ0b19lbmQYBCABKAhIABIZCg90b190aW1lc3RhbXBfdXMYBSABKANIAEIICgZ0YXJnZXQiNwoZU2Vla0NvbnN1bWVyR3JvdXBSZXNwb25zZRIaChJwYXJ0aXRpb25zX3VwZGF0ZWQYASABKA0iXAoaRGVsZXRlQ29uc3VtZXJHcm91cFJlcXVlc3QSFgoOY29uc3VtZXJfZ3JvdXAYASABKAkSDQoFcXVldWUYAiABKAkSFwoPZGVsZXRlX21ldGFkYXRhGAMgASgIIjkKG0RlbGV0ZUNvbnN1bWVyR3JvdXBSZXNwb25zZRIaChJwYXJ0aXRpb25zX2RlbGV0ZWQYASABKA0imQIKCkRlYWRMZXR0ZXISCgoCaWQYASABKAkSDQoFcXVldWUYAiABKAkSEQoJcGFydGl0aW9uGAMgASgJEhQKDHBhcnRpdGlvbl9pZBgEIAEoCRIWCg5jb25zdW1lcl9ncm91cBgFIAEoCRIOCgZvZmZzZXQYBiABKAMSEgoKbWVzc2FnZV9pZBgHIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgIIAEoCRIPCgdwYXlsb2FkGAkgASgMEg0KBWVycm9yGAogASgJEhMKC3JldHJ5X2NvdW50GAsgASgNEhQKDGZhaWxlZF9hdF91cxgMIAEoAxIRCgllbmNyeXB0ZWQYDSABKAgSFQoNcGF5bG9hZF9lcnJvchgOIAEoCSKYAQoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIWCg5jb25zdW1lcl9ncm91cBgCIAEoCRIRCglwYXJ0aXRpb24YAyABKAkSDQoFbGltaXQYBCABKA0SDgoGb2Zmc2V0GAUgASgNEhEKCXBhZ2Vfc2l6ZRgGIAEoDRISCgpwYWdlX3Rva2VuGAcgASgJIl4KF0xpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEioKDGRlYWRfbGV0dGVycxgBIAMoCzIULnF1ZWVuLnYxLkRlYWRMZXR0ZXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKF0RlbGV0ZURlYWRMZXR0ZXJSZXF1ZXN0EgwKAmlkGAEgASgJSAASLgoHYWRkcmVzcxgCIAEoCzIbLnF1ZWVuLnYxLkRlYWRMZXR0ZXJBZGRyZXNzSABCCAoGdGFyZ2V0IkEKEURlYWRMZXR0ZXJBZGRyZXNzEhQKDHBhcnRpdGlvbl9pZBgBIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgCIAEoCSIrChhEZWxldGVEZWFkTGV0dGVyUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoDSJHChdSZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIRCglwYXJ0aXRpb24YAyABKAkiYgoYUmVwbGF5RGVhZExldHRlclJlc3BvbnNlEikKC3JlcGxheWVkX2FzGAEgASgLMhQucXVlZW4udjEuUHVzaFJlc3VsdBIbChNkZWFkX2xldHRlcl9yZW1vdmVkGAIgASgIIiAKD0dldFN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSKiAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgNEhAKCG1lc3NhZ2VzGAMgASgDEhAKCHNlZ21lbnRzGAQgASgDEg8KB3BlbmRpbmcYBSABKAMSFAoMZGVhZF9sZXR0ZXJzGAYgASgDEhcKD2NvbnN1bWVyX2dyb3VwcxgHIAEoDRINCgVieXRlcxgIIAEoAyKpBAoQR2V0U3RhdHNSZXNwb25zZRIkCgZxdWV1ZXMYASADKAsyFC5xdWVlbi52MS5RdWV1ZVN0YXRzEhYKDnRvdGFsX21lc3NhZ2VzGAIgASgDEhUKDXRvdGFsX3BlbmRpbmcYAyABKAMSGgoSdG90YWxfZGVhZF9sZXR0ZXJzGAQgASgDEhYKDnVwdGltZV9zZWNvbmRzGAUgASgDEgwKBHJwY3MYBiABKAMSDgoGcHVzaGVkGAcgASgDEhEKCWRlbGl2ZXJlZBgIIAEoAxIUCgxwdXNoX2NvbW1pdHMYCSABKAMSFQoNcHVzaF9zZWdtZW50cxgKIAEoAxIYChBkZWR1cF9wYXJ0aXRpb25zGAsgASgDEhYKDmRlZHVwX3ZvdWNoaW5nGAwgASgDEhQKDGRlZHVwX2hhc2hlcxgNIAEoAxITCgtkZWR1cF9ieXRlcxgOIAEoAxIVCg1kZWR1cF92b3VjaGVkGA8gASgDEhYKDmRlZHVwX2RlY2xpbmVkGBAgASgDEhgKEGRlZHVwX3N1cHByZXNzZWQYESABKAMSFAoMbWFpbnRfY3ljbGVzGBIgASgDEhUKDW1haW50X3NraXBwZWQYEyABKAMSHgoWbWFpbnRfc2VnbWVudHNfZGVsZXRlZBgUIAEoAxIZChFtYWludF90eG5zX3B1cmdlZBgVIAEoAxIgChhtYWludF9wYXJ0aXRpb25zX2RlbGV0ZWQYFiABKAMqWgoKR3JvdXBTdGF0ZRIbChdHUk9VUF9TVEFURV9VTlNQRUNJRklFRBAAEhYKEkdST1VQX1NUQVRFX1NUQUJMRRABEhcKE0dST1VQX1NUQVRFX0xBR0dJTkcQAjKvBwoMQWRtaW5TZXJ2aWNlElMKDkNvbmZpZ3VyZVF1ZXVlEh8ucXVlZW4udjEuQ29uZmlndXJlUXVldWVSZXF1ZXN0GiAucXVlZW4udjEuQ29uZmlndXJlUXVldWVSZXNwb25zZRJBCghHZXRRdWV1ZRIZLnF1ZWVuLnYxLkdldFF1ZXVlUmVxdWVzdBoaLnF1ZWVuLnYxLkdldFF1ZXVlUmVzcG9uc2USRwoKTGlzdFF1ZXVlcxIbLnF1ZWVuLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0GhwucXVlZW4udjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEkoKC0RlbGV0ZVF1ZXVlEhwucXVlZW4udjEuRGVsZXRlUXVldWVSZXF1ZXN0Gh0ucXVlZW4udjEuRGVsZXRlUXVldWVSZXNwb25zZRJfChJMaXN0Q29uc3VtZXJHcm91cHMSIy5xdWVlbi52MS5MaXN0Q29uc3VtZXJHcm91cHNSZXF1ZXN0GiQucXVlZW4udjEuTGlzdENvbnN1bWVyR3JvdXBzUmVzcG9uc2USXAoRU2Vla0NvbnN1bWVyR3JvdXASIi5xdWVlbi52MS5TZWVrQ29uc3VtZXJHcm91cFJlcXVlc3QaIy5xdWVlbi52MS5TZWVrQ29uc3VtZXJHcm91cFJlc3BvbnNlEmIKE0RlbGV0ZUNvbnN1bWVyR3JvdXASJC5xdWVlbi52MS5EZWxldGVDb25zdW1lckdyb3VwUmVxdWVzdBolLnF1ZWVuLnYxLkRlbGV0ZUNvbnN1bWVyR3JvdXBSZXNwb25zZRJWCg9MaXN0RGVhZExldHRlcnMSIC5xdWVlbi52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiEucXVlZW4udjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USWQoQRGVsZXRlRGVhZExldHRlchIhLnF1ZWVuLnYxLkRlbGV0ZURlYWRMZXR0ZXJSZXF1ZXN0GiIucXVlZW4udjEuRGVsZXRlRGVhZExldHRlclJlc3BvbnNlElkKEFJlcGxheURlYWRMZXR0ZXISIS5xdWVlbi52MS5SZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBoiLnF1ZWVuLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRJBCghHZXRTdGF0cxIZLnF1ZWVuLnYxLkdldFN0YXRzUmVxdWVzdBoaLnF1ZWVuLnYxLkdldFN0YXRzUmVzcG9uc2ViBnByb3RvMw", [file_queen_v1_common, file_queen_v1_queue]);
 
 /**
  * @generated from message queen.v1.ConfigureQueueRequest
@@ -161,6 +161,23 @@ export type GetQueueRequest = Message<"queen.v1.GetQueueRequest"> & {
    * @generated from field: string consumer_group = 2;
    */
   consumerGroup: string;
+
+  /**
+   * Paging (keyset): at most page_size partitions, by name, (0 means 100; larger than 1000
+   * is clamped to 1000) after the position page_token names ("" = the first
+   * page). A token is opaque, valid only for the same request filters (queue, consumer_group) in
+   * the same tenant (otherwise, or malformed: INVALID_ARGUMENT), and does not
+   * expire: a page continues after the last row of the previous one, so rows
+   * added or removed meanwhile are neither skipped nor repeated.
+   *
+   * @generated from field: uint32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
 };
 
 /**
@@ -242,16 +259,25 @@ export type GetQueueResponse = Message<"queen.v1.GetQueueResponse"> & {
   queue?: QueueInfo | undefined;
 
   /**
+   * One page of the queue's partitions, by name (see GetQueueRequest).
+   *
    * @generated from field: repeated queen.v1.PartitionInfo partitions = 2;
    */
   partitions: PartitionInfo[];
 
   /**
-   * Sum of partition depths.
+   * Sum of the depths of every partition of the queue (not only this page's).
    *
    * @generated from field: int64 depth = 3;
    */
   depth: bigint;
+
+  /**
+   * The token of the next page; "" on the last page.
+   *
+   * @generated from field: string next_page_token = 4;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -278,7 +304,9 @@ export type ListQueuesRequest = Message<"queen.v1.ListQueuesRequest"> & {
   task: string;
 
   /**
-   * Paging: at most `limit` queues (0 means 100, at most 1000) after `offset`.
+   * Legacy paging: at most `limit` queues (0 means 100, at most 1000) after
+   * `offset`. Superseded by page_size / page_token (limit is read as page_size
+   * when page_size is 0; offset with a page_token is INVALID_ARGUMENT).
    *
    * @generated from field: uint32 limit = 3;
    */
@@ -288,6 +316,23 @@ export type ListQueuesRequest = Message<"queen.v1.ListQueuesRequest"> & {
    * @generated from field: uint32 offset = 4;
    */
   offset: number;
+
+  /**
+   * Paging (keyset): at most page_size queues, by name, (0 means 100; larger than 1000
+   * is clamped to 1000) after the position page_token names ("" = the first
+   * page). A token is opaque, valid only for the same request filters (namespace, task) in
+   * the same tenant (otherwise, or malformed: INVALID_ARGUMENT), and does not
+   * expire: a page continues after the last row of the previous one, so rows
+   * added or removed meanwhile are neither skipped nor repeated.
+   *
+   * @generated from field: uint32 page_size = 5;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
 };
 
 /**
@@ -305,6 +350,13 @@ export type ListQueuesResponse = Message<"queen.v1.ListQueuesResponse"> & {
    * @generated from field: repeated queen.v1.QueueInfo queues = 1;
    */
   queues: QueueInfo[];
+
+  /**
+   * The token of the next page; "" on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -363,6 +415,25 @@ export type ListConsumerGroupsRequest = Message<"queen.v1.ListConsumerGroupsRequ
    * @generated from field: string consumer_group = 2;
    */
   consumerGroup: string;
+
+  /**
+   * Paging (keyset): at most page_size cursors (one per group, queue and partition, ordered so) (0 means 100; larger than 1000
+   * is clamped to 1000) after the position page_token names ("" = the first
+   * page). A token is opaque, valid only for the same request filters (queue, consumer_group) in
+   * the same tenant (otherwise, or malformed: INVALID_ARGUMENT), and does not
+   * expire: a page continues after the last row of the previous one, so rows
+   * added or removed meanwhile are neither skipped nor repeated.
+   * A group's partitions may continue on the next page: the next page then
+   * starts with another entry of the same group and queue.
+   *
+   * @generated from field: uint32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
 };
 
 /**
@@ -504,9 +575,19 @@ export const ConsumerGroupInfoSchema: GenMessage<ConsumerGroupInfo> = /*@__PURE_
  */
 export type ListConsumerGroupsResponse = Message<"queen.v1.ListConsumerGroupsResponse"> & {
   /**
+   * total_lag, max_time_lag_seconds and state are each group's over the whole
+   * queue, not only over the partitions of this page.
+   *
    * @generated from field: repeated queen.v1.ConsumerGroupInfo groups = 1;
    */
   groups: ConsumerGroupInfo[];
+
+  /**
+   * The token of the next page; "" on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -745,7 +826,9 @@ export type ListDeadLettersRequest = Message<"queen.v1.ListDeadLettersRequest"> 
   partition: string;
 
   /**
-   * Paging, newest first: 0 means 100, at most 1000.
+   * Legacy paging, newest first: 0 means 100, at most 1000. Superseded by
+   * page_size / page_token (limit is read as page_size when page_size is 0;
+   * offset with a page_token is INVALID_ARGUMENT).
    *
    * @generated from field: uint32 limit = 4;
    */
@@ -755,6 +838,25 @@ export type ListDeadLettersRequest = Message<"queen.v1.ListDeadLettersRequest"> 
    * @generated from field: uint32 offset = 5;
    */
   offset: number;
+
+  /**
+   * Paging (keyset): at most page_size dead letters, newest first, (0 means 100; larger than 1000
+   * is clamped to 1000) after the position page_token names ("" = the first
+   * page). A token is opaque, valid only for the same request filters (queue, consumer_group, partition) in
+   * the same tenant (otherwise, or malformed: INVALID_ARGUMENT), and does not
+   * expire: a page continues after the last row of the previous one, so rows
+   * added or removed meanwhile are neither skipped nor repeated.
+   * A dead letter filed while a client pages is newer than the position and
+   * appears only in a new listing.
+   *
+   * @generated from field: uint32 page_size = 6;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 7;
+   */
+  pageToken: string;
 };
 
 /**
@@ -772,6 +874,13 @@ export type ListDeadLettersResponse = Message<"queen.v1.ListDeadLettersResponse"
    * @generated from field: repeated queen.v1.DeadLetter dead_letters = 1;
    */
   deadLetters: DeadLetter[];
+
+  /**
+   * The token of the next page; "" on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
