@@ -224,10 +224,17 @@ export class FakeBroker {
             const group = req.consumerGroup || "__QUEUE_MODE__";
             const cur = this.cursors.get(`${q.name}\u0000${group}`);
             let depth = 0n;
-            const partitions = [...q.partitions.values()].map((p) => {
+            const all = [...q.partitions.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+            for (const p of all) depth += partitionLag(this.last(p), 0n, cur?.get(p.name)?.committed ?? -1n);
+            // keyset paging as the broker does it: the token names the last partition shown
+            const size = Math.min(req.pageSize || 100, 1000);
+            const after = req.pageToken ? req.pageToken.replace(/^after:/, "") : undefined;
+            const rest = after === undefined ? all : all.filter((p) => p.name > after);
+            const page = rest.slice(0, size);
+            const nextPageToken = rest.length > size ? `after:${page[page.length - 1].name}` : "";
+            const partitions = page.map((p) => {
               const committed = cur?.get(p.name)?.committed ?? -1n;
               const d = partitionLag(this.last(p), 0n, committed);
-              depth += d;
               return create(PartitionInfoSchema, {
                 partition: p.name,
                 partitionId: p.id,
@@ -238,7 +245,7 @@ export class FakeBroker {
                 lastWriteAtUs: p.messages.at(-1)?.createdAtUs ?? 0n,
               });
             });
-            return { queue: this.queueInfo(q), partitions, depth };
+            return { queue: this.queueInfo(q), partitions, depth, nextPageToken };
           },
           listQueues: (_req, ctx) => {
             this.guard("ListQueues", ctx);

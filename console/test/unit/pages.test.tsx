@@ -120,6 +120,27 @@ describe("queue page", () => {
     expect(cell(container, 'tr[data-partition="p0"] [data-col="depth"]')).toBe("2");
   });
 
+  test("pages the partitions with Next and Previous; the depth stays the whole queue's", async () => {
+    for (let i = 0; i < 250; i++) broker.push("wide", `p${String(i).padStart(3, "0")}`, ["x"]);
+    const { container } = open("#/queues/wide");
+    await waitFor(() => expect(container.querySelectorAll("tr[data-partition]").length).toBe(100));
+    expect(screen.getByTestId("queue-depth").textContent).toBe("250");
+    expect(container.querySelector("tr[data-partition]")?.getAttribute("data-partition")).toBe("p000");
+    expect(screen.queryByTestId("partitions-prev")).toBeNull();
+    fireEvent.click(screen.getByTestId("partitions-next"));
+    await waitFor(() =>
+      expect(container.querySelector("tr[data-partition]")?.getAttribute("data-partition")).toBe("p100"),
+    );
+    expect(screen.getByTestId("queue-depth").textContent).toBe("250");
+    fireEvent.click(screen.getByTestId("partitions-next"));
+    await waitFor(() => expect(container.querySelectorAll("tr[data-partition]").length).toBe(50));
+    expect(screen.queryByTestId("partitions-next")).toBeNull();
+    fireEvent.click(screen.getByTestId("partitions-prev"));
+    await waitFor(() =>
+      expect(container.querySelector("tr[data-partition]")?.getAttribute("data-partition")).toBe("p100"),
+    );
+  });
+
   test("a missing queue is NOT_FOUND in place", async () => {
     open("#/queues/nope");
     expect((await screen.findByRole("alert")).getAttribute("data-code")).toBe("NOT_FOUND");
