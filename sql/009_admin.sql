@@ -666,3 +666,29 @@ AS $$
     ORDER BY d.failed_at DESC, d.id
     LIMIT least(CASE WHEN coalesce(p_limit, 0) > 0 THEN p_limit ELSE 100 END, 1001)
 $$;
+
+-- group_lags_v1: one row per (group, queue) of the tenant, ordered so, with
+-- the lag summed over the group's cursors on the queue: what the broker's
+-- per-queue metrics need, without sending a row per cursor (a million
+-- partitions would otherwise mean a million rows per refresh). The columns are
+-- list_consumer_groups_v1's, partition columns NULL.
+CREATE OR REPLACE FUNCTION qn.group_lags_v1(
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_group TEXT, r_queue TEXT, r_sub_mode TEXT, r_sub_from TIMESTAMPTZ,
+               r_partition TEXT, r_pid UUID, r_committed INT8, r_last_offset INT8, r_lag INT8,
+               r_time_lag_seconds INT8, r_leased BOOL, r_worker TEXT, r_total_consumed INT8,
+               r_retry_count INT4, r_attempt_count INT4)
+LANGUAGE sql STABLE
+SET jit = off
+AS $$
+    SELECT c.consumer_group, q.name::TEXT, NULL::TEXT, NULL::TIMESTAMPTZ, NULL::TEXT, NULL::UUID,
+           NULL::INT8, NULL::INT8,
+           sum(greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0))::INT8,
+           NULL::INT8, NULL::BOOL, NULL::TEXT, NULL::INT8, NULL::INT4, NULL::INT4
+    FROM queen.queues q
+    JOIN queen.log_partitions p ON p.queue_id = q.id
+    JOIN queen.log_consumers c ON c.partition_id = p.id
+    WHERE q.tenant_id = p_tenant
+    GROUP BY c.consumer_group, q.name
+    ORDER BY c.consumer_group, q.name::TEXT
+$$;

@@ -6,7 +6,7 @@
  * the waiters, the storage pool and the maintenance loop keep anyway into
  * their series (nothing on the hot paths changes for that); give fusion its two
  * segment histograms; every QUEEN_METRICS_REFRESH_MS read the per-queue figures
- * (stats_v1) and the consumer groups' cursors (list_consumer_groups_v1) from the
+ * (stats_v1) and the consumer groups' lag per queue (group_lags_v1) from the
  * database and rebuild the per-queue series from them.
  * Does not: read the database per scrape (a scrape never waits), keep series
  * for more than QUEEN_METRICS_MAX_QUEUES queues and QUEEN_METRICS_MAX_GROUPS
@@ -20,7 +20,7 @@
  *
  * Refresh lifecycle:
  *
- *   IDLE --timer--> STATS (stats_v1 in flight) --rows--> GROUPS (list_consumer_groups_v1)
+ *   IDLE --timer--> STATS (stats_v1 in flight) --rows--> GROUPS (group_lags_v1)
  *   GROUPS --rows--> IDLE (series rebuilt);  STATS|GROUPS --error--> IDLE (series kept,
  *   failure counted)
  *
@@ -232,7 +232,7 @@ static void groups_done(void *ud, const struct qn_store_status *st,
         refresh_failed(qm, "groups", st);
         return;
     }
-    /* rows come ordered by group, queue, partition: one run per (group, queue) */
+    /* rows come ordered by group, queue: one per (group, queue) */
     struct qpair *pairs = calloc(r->n ? r->n : 1, sizeof *pairs);
     size_t np = 0;
     for (size_t i = 0; pairs != NULL && i < r->n; i++) {
@@ -334,8 +334,7 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
     /* the default tenant's queues only (NULL): /metrics answers without
      * credentials, so other tenants' queue names never appear there */
     struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
-    int rc =
-        qn_store_list_consumer_groups(qm->app->store, NULL, NULL, &opts, groups_done, qm, &qm->req);
+    int rc = qn_store_group_lags(qm->app->store, &opts, groups_done, qm, &qm->req);
     if (rc != QN_OK) {
         qm->req = NULL;
         struct qn_store_status s = {rc, "", ""};

@@ -600,6 +600,20 @@ int qn_store_list_consumer_groups_page(qn_store *st, const char *queue, const ch
     return qn__call_submit(r, finish_groups, (qn__anyfn)cb, ud, req);
 }
 
+int qn_store_group_lags(qn_store *st, const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
+                        qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_GROUP_LAGS, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_uuid(&s->p, 0, qn__req_tenant(r));
+    return qn__call_submit(r, finish_groups, (qn__anyfn)cb, ud, req);
+}
+
 int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *queue,
                                  const char *partition, bool to_end, int64_t ts_us,
                                  const struct qn_call_opts *opts, qn_int_cb cb, void *ud,

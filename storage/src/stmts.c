@@ -419,6 +419,16 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                                QN__LANE_READ,
                                false,
                                qn__decode_dlq},
+    [QN_STMT_GROUP_LAGS] = {"qn_group_lags",
+                            "SELECT r_group, r_queue, r_sub_mode, r_sub_from, r_partition, "
+                            "r_pid, r_committed, r_last_offset, r_lag, r_time_lag_seconds, "
+                            "r_leased, r_worker, r_total_consumed, r_retry_count, "
+                            "r_attempt_count FROM qn.group_lags_v1($1)",
+                            1,
+                            {U},
+                            QN__LANE_READ,
+                            false,
+                            qn__decode_groups},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

@@ -239,6 +239,13 @@ START_TEST(test_consumer_groups_seek_delete)
     r = qt_q(c, "SELECT * FROM qn.list_consumer_groups_v1(NULL, NULL)");
     ck_assert_int_ge(PQntuples(r), 4);
     PQclear(r);
+    /* the metrics' summary: one row per (group, queue), the cursors' lags summed */
+    ck_assert(qt_b(c, "SELECT NOT EXISTS (SELECT r_group, r_queue, sum(r_lag)::INT8 FROM "
+                      "qn.list_consumer_groups_v1(NULL, NULL) GROUP BY 1, 2 EXCEPT SELECT "
+                      "r_group, r_queue, r_lag FROM qn.group_lags_v1())"));
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.group_lags_v1()"),
+                     qt_i(c, "SELECT count(DISTINCT (r_group, r_queue)) FROM "
+                             "qn.list_consumer_groups_v1(NULL, NULL)"));
 
     /* delete without metadata: the stored subscription seeds the next cursors */
     ck_assert_int_eq(qt_i(c, "SELECT qn.delete_consumer_group_v1('gcg', 'cg.q', false)"), 2);

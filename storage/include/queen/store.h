@@ -633,6 +633,13 @@ int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *g
                                   const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
                                   qn_store_req **req);
 
+/* group_lags_v1: one row per (group, queue) of the tenant, ordered so, lag
+ * summed over the group's cursors on the queue (group, queue and lag set; the
+ * partition fields empty). For metrics: O(groups x queues) rows, not one per
+ * cursor. */
+int qn_store_group_lags(qn_store *st, const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
+                        qn_store_req **req);
+
 /* seek_consumer_group_v1: value = partitions updated; missing queue/partition ->
  * QN_ENOTFOUND */
 int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *queue,
