@@ -9,6 +9,7 @@
 static const struct qn_check_suite suites[] = {
     {"log", qn_test_log_suite, false},
     {"metrics", qn_test_metrics_suite, false},
+    {"page_token", qn_test_page_token_suite, false},
 };
 
 const struct qn_check_runner qn_check_runner = {"test_process", suites, QN_CHECK_NSUITES(suites),
