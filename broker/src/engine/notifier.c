@@ -1,13 +1,12 @@
 /*
  * engine/notifier.c - wake-ups from commits, local and remote (see notifier.h).
  *
- * Does: wake QN_NOTIFY_WAKE_PER_GROUP waiters per group of a queue when this
- * broker commits to it; collect the queues committed to and send one NOTIFY
- * naming them at most every QN_NOTIFY_INTERVAL_MS (one per tenant); wake
- * waiters of the queue another broker's NOTIFY names (payload "tenant/queue",
- * so a tenant's waiters are woken only by its own queues).
- * Does not: send NOTIFY inside the push transaction (it follows the commit),
- * retry a NOTIFY that failed (re-check timers cover it).
+ * Does: wake one waiter per group of a queue when this broker commits to one of
+ * its partitions, hinted with that partition (qn_waiters_feed); collect the queues committed to and
+ * send one NOTIFY naming them at most every QN_NOTIFY_INTERVAL_MS (one per tenant); wake waiters of
+ * the queue another broker's NOTIFY names (payload "tenant/queue", so a tenant's waiters are woken
+ * only by its own queues). Does not: send NOTIFY inside the push transaction (it follows the
+ * commit), retry a NOTIFY that failed (re-check timers cover it).
  *
  * Invariants:
  *   1. armed is true iff the timer is pending; it is armed by the first commit
@@ -83,7 +82,9 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
                            const char *partition)
 {
     struct qn_notifier *nt = ud;
-    qn_waiters_notify(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
+    /* a local commit names its partition: wake as many as it can feed (one per
+     * group), hinted with the partition (waiters.h) */
+    qn_waiters_feed(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
         known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;

@@ -21,8 +21,10 @@ struct event_base;
 struct qn_waiters;
 struct qn_notifier;
 
-/* Waiters woken per consumer group and commit: enough to drain a burst in
- * parallel without waking every parked pop for one segment. */
+/* Waiters woken per consumer group by another broker's NOTIFY (which names no
+ * partition), and discovery waiters woken per local commit: enough to drain a
+ * burst in parallel without waking every parked pop for one segment. A local
+ * commit wakes one "any partition" waiter per group (qn_waiters_feed). */
 #define QN_NOTIFY_WAKE_PER_GROUP 4
 /* NOTIFY is sent at most once per this many milliseconds... */
 #define QN_NOTIFY_INTERVAL_MS 20

@@ -13,6 +13,11 @@
  * the list: unparking takes it off the list, so it is never called. A pass
  * started from inside a callback only adds to the list; the outer pass calls.
  *
+ * A commit of this broker names its partition (qn_waiters_feed): per group it
+ * wakes one "any partition" waiter, since one (partition, group) has one lease
+ * at a time and a second woken pop would only come back empty; the partition
+ * travels as the waiter's hint so that its pop skips the any-partition scan.
+ *
  * Invariants:
  *   1. w->bucket != NULL iff w is linked in that bucket's list (a real bucket,
  *      or `waking`).
@@ -267,26 +272,40 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uin
     return n;
 }
 
-void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
-                       const char *partition, size_t per_group)
+/* Picks, for a commit to `partition` (feed mode), the one "any partition"
+ * waiter of bucket b to wake: the oldest ready one, else the oldest. Every
+ * waiter for exactly this partition is taken as well. */
+static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, struct qn_waiter **out,
+                           size_t cap, size_t n)
 {
-    enum { BATCH = 256 };
-    struct qn_waiter *wake[BATCH];
-    size_t n = 0;
-    if (per_group == 0)
-        per_group = 1;
-    if (queue != NULL && tenant != NULL) {
-        char kbuf[16 + 256];
-        size_t klen = queue_key(tenant, queue, kbuf);
-        struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
-        if (node != NULL) {
-            struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
-            for (struct qn_wait_bucket *b = q->buckets; b && n < BATCH; b = b->next)
-                n = collect(ws, b, NULL, partition, per_group, wake, BATCH, n);
+    struct qn_waiter *any = NULL, *ready = NULL;
+    for (struct qn_waiter *w = b->head; w && n < cap; w = w->next) {
+        if (w->partition != NULL) {
+            if (strcmp(w->partition, partition) == 0)
+                out[n++] = w;
+            continue;
         }
+        if (any == NULL)
+            any = w;
+        if (ready == NULL && (w->ready == NULL || w->ready(w)))
+            ready = w;
     }
-    if (ws->discovery != NULL && n < BATCH)
-        n = collect(ws, ws->discovery, tenant, NULL, per_group, wake, BATCH, n);
+    struct qn_waiter *pick = ready ? ready : any;
+    if (pick != NULL && n < cap) {
+        size_t pl = strlen(partition);
+        if (pl <= QN_WAITER_HINT_MAX) {
+            memcpy(pick->hint, partition, pl + 1);
+            pick->hinted = true;
+        }
+        out[n++] = pick;
+    }
+    return n;
+}
+
+/* Moves the chosen waiters to the waking list and, unless a pass is already
+ * running (we are inside a wake-up), calls them. */
+static void wake_chosen(struct qn_waiters *ws, struct qn_waiter **wake, size_t n)
+{
     /* Move all to the waking list first (this may free buckets), then call back
      * from its head: a waiter unparked meanwhile is off the list (invariant 4). */
     for (size_t i = 0; i < n; i++) {
@@ -302,6 +321,52 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
         w->wake(w);
     }
     ws->passing = false;
+}
+
+enum { WAKE_BATCH = 256 };
+
+void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
+                       const char *partition, size_t per_group)
+{
+    struct qn_waiter *wake[WAKE_BATCH];
+    size_t n = 0;
+    if (per_group == 0)
+        per_group = 1;
+    if (queue != NULL && tenant != NULL) {
+        char kbuf[16 + 256];
+        size_t klen = queue_key(tenant, queue, kbuf);
+        struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
+        if (node != NULL) {
+            struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
+            for (struct qn_wait_bucket *b = q->buckets; b && n < WAKE_BATCH; b = b->next)
+                n = collect(ws, b, NULL, partition, per_group, wake, WAKE_BATCH, n);
+        }
+    }
+    if (ws->discovery != NULL && n < WAKE_BATCH)
+        n = collect(ws, ws->discovery, tenant, NULL, per_group, wake, WAKE_BATCH, n);
+    wake_chosen(ws, wake, n);
+}
+
+void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                     const char *partition, size_t discovery)
+{
+    if (tenant == NULL || queue == NULL || partition == NULL) {
+        qn_waiters_notify(ws, tenant, queue, partition, discovery);
+        return;
+    }
+    struct qn_waiter *wake[WAKE_BATCH];
+    size_t n = 0;
+    char kbuf[16 + 256];
+    size_t klen = queue_key(tenant, queue, kbuf);
+    struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
+    if (node != NULL) {
+        struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
+        for (struct qn_wait_bucket *b = q->buckets; b && n < WAKE_BATCH; b = b->next)
+            n = collect_feed(b, partition, wake, WAKE_BATCH, n);
+    }
+    if (ws->discovery != NULL && n < WAKE_BATCH && discovery > 0)
+        n = collect(ws, ws->discovery, tenant, NULL, discovery, wake, WAKE_BATCH, n);
+    wake_chosen(ws, wake, n);
 }
 
 struct name_list {

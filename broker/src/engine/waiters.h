@@ -11,6 +11,12 @@
  * if it found nothing). Owners also re-check on their own timer
  * (QUEEN_WAKE_RECHECK_MS), which bounds any wake-up that was missed.
  *
+ * A commit on this broker names its partition: qn_waiters_feed() then wakes only
+ * as many "any partition" waiters per group as the commit can feed (one: a
+ * (partition, group) has one lease at a time), preferring waiters that can pop
+ * at once, and hands each the partition as a hint so that it leases there
+ * without an any-partition scan.
+ *
  * Parking holds no database connection.
  */
 #ifndef QN_BROKER_WAITERS_H
@@ -18,15 +24,28 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct qn_waiters;
 struct qn_wait_bucket;
+
+/* Longest partition name a hint carries (longer: no hint, a plain wake-up). */
+#define QN_WAITER_HINT_MAX 255
 
 struct qn_waiter {
     /* set by the owner before parking */
     const char *partition; /* only wake for this partition; NULL = any */
     void (*wake)(struct qn_waiter *w);
+    /* Optional: true when the owner would pop at once if woken now (no database
+     * call in flight, room to receive). qn_waiters_feed() wakes such waiters
+     * before the others. NULL: always ready. */
+    bool (*ready)(const struct qn_waiter *w);
     void *ud;
+    /* Set by qn_waiters_feed() on an "any partition" waiter it wakes: the
+     * partition (NUL-terminated) the commit named. The owner leases there first
+     * and clears `hinted`. Other wake-ups leave it as it is. */
+    bool hinted;
+    char hint[QN_WAITER_HINT_MAX + 1];
     /* owned by waiters.c */
     uint8_t tenant[16];            /* the tenant it parked in */
     struct qn_wait_bucket *bucket; /* non-NULL while parked */
@@ -67,6 +86,17 @@ bool qn_waiter_parked(const struct qn_waiter *w);
  */
 void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
                        const char *partition, size_t per_group);
+
+/*
+ * This broker committed to (tenant, queue, partition) (all three non-NULL):
+ * wakes, for every group waiting on the queue, ONE waiter that wants any
+ * partition (the oldest whose ready() says yes, else the oldest), hinted with
+ * the partition (see qn_waiter.hint), plus every waiter for exactly this
+ * partition; and up to `discovery` discovery waiters of tenant (unhinted: they
+ * pop through discovery). Otherwise as qn_waiters_notify().
+ */
+void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                     const char *partition, size_t discovery);
 
 size_t qn_waiters_count(const struct qn_waiters *ws);
 

@@ -25,6 +25,7 @@
 #include "queen/segment.h"
 #include "rpc/authz.h"
 #include "rpc/crypt.h"
+#include "engine/waiters.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
 
@@ -304,6 +305,17 @@ static int build_slices(struct qn_arena *arena, const struct qn_pop_args *a,
     pr->segments = ptrs;
     *count = total;
     return QN_OK;
+}
+
+void qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a)
+{
+    if (!w->hinted)
+        return;
+    w->hinted = false;
+    if (a->queue == NULL || a->queue[0] == '\0' || (a->partition != NULL && a->partition[0]) ||
+        a->max_partitions > 1)
+        return; /* discovery, a named partition, or a pop over several partitions */
+    a->partition = w->hint;
 }
 
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,

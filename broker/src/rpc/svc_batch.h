@@ -55,6 +55,18 @@ bool qn_pop_prepare(const struct qn_config *cfg, const struct qn_pop_params *pp,
 int qn_pop_reserve(qn_call *call, const struct qn_config *cfg, struct qn_pop_args *a, size_t *min,
                    char *why, size_t cap);
 
+struct qn_waiter;
+
+/*
+ * Consumes w's hint (engine/waiters.h: the partition a commit of this broker
+ * named when it woke w) into a pop's arguments: an "any partition" pop of one
+ * named queue and at most one partition then leases in that partition only
+ * (pop_v1 without its candidate scan). a->partition borrows w->hint, so a is
+ * good only until w is woken again (qn_store_pop copies it at once). Clears
+ * w->hinted whatever it does.
+ */
+void qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a);
+
 /* qn_pop_send_batch's flags. */
 #define QN_BATCH_WRAP 1u /* inside a ConsumeResponse (Consume, request_id 0) */
 #define QN_BATCH_RAW 2u  /* the stored segments (PopResponse.segments), not messages */

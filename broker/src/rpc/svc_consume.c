@@ -8,7 +8,8 @@
  * has read what was sent (qn_call_pending_bytes() = 0) and the outbound budget
  * has room (qn_pop_reserve; else it waits for room: qn_call_on_budget);
  * park on the waiters while its queue is empty (woken by commits, re-checked
- * every QUEEN_WAKE_RECHECK_MS); apply in-band acks (ack_apply.h) and renewals and
+ * every QUEEN_WAKE_RECHECK_MS; a wake-up by this broker's commit leases in the
+ * partition it named, qn_pop_take_hint); apply in-band acks (ack_apply.h) and renewals and
  * answer each with its request_id; release the stream's leases when it ends.
  * Does not: hold a database connection while idle; produce a batch while the
  * previous ones are unread (outbound flow control); allow a second subscribe.
@@ -326,7 +327,9 @@ static void consume_pump(struct consume_rpc *c)
     evtimer_del(c->timer);
     c->rewake = false;
     struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
-    rc = qn_store_pop(c->app->store, &c->args, &popts, consume_pop_done, c, &c->pop_req);
+    struct qn_pop_args a = c->args;
+    qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition: lease there */
+    rc = qn_store_pop(c->app->store, &a, &popts, consume_pop_done, c, &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
@@ -335,6 +338,15 @@ static void consume_pump(struct consume_rpc *c)
         qn_finish_store_error(call, &st);
         consume_free(c);
     }
+}
+
+/* qn_waiter.ready: a wake-up now would pop at once (credit, nothing in flight,
+ * the previous batches read). */
+static bool consume_ready(const struct qn_waiter *w)
+{
+    const struct consume_rpc *c = w->ud;
+    return c->state == CS_STREAMING && c->pop_req == NULL && c->credits > 0 &&
+           !c->app->shutting_down && qn_call_pending_bytes(c->call) == 0;
 }
 
 static void consume_wake(struct qn_waiter *w)
@@ -386,6 +398,7 @@ static void consume_subscribe(struct consume_rpc *c, Queen__V1__ConsumeRequest *
     c->credits = s->credits ? s->credits : 1;
     c->waiter.partition = c->args.partition && *c->args.partition ? c->args.partition : NULL;
     c->waiter.wake = consume_wake;
+    c->waiter.ready = consume_ready;
     c->waiter.ud = c;
     consume_pump(c);
 }

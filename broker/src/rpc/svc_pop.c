@@ -183,6 +183,13 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
     pop_issue(p); /* held by the gate: ask again (it lets the pop through at the end) */
 }
 
+/* qn_waiter.ready: a wake-up now would pop at once (not merely be remembered). */
+static bool pop_ready(const struct qn_waiter *w)
+{
+    const struct pop_rpc *p = w->ud;
+    return p->sreq == NULL && (p->state == POP_HELD || p->state == POP_WAITING);
+}
+
 static void pop_wake(struct qn_waiter *w)
 {
     struct pop_rpc *p = w->ud;
@@ -317,6 +324,7 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
     if (!qn_waiter_parked(&p->waiter)) {
         p->waiter.partition = p->args.partition && *p->args.partition ? p->args.partition : NULL;
         p->waiter.wake = pop_wake;
+        p->waiter.ready = pop_ready;
         p->waiter.ud = p;
         if (qn_waiters_park(p->app->waiters, &p->waiter, p->tenant, p->args.queue, p->args.group) !=
             QN_OK) {
@@ -403,7 +411,9 @@ static void pop_issue(struct pop_rpc *p)
     }
     p->state = POP_POPPING;
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
-    rc = qn_store_pop(app->store, &p->args, &popts, pop_done, p, &p->sreq);
+    struct qn_pop_args a = p->args;
+    qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
+    rc = qn_store_pop(app->store, &a, &popts, pop_done, p, &p->sreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         p->sreq = NULL;
@@ -478,6 +488,7 @@ void qn_svc_pop(qn_call *call, ProtobufCMessage *msg)
         p->waiting = p->wait_until_ms > now;
         p->waiter.partition = p->args.partition && *p->args.partition ? p->args.partition : NULL;
         p->waiter.wake = pop_wake;
+        p->waiter.ready = pop_ready;
         p->waiter.ud = p;
     }
     p->started_ms = qn_store_now_ms();

@@ -6,9 +6,11 @@
  * notifies and checks who woke: oldest first, up to per_group "any partition"
  * waiters per consumer group plus every waiter for exactly the committed
  * partition, discovery waiters too, the QUEEN_MAX_PARKED_POPS limit, and
- * waiters unparked, parked again or freed from inside a wake pass.
+ * waiters unparked, parked again or freed from inside a wake pass; and the
+ * feed mode of local commits (one hinted waiter per group, ready ones first).
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +381,134 @@ START_TEST(free_with_parked_waiters)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- feed (local commits) */
+
+static bool busy[MAXW];
+
+static bool is_ready(const struct qn_waiter *w)
+{
+    const struct tw *t = w->ud;
+    return !busy[t->id];
+}
+
+/* 16 consumers of one group parked on one queue; one commit to a partition wakes
+ * exactly one of them, the oldest, hinted with that partition. */
+START_TEST(feed_wakes_one_per_group_with_the_partition)
+{
+    setup(100);
+    for (int i = 0; i < 16; i++)
+        park(i, "q", "g", NULL);
+    park(16, "q", "other", NULL);
+    qn_waiters_feed(ws, T1, "q", "p7", 4);
+    static const int want[] = {16, 0};
+    ck_assert_int_eq(norder, 2);
+    /* one per group: the group "other" (parked last, its bucket first) and "g" */
+    ck_assert(order[0] == want[0] || order[0] == want[1]);
+    ck_assert(order[1] == want[0] || order[1] == want[1]);
+    ck_assert(order[0] != order[1]);
+    ck_assert(tws[0].w.hinted);
+    ck_assert_str_eq(tws[0].w.hint, "p7");
+    ck_assert(tws[16].w.hinted);
+    for (int i = 1; i < 16; i++) {
+        ck_assert_int_eq(tws[i].woken, 0);
+        ck_assert(!tws[i].w.hinted);
+    }
+    ck_assert_uint_eq(qn_waiters_count(ws), 15);
+    /* 15 more commits (one per partition) wake the other 15, each once */
+    char part[8];
+    for (int k = 0; k < 15; k++) {
+        snprintf(part, sizeof part, "p%d", k + 100);
+        qn_waiters_feed(ws, T1, "q", part, 4);
+    }
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(tws[i].woken, 1);
+    ck_assert_str_eq(tws[15].w.hint, "p114");
+    ck_assert_uint_eq(qn_waiters_count(ws), 0);
+    /* nobody left: a commit wakes nobody */
+    qn_waiters_feed(ws, T1, "q", "p1", 4);
+    ck_assert_int_eq(norder, 17);
+    teardown();
+}
+END_TEST
+
+/* A waiter whose owner has a call in flight would only remember the wake-up:
+ * the commit goes to the oldest ready one; when none is ready, to the oldest. */
+START_TEST(feed_prefers_ready_waiters)
+{
+    setup(100);
+    memset(busy, 0, sizeof busy);
+    for (int i = 0; i < 4; i++) {
+        tws[i].w.ready = is_ready;
+        park(i, "q", "g", NULL);
+    }
+    busy[0] = busy[1] = true;
+    qn_waiters_feed(ws, T1, "q", "a", 0);
+    static const int want[] = {2};
+    assert_order(want, 1);
+    busy[3] = true;
+    /* 0, 1 and 3 busy: the oldest of them */
+    busy[2] = true;
+    qn_waiters_feed(ws, T1, "q", "b", 0);
+    static const int want2[] = {2, 0};
+    assert_order(want2, 2);
+    ck_assert_str_eq(tws[0].w.hint, "b");
+    teardown();
+}
+END_TEST
+
+/* Partition waiters of the committed partition all wake (they do not compete
+ * with the "any" waiters); other partitions' do not; discovery waiters of the
+ * tenant wake up to the given count, unhinted; another tenant's never. */
+START_TEST(feed_partition_and_discovery_waiters)
+{
+    setup(100);
+    park(0, "q", "g", "p1");
+    park(1, "q", "g", "p2");
+    park(2, "q", "g", "p1");
+    park(3, "q", "g", NULL);
+    park(4, "q", "g", NULL);
+    park(5, NULL, "", NULL);
+    park(6, NULL, "", NULL);
+    park(7, NULL, "", NULL);
+    tws[8].w.partition = NULL;
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[8].w, T2, "q", "g"), QN_OK);
+    qn_waiters_feed(ws, T1, "q", "p1", 2);
+    ck_assert_int_eq(tws[0].woken, 1);
+    ck_assert_int_eq(tws[2].woken, 1);
+    ck_assert_int_eq(tws[1].woken, 0);
+    ck_assert_int_eq(tws[3].woken, 1);
+    ck_assert_int_eq(tws[4].woken, 0);
+    ck_assert_int_eq(tws[5].woken + tws[6].woken + tws[7].woken, 2);
+    ck_assert(!tws[5].w.hinted && !tws[6].w.hinted);
+    ck_assert(!tws[0].w.hinted); /* a partition waiter needs no hint */
+    ck_assert_int_eq(tws[8].woken, 0);
+    ck_assert_int_eq(norder, 5);
+    teardown();
+}
+END_TEST
+
+/* A partition name longer than a hint holds still wakes one waiter, unhinted
+ * (it then pops as it would have without the hint). */
+START_TEST(feed_long_partition_wakes_unhinted)
+{
+    setup(100);
+    park(0, "q", "g", NULL);
+    park(1, "q", "g", NULL);
+    char longp[QN_WAITER_HINT_MAX + 2];
+    memset(longp, 'x', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    qn_waiters_feed(ws, T1, "q", longp, 4);
+    static const int want[] = {0};
+    assert_order(want, 1);
+    ck_assert(!tws[0].w.hinted);
+    /* partition unknown (NULL): as qn_waiters_notify with the count given */
+    qn_waiters_feed(ws, T1, "q", NULL, 4);
+    static const int want2[] = {0, 1};
+    assert_order(want2, 2);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_waiters_suite(void)
 {
     Suite *s = suite_create("waiters");
@@ -395,6 +525,10 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, notify_inside_a_wake_joins_the_pass);
     tcase_add_test(tc, wake_all_wakes_everyone_once_even_if_they_park_again);
     tcase_add_test(tc, free_with_parked_waiters);
+    tcase_add_test(tc, feed_wakes_one_per_group_with_the_partition);
+    tcase_add_test(tc, feed_prefers_ready_waiters);
+    tcase_add_test(tc, feed_partition_and_discovery_waiters);
+    tcase_add_test(tc, feed_long_partition_wakes_unhinted);
     suite_add_tcase(s, tc);
     return s;
 }
