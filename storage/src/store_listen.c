@@ -6,7 +6,9 @@
  * Does: start and stop the listener connection (the pool's connection code
  * drives it: connect, set up with LISTEN in the same sync, reconnect with
  * backoff), read the notifications libpq buffered and hand each payload to the
- * callback.
+ * callback, except those this store's own connections sent (the broker woke its
+ * own waiters at its commits; its own NOTIFY coming back would only wake more,
+ * unhinted, into empty any-partition scans).
  * Does not: carry calls (only its own setup runs on it), count for
  * qn_store_is_up(), or deliver a notification twice (libpq queues each once).
  *
@@ -27,12 +29,23 @@ bool qn__listen_wanted(const qn_store *st)
     return st->listen_cb != NULL;
 }
 
+/* be_pid is the backend of one of this store's own pool connections: the
+ * NOTIFY came from this broker, whose commits woke its waiters already. */
+static bool own_backend(const qn_store *st, int be_pid)
+{
+    for (int i = 0; i < st->cfg.pool_size; i++)
+        if (st->conns[i].pg != NULL && PQstatus(st->conns[i].pg) == CONNECTION_OK &&
+            PQbackendPID(st->conns[i].pg) == be_pid)
+            return true;
+    return false;
+}
+
 void qn__listen_pump(struct qn__conn *c)
 {
     qn_store *st = c->st;
     PGnotify *n;
     while (c->pg != NULL && !st->closing && (n = PQnotifies(c->pg)) != NULL) {
-        if (st->listen_cb != NULL && n->extra != NULL)
+        if (st->listen_cb != NULL && n->extra != NULL && !own_backend(st, n->be_pid))
             st->listen_cb(st->listen_ud, n->extra);
         PQfreemem(n);
     }

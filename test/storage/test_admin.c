@@ -1,7 +1,8 @@
 /*
  * test_admin.c - admin.c against the admin procedures: configure (create, merge,
  * replace, invalid options), get/list queues, partitions, stats, consumer groups
- * (list, seek, delete), delete_queue, and notify_push_v1 heard by listen_push.
+ * (list, seek, delete), delete_queue, and notify_push_v1 heard by listen_push
+ * (another store's, not the listener's own).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -302,22 +303,27 @@ END_TEST
 
 static char heard[256];
 static int nheard;
+static int nown; /* payloads naming the queue "own" */
 
 static void on_push(void *ud, const char *payload)
 {
     (void)ud;
     snprintf(heard, sizeof heard, "%s", payload);
     nheard++;
+    if (strstr(payload, "/own") != NULL)
+        nown++;
 }
 
 START_TEST(notify_push_reaches_listeners)
 {
+    /* another broker's store sends; S listens */
+    qn_store *other = qt_store(B, CI, 1, 4);
     nheard = 0;
     ck_assert_int_eq(qn_store_listen_push(S, on_push, NULL), QN_OK);
     const char *qs[3] = {"alpha", "alpha", ""};
     for (int i = 0; i < 40 && nheard == 0; i++) {
         memset(&is, 0, sizeof is);
-        ck_assert_int_eq(qn_store_notify_push(S, qs, 3, NULL, int_cb, NULL, NULL), QN_OK);
+        ck_assert_int_eq(qn_store_notify_push(other, qs, 3, NULL, int_cb, NULL, NULL), QN_OK);
         WAIT_IS();
         ck_assert_int_eq(is.code, QN_OK);
         qt_run_for(B, 50);
@@ -325,8 +331,29 @@ START_TEST(notify_push_reaches_listeners)
     ck_assert_int_ge(nheard, 1);
     ck_assert_str_eq(heard, "00000000-0000-0000-0000-000000000001/alpha");
     /* fire and forget: no callback */
-    ck_assert_int_eq(qn_store_notify_push(S, qs, 1, NULL, NULL, NULL, NULL), QN_OK);
+    ck_assert_int_eq(qn_store_notify_push(other, qs, 1, NULL, NULL, NULL, NULL), QN_OK);
     qt_run_for(B, 100);
+    /* S's own NOTIFY is not handed back to it (its broker woke its waiters at
+     * the commit), while the other store's still is */
+    const char *own[1] = {"own"};
+    const char *theirs[1] = {"theirs"};
+    nown = 0;
+    for (int i = 0; i < 3; i++) {
+        memset(&is, 0, sizeof is);
+        ck_assert_int_eq(qn_store_notify_push(S, own, 1, NULL, int_cb, NULL, NULL), QN_OK);
+        WAIT_IS();
+        ck_assert_int_eq(is.code, QN_OK);
+    }
+    /* NOTIFYs reach a listener in commit order: once "theirs", sent after, is
+     * heard, "own" would have been heard before it */
+    memset(&is, 0, sizeof is);
+    ck_assert_int_eq(qn_store_notify_push(other, theirs, 1, NULL, int_cb, NULL, NULL), QN_OK);
+    WAIT_IS();
+    for (int i = 0; i < 100 && strstr(heard, "/theirs") == NULL; i++)
+        qt_run_for(B, 20);
+    ck_assert_str_eq(heard, "00000000-0000-0000-0000-000000000001/theirs");
+    ck_assert_int_eq(nown, 0);
+    qn_store_free(other);
 }
 END_TEST
 

@@ -102,7 +102,8 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
     }
 }
 
-/* A NOTIFY from any broker (ours included: waking twice is harmless). */
+/* A NOTIFY from another broker (the store drops our own: our commits woke our
+ * waiters already, hinted). */
 static void on_listen(void *ud, const char *payload)
 {
     struct qn_notifier *nt = ud;

@@ -862,8 +862,9 @@ int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,
                          qn_store_req **req);
 
 /* LISTENs on channel queen_push over a dedicated connection (reconnecting as the
- * pool does); cb(ud, "tenant/queue") for each notification. One listener; NULL
- * stops listening. */
+ * pool does); cb(ud, "tenant/queue") for each notification, except those sent
+ * over this store's own pool connections (this broker's own NOTIFY). One
+ * listener; NULL stops listening. */
 int qn_store_listen_push(qn_store *st, void (*cb)(void *ud, const char *payload), void *ud);
 
 #endif
