@@ -22,6 +22,7 @@
 struct event_base;
 struct qn_config;
 struct qn_conn_budget;
+struct qn_cfusion;
 struct qn_crypt;
 struct qn_dedup;
 struct qn_fusion;
@@ -43,6 +44,7 @@ struct qn_app {
     struct qn_fusion *fusion;        /* push batching */
     struct qn_waiters *waiters;      /* parked pops and consume streams */
     struct qn_notifier *notifier;    /* wake-ups from commits, ours and other brokers' */
+    struct qn_cfusion *cfusion;      /* consume fusion: wake-ups from released leases */
     struct qn_pop_gates *gates;      /* queues' min_pop_wait_time */
     struct qn_crypt *crypt;          /* queues' encryption flags, sealing and opening payloads */
     struct qn_dedup *dedup;          /* NULL when QUEEN_DEDUP_CACHE is off */

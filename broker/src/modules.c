@@ -17,7 +17,7 @@
  * (one app per loop: a multi-loop process makes one per loop).
  *
  * Invariants:
- *   1. Start order: ids, zctx, store, waiters, fusion, dedup cache, notifier,
+ *   1. Start order: ids, zctx, store, waiters, consume fusion, fusion, dedup cache, notifier,
  *      gates, crypt, methods, the schema attempts; the maintenance loop once the
  *      schema is applied. Stop ends the schema attempts and frees the maintenance
  *      loop first, then the notifier (LISTEN off), crypt (its lookups) and the
@@ -44,6 +44,7 @@
 #include "engine/notifier.h"
 #include "engine/pop_gate.h"
 #include "engine/waiters.h"
+#include "engine/cfusion.h"
 #include "log.h"
 #include "modules.h"
 #include "queen/error.h"
@@ -219,6 +220,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
 
     if ((rc = qn_waiters_new((size_t)cfg->max_parked_pops, &app->waiters)) != QN_OK)
         return rc;
+    if ((rc = qn_cfusion_new(app->waiters, 0, &app->cfusion)) != QN_OK)
+        return rc;
     if ((rc = qn_conn_budget_new((size_t)cfg->max_conn_db_calls, &app->budget)) != QN_OK)
         return rc;
     if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)
@@ -303,6 +306,7 @@ static void queue_stop(void *state)
     qn_pop_gates_free(app->gates);
     qn_dedup_free(app->dedup);
     qn_fusion_free(app->fusion);
+    qn_cfusion_free(app->cfusion);
     qn_waiters_free(app->waiters);
     qn_zctx_free(app->zctx);
     qn_conn_budget_free(app->budget); /* last: every call gave its slot back */

@@ -84,7 +84,7 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
     struct qn_notifier *nt = ud;
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h) */
-    qn_waiters_feed(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP);
+    qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
         known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;

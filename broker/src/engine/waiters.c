@@ -348,7 +348,7 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
 }
 
 void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                     const char *partition, size_t discovery)
+                     const char *group, const char *partition, size_t discovery)
 {
     if (tenant == NULL || queue == NULL || partition == NULL) {
         qn_waiters_notify(ws, tenant, queue, partition, discovery);
@@ -362,7 +362,8 @@ void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char
     if (node != NULL) {
         struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
         for (struct qn_wait_bucket *b = q->buckets; b && n < WAKE_BATCH; b = b->next)
-            n = collect_feed(b, partition, wake, WAKE_BATCH, n);
+            if (group == NULL || strcmp(b->group, group) == 0)
+                n = collect_feed(b, partition, wake, WAKE_BATCH, n);
     }
     if (ws->discovery != NULL && n < WAKE_BATCH && discovery > 0)
         n = collect(ws, ws->discovery, tenant, NULL, discovery, wake, WAKE_BATCH, n);

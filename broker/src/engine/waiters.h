@@ -88,15 +88,17 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
                        const char *partition, size_t per_group);
 
 /*
- * This broker committed to (tenant, queue, partition) (all three non-NULL):
- * wakes, for every group waiting on the queue, ONE waiter that wants any
+ * This broker committed to (tenant, queue, partition), or released a lease on
+ * it (tenant, queue, partition non-NULL): wakes, for every group waiting on the
+ * queue (only `group` when it is not NULL), ONE waiter that wants any
  * partition (the oldest whose ready() says yes, else the oldest), hinted with
  * the partition (see qn_waiter.hint), plus every waiter for exactly this
  * partition; and up to `discovery` discovery waiters of tenant (unhinted: they
- * pop through discovery). Otherwise as qn_waiters_notify().
+ * pop through discovery). With a NULL tenant, queue or partition: as
+ * qn_waiters_notify(ws, tenant, queue, partition, discovery).
  */
 void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                     const char *partition, size_t discovery);
+                     const char *group, const char *partition, size_t discovery);
 
 size_t qn_waiters_count(const struct qn_waiters *ws);
 

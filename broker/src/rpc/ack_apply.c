@@ -37,6 +37,7 @@
 #include <event2/event.h>
 
 #include "app.h"
+#include "engine/cfusion.h"
 #include "config.h"
 #include "log.h"
 #include "queen/error.h"
@@ -352,6 +353,10 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
         ack_op_step(op);
         return;
     }
+    if ((r->flags & QN_ACKF_RELEASED) && op->call != NULL)
+        /* the partition is free for the group again: one parked consumer
+         * leases what is left there (engine/cfusion.h) */
+        qn_cfusion_released(op->app->cfusion, qn_authz_tenant(op->call), g->pid, op->group);
     if ((r->flags & QN_ACKF_DROPPED) && head >= 0)
         op->results[head].dropped = true;
     if (r->flags & QN_ACKF_DLQ_HANDOFF) {

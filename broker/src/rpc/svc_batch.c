@@ -25,6 +25,7 @@
 #include "queen/segment.h"
 #include "rpc/authz.h"
 #include "rpc/crypt.h"
+#include "engine/cfusion.h"
 #include "engine/waiters.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
@@ -349,8 +350,14 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
             int64_t e = res->segs[i].lease_expires_at_us;
             if (e > 0 && (exp == 0 || e < exp))
                 exp = e;
-            if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0)
+            if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0) {
                 nseen++;
+                /* consume fusion learns the partition's names for its acks */
+                const struct qn_pop_segment *s = &res->segs[i];
+                qn_cfusion_learn(app->cfusion, qn_authz_tenant(call), s->pid,
+                                 s->queue && *s->queue ? s->queue : a->queue,
+                                 s->partition && *s->partition ? s->partition : a->partition);
+            }
         }
         pr.lease_expires_at_us = a->auto_ack ? 0 : exp;
         pr.partitions_claimed = (uint32_t)nseen;

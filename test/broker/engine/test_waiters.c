@@ -399,7 +399,7 @@ START_TEST(feed_wakes_one_per_group_with_the_partition)
     for (int i = 0; i < 16; i++)
         park(i, "q", "g", NULL);
     park(16, "q", "other", NULL);
-    qn_waiters_feed(ws, T1, "q", "p7", 4);
+    qn_waiters_feed(ws, T1, "q", NULL, "p7", 4);
     static const int want[] = {16, 0};
     ck_assert_int_eq(norder, 2);
     /* one per group: the group "other" (parked last, its bucket first) and "g" */
@@ -418,14 +418,14 @@ START_TEST(feed_wakes_one_per_group_with_the_partition)
     char part[8];
     for (int k = 0; k < 15; k++) {
         snprintf(part, sizeof part, "p%d", k + 100);
-        qn_waiters_feed(ws, T1, "q", part, 4);
+        qn_waiters_feed(ws, T1, "q", NULL, part, 4);
     }
     for (int i = 0; i < 16; i++)
         ck_assert_int_eq(tws[i].woken, 1);
     ck_assert_str_eq(tws[15].w.hint, "p114");
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
     /* nobody left: a commit wakes nobody */
-    qn_waiters_feed(ws, T1, "q", "p1", 4);
+    qn_waiters_feed(ws, T1, "q", NULL, "p1", 4);
     ck_assert_int_eq(norder, 17);
     teardown();
 }
@@ -442,13 +442,13 @@ START_TEST(feed_prefers_ready_waiters)
         park(i, "q", "g", NULL);
     }
     busy[0] = busy[1] = true;
-    qn_waiters_feed(ws, T1, "q", "a", 0);
+    qn_waiters_feed(ws, T1, "q", NULL, "a", 0);
     static const int want[] = {2};
     assert_order(want, 1);
     busy[3] = true;
     /* 0, 1 and 3 busy: the oldest of them */
     busy[2] = true;
-    qn_waiters_feed(ws, T1, "q", "b", 0);
+    qn_waiters_feed(ws, T1, "q", NULL, "b", 0);
     static const int want2[] = {2, 0};
     assert_order(want2, 2);
     ck_assert_str_eq(tws[0].w.hint, "b");
@@ -472,7 +472,7 @@ START_TEST(feed_partition_and_discovery_waiters)
     park(7, NULL, "", NULL);
     tws[8].w.partition = NULL;
     ck_assert_int_eq(qn_waiters_park(ws, &tws[8].w, T2, "q", "g"), QN_OK);
-    qn_waiters_feed(ws, T1, "q", "p1", 2);
+    qn_waiters_feed(ws, T1, "q", NULL, "p1", 2);
     ck_assert_int_eq(tws[0].woken, 1);
     ck_assert_int_eq(tws[2].woken, 1);
     ck_assert_int_eq(tws[1].woken, 0);
@@ -497,12 +497,12 @@ START_TEST(feed_long_partition_wakes_unhinted)
     char longp[QN_WAITER_HINT_MAX + 2];
     memset(longp, 'x', sizeof longp - 1);
     longp[sizeof longp - 1] = '\0';
-    qn_waiters_feed(ws, T1, "q", longp, 4);
+    qn_waiters_feed(ws, T1, "q", NULL, longp, 4);
     static const int want[] = {0};
     assert_order(want, 1);
     ck_assert(!tws[0].w.hinted);
     /* partition unknown (NULL): as qn_waiters_notify with the count given */
-    qn_waiters_feed(ws, T1, "q", NULL, 4);
+    qn_waiters_feed(ws, T1, "q", NULL, NULL, 4);
     static const int want2[] = {0, 1};
     assert_order(want2, 2);
     teardown();
