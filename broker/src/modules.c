@@ -239,6 +239,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         QN_ERROR("cannot listen for other brokers' commits: %s", qn_strerror(rc));
         return rc;
     }
+    qn_notifier_set_cfusion(app->notifier, app->cfusion);
     qn_fusion_on_commit(app->fusion, qn_notifier_committed, app->notifier);
     if ((rc = qn_pop_gates_new(&app->gates)) != QN_OK)
         return rc;

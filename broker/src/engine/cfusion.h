@@ -4,11 +4,14 @@
  *
  * Pops return each leased segment with its partition's id and names. The
  * directory here remembers, per (tenant, partition id), the queue and partition
- * names, so that an ack (which names only the partition id) that released a
- * lease can wake one parked consumer of that group hinted with the partition
- * (qn_waiters_feed): what is left there after the lease, or what was committed
- * while it was held, is leased again at once, without an any-partition scan and
- * without waiting for the next commit or a re-check timer.
+ * names, when this broker last committed to it and whether the last lease
+ * taken there was a full batch, so that an ack (which names only the partition
+ * id) that released a lease can wake one parked consumer of that group hinted
+ * with the partition (qn_waiters_feed) when something is likely left there: a
+ * full batch (more was pending), or a commit since (or just before) the lease
+ * was taken. That is leased again at once, without an any-partition scan and
+ * without waiting for the next commit or a re-check timer; a drained partition
+ * wakes nobody.
  *
  * Every entry is a hint: a missing, stale or evicted one only means the wake-up
  * does not happen (parked pops still re-check every QUEEN_WAKE_RECHECK_MS).
@@ -28,6 +31,13 @@ struct qn_cfusion;
  * (as the pop gate cache does): bounded memory, one relearn per partition. */
 #define QN_CFUSION_MAX 100000
 
+/* A commit this old before a lease's batch came back may have been missed by
+ * the pop that took it (the pop's snapshot came first): the release still wakes. */
+#define QN_CFUSION_RACE_MS 200
+/* Groups whose last lease each partition entry remembers; a release by a group
+ * it does not remember always wakes. */
+#define QN_CFUSION_GROUPS 4
+
 /* Borrows ws until qn_cfusion_free(). max_entries 0: QN_CFUSION_MAX. Returns
  * QN_OK or QN_ENOMEM. */
 int qn_cfusion_new(struct qn_waiters *ws, size_t max_entries, struct qn_cfusion **out);
@@ -36,19 +46,30 @@ int qn_cfusion_new(struct qn_waiters *ws, size_t max_entries, struct qn_cfusion 
 void qn_cfusion_free(struct qn_cfusion *cf);
 
 /*
- * A pop of this broker returned rows of (tenant, pid) = (queue, partition):
- * remembers the names (copies them). Names longer than 255 bytes, or a failed
- * allocation, are not remembered (no hint later, nothing else).
+ * A pop of this broker for group returned rows of (tenant, pid) = (queue,
+ * partition) at now_ms (monotonic): remembers the names (copies them), and, per
+ * group (the last QN_CFUSION_GROUPS groups), when the lease came back and
+ * whether the batch was full (it took all it was allowed: more may be pending). Names longer than
+ * 255 bytes, or a failed allocation, are not remembered (no hint later,
+ * nothing else).
  */
 void qn_cfusion_learn(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
-                      const char *queue, const char *partition);
+                      const char *queue, const char *partition, const char *group, bool full,
+                      int64_t now_ms);
+
+/* This broker committed to (tenant, queue, partition) at now_ms. Unknown
+ * partitions are ignored (their first pop learns them). */
+void qn_cfusion_committed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
+                          const char *partition, int64_t now_ms);
 
 /*
  * An ack of this broker committed and released group's lease on (tenant, pid):
- * wakes one parked "any partition" consumer of that group on the partition's
- * queue, hinted with it (qn_waiters_feed). The queue-mode group matches both of
- * its spellings ("" and "__QUEUE_MODE__"). Returns true when the partition was
- * known (a wake-up was offered), false otherwise.
+ * when the partition is known and likely holds more (the last lease there was
+ * a full batch, or this broker committed to it since QN_CFUSION_RACE_MS before
+ * that lease), wakes one parked "any partition" consumer of that group on the
+ * partition's queue, hinted with it (qn_waiters_feed). The queue-mode group
+ * matches both of its spellings ("" and "__QUEUE_MODE__"). Returns true when a
+ * wake-up was offered, false otherwise.
  */
 bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
                          const char *group);

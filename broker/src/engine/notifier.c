@@ -21,6 +21,7 @@
 
 #include <event2/event.h>
 
+#include "engine/cfusion.h"
 #include "engine/notifier.h"
 #include "engine/waiters.h"
 #include "log.h"
@@ -30,6 +31,7 @@
 struct qn_notifier {
     qn_store *store;            /* borrowed */
     struct qn_waiters *waiters; /* borrowed */
+    struct qn_cfusion *cfusion; /* borrowed; NULL allowed */
     struct event *timer;
     bool armed;
     char *queues[QN_NOTIFY_MAX_QUEUES];        /* owned copies */
@@ -82,6 +84,7 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
                            const char *partition)
 {
     struct qn_notifier *nt = ud;
+    qn_cfusion_committed(nt->cfusion, tenant, queue, partition, qn_store_now_ms());
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h) */
     qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
@@ -137,6 +140,11 @@ int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters 
     }
     *out = nt;
     return QN_OK;
+}
+
+void qn_notifier_set_cfusion(struct qn_notifier *nt, struct qn_cfusion *cf)
+{
+    nt->cfusion = cf;
 }
 
 void qn_notifier_free(struct qn_notifier *nt)

@@ -39,6 +39,11 @@ struct qn_notifier;
 int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters *ws,
                     struct qn_notifier **out);
 
+struct qn_cfusion;
+/* Local commits are also told to cf (borrowed until qn_notifier_free; NULL:
+ * not), which learns when partitions last received data (engine/cfusion.h). */
+void qn_notifier_set_cfusion(struct qn_notifier *n, struct qn_cfusion *cf);
+
 /*
  * Messages were committed to (tenant, queue, partition) on this broker: wakes
  * local waiters now and queues (tenant, queue) for the next NOTIFY. The

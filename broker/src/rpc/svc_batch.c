@@ -344,6 +344,8 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
         size_t nseen = 0;
         /* pop_v1 returns the rows of one claimed partition together (claim
          * order, then base), so each change of partition id is a new one */
+        bool full = n >= (size_t)a->budget; /* took all it was allowed: more may wait */
+        int64_t now = qn_store_now_ms();
         for (size_t i = 0; i < res->n; i++) {
             /* the earliest: partitions of different queues may have different
              * lease times, and the client must renew before the first runs out */
@@ -356,7 +358,8 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
                 const struct qn_pop_segment *s = &res->segs[i];
                 qn_cfusion_learn(app->cfusion, qn_authz_tenant(call), s->pid,
                                  s->queue && *s->queue ? s->queue : a->queue,
-                                 s->partition && *s->partition ? s->partition : a->partition);
+                                 s->partition && *s->partition ? s->partition : a->partition,
+                                 a->group, full, now);
             }
         }
         pr.lease_expires_at_us = a->auto_ack ? 0 : exp;

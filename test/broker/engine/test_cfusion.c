@@ -4,8 +4,9 @@
  *
  * Pops teach it (tenant, partition id) -> names; a released lease then wakes
  * exactly one parked consumer of the acking group, hinted with the partition,
- * and nobody in another group, queue or tenant; an unknown id wakes nobody;
- * the directory stays within its bound.
+ * and nobody in another group, queue or tenant, and only when something is
+ * likely left there; an unknown id wakes nobody; the directory stays within its
+ * bound.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -82,9 +83,9 @@ START_TEST(release_wakes_one_of_the_group_hinted)
     setup(0);
     uint8_t pid[16];
     pid_of(7, pid);
-    qn_cfusion_learn(cf, T1, pid, "orders", "p-7");
+    qn_cfusion_learn(cf, T1, pid, "orders", "p-7", "g", true, 1000);
     ck_assert_uint_eq(qn_cfusion_count(cf), 1);
-    qn_cfusion_learn(cf, T1, pid, "orders", "p-7"); /* known: no second entry */
+    qn_cfusion_learn(cf, T1, pid, "orders", "p-7", "g", true, 1000); /* known: no second entry */
     ck_assert_uint_eq(qn_cfusion_count(cf), 1);
     park(0, T1, "orders", "g");
     park(1, T1, "orders", "g");
@@ -113,7 +114,7 @@ START_TEST(unknown_partition_or_tenant_wakes_nobody)
     uint8_t pid[16], other[16];
     pid_of(1, pid);
     pid_of(2, other);
-    qn_cfusion_learn(cf, T1, pid, "q", "a");
+    qn_cfusion_learn(cf, T1, pid, "q", "a", "g", true, 1000);
     park(0, T1, "q", "g");
     park(1, T2, "q", "g");
     ck_assert(!qn_cfusion_released(cf, T1, other, "g"));
@@ -123,9 +124,9 @@ START_TEST(unknown_partition_or_tenant_wakes_nobody)
     char longname[300];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    qn_cfusion_learn(cf, T1, other, longname, "a");
-    qn_cfusion_learn(cf, T1, other, "", "a");
-    qn_cfusion_learn(cf, T1, other, "q", NULL);
+    qn_cfusion_learn(cf, T1, other, longname, "a", "g", true, 1000);
+    qn_cfusion_learn(cf, T1, other, "", "a", "g", true, 1000);
+    qn_cfusion_learn(cf, T1, other, "q", NULL, "g", true, 1000);
     ck_assert_uint_eq(qn_cfusion_count(cf), 1);
     teardown();
 }
@@ -136,7 +137,7 @@ START_TEST(queue_mode_group_matches_both_spellings)
     setup(0);
     uint8_t pid[16];
     pid_of(3, pid);
-    qn_cfusion_learn(cf, T1, pid, "q", "a");
+    qn_cfusion_learn(cf, T1, pid, "q", "a", "", true, 1000);
     park(0, T1, "q", "");
     park(1, T1, "q", "__QUEUE_MODE__");
     park(2, T1, "q", "g");
@@ -152,20 +153,100 @@ START_TEST(bounded_and_relearns)
 {
     setup(4);
     uint8_t pid[16];
+    const char *parts[] = {"x0", "x1", "x2", "x3"};
     for (int i = 0; i < 4; i++) {
         pid_of(i, pid);
-        qn_cfusion_learn(cf, T1, pid, "q", "x");
+        qn_cfusion_learn(cf, T1, pid, "q", parts[i], "g", true, 1000);
     }
     ck_assert_uint_eq(qn_cfusion_count(cf), 4);
     pid_of(4, pid);
-    qn_cfusion_learn(cf, T1, pid, "q", "y"); /* full: starts over */
+    qn_cfusion_learn(cf, T1, pid, "q", "y", "g", true, 1000); /* full: starts over */
     ck_assert_uint_eq(qn_cfusion_count(cf), 1);
     pid_of(0, pid);
     park(0, T1, "q", "g");
-    ck_assert(!qn_cfusion_released(cf, T1, pid, "g")); /* forgotten */
-    qn_cfusion_learn(cf, T1, pid, "q", "renamed");     /* relearned */
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));              /* forgotten */
+    qn_cfusion_learn(cf, T1, pid, "q", "renamed", "g", true, 1000); /* relearned */
     ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
     ck_assert_str_eq(cws[0].w.hint, "renamed");
+    /* a new partition id under names another id held (the queue was deleted and
+     * made again): the old id is forgotten */
+    uint8_t pid2[16];
+    pid_of(77, pid2);
+    qn_cfusion_learn(cf, T1, pid2, "q", "renamed", "g", true, 2000);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_uint_eq(qn_cfusion_count(cf), 2);
+    teardown();
+}
+END_TEST
+
+/* A release wakes only when something is likely left: the last lease of the
+ * group was a full batch, or this broker committed there since (or within
+ * QN_CFUSION_RACE_MS before) that lease came back. */
+START_TEST(release_wakes_only_when_something_is_left)
+{
+    setup(0);
+    uint8_t pid[16];
+    pid_of(9, pid);
+    park(0, T1, "q", "g");
+    /* an under-full batch at t=1000 and no commit seen: drained, nobody wakes */
+    qn_cfusion_learn(cf, T1, pid, "q", "p9", "g", false, 1000);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_int_eq(total_woken(), 0);
+    /* a commit long before the lease: the pop saw it */
+    qn_cfusion_committed(cf, T1, "q", "p9", 1000 - QN_CFUSION_RACE_MS - 1);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));
+    /* a commit just before the lease came back: maybe missed by it */
+    qn_cfusion_committed(cf, T1, "q", "p9", 1000 - QN_CFUSION_RACE_MS + 1);
+    ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_int_eq(cws[0].woken, 1);
+    ck_assert_str_eq(cws[0].w.hint, "p9");
+    /* a new under-full lease, then a commit while it was held: wakes */
+    park(1, T1, "q", "g");
+    qn_cfusion_learn(cf, T1, pid, "q", "p9", "g", false, 5000);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));
+    qn_cfusion_committed(cf, T1, "q", "p9", 5100);
+    ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_int_eq(cws[1].woken, 1);
+    /* a commit to another partition or queue or tenant does not count */
+    park(2, T1, "q", "g");
+    qn_cfusion_learn(cf, T1, pid, "q", "p9", "g", false, 9000);
+    qn_cfusion_committed(cf, T1, "q", "p8", 9100);
+    qn_cfusion_committed(cf, T1, "r", "p9", 9100);
+    qn_cfusion_committed(cf, T2, "q", "p9", 9100);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g"));
+    /* a full batch: more may be pending */
+    qn_cfusion_learn(cf, T1, pid, "q", "p9", "g", true, 9200);
+    ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_int_eq(cws[2].woken, 1);
+    teardown();
+}
+END_TEST
+
+/* Leases are remembered per group: one group's drained lease does not hide
+ * another group's full one; a group never seen here always wakes. */
+START_TEST(leases_are_per_group)
+{
+    setup(0);
+    uint8_t pid[16];
+    pid_of(5, pid);
+    park(0, T1, "q", "a");
+    park(1, T1, "q", "b");
+    park(2, T1, "q", "c");
+    qn_cfusion_learn(cf, T1, pid, "q", "p", "a", true, 100);
+    qn_cfusion_learn(cf, T1, pid, "q", "p", "b", false, 200);
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "b"));
+    ck_assert(qn_cfusion_released(cf, T1, pid, "a"));
+    ck_assert(qn_cfusion_released(cf, T1, pid, "c")); /* never leased here: wake */
+    ck_assert_int_eq(cws[0].woken, 1);
+    ck_assert_int_eq(cws[1].woken, 0);
+    ck_assert_int_eq(cws[2].woken, 1);
+    /* more groups than remembered: the oldest slot is reused */
+    const char *gs[] = {"g1", "g2", "g3", "g4"};
+    for (int i = 0; i < 4; i++)
+        qn_cfusion_learn(cf, T1, pid, "q", "p", gs[i], false, 300);
+    park(3, T1, "q", "b");
+    ck_assert(qn_cfusion_released(cf, T1, pid, "b")); /* forgotten: wakes */
+    ck_assert(!qn_cfusion_released(cf, T1, pid, "g4"));
     teardown();
 }
 END_TEST
@@ -178,6 +259,8 @@ Suite *qn_test_cfusion_suite(void)
     tcase_add_test(tc, unknown_partition_or_tenant_wakes_nobody);
     tcase_add_test(tc, queue_mode_group_matches_both_spellings);
     tcase_add_test(tc, bounded_and_relearns);
+    tcase_add_test(tc, release_wakes_only_when_something_is_left);
+    tcase_add_test(tc, leases_are_per_group);
     suite_add_tcase(s, tc);
     return s;
 }
