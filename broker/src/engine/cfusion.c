@@ -41,8 +41,8 @@ struct cf_entry {
     int64_t commit_ms;   /* this broker's last commit here; INT64_MIN: none seen */
     struct cf_lease leases[QN_CFUSION_GROUPS];
     unsigned next_slot; /* round robin over leases[] */
-    size_t qlen;        /* name_key: tenant, queue, NUL, partition */
-    size_t name_klen;
+    size_t qlen;        /* name_key: tenant, queue, NUL, partition, NUL */
+    size_t name_klen;   /* the key's length: without the last NUL */
     char name_key[];
 };
 
@@ -149,12 +149,12 @@ void qn_cfusion_learn(struct qn_cfusion *cf, const uint8_t tenant[16], const uin
     if (e == NULL) {
         if (cf->pids.count >= cf->max)
             drop_all(cf);
-        e = calloc(1, sizeof *e + kl);
+        e = calloc(1, sizeof *e + kl + 1);
         if (e == NULL)
             return;
         memcpy(e->pid_key, tenant, 16);
         memcpy(e->pid_key + 16, pid, 16);
-        memcpy(e->name_key, kbuf, kl);
+        memcpy(e->name_key, kbuf, kl + 1); /* with the partition's NUL */
         e->name_klen = kl;
         e->qlen = ql;
         e->commit_ms = INT64_MIN;
