@@ -308,15 +308,16 @@ static int build_slices(struct qn_arena *arena, const struct qn_pop_args *a,
     return QN_OK;
 }
 
-void qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a)
+bool qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a)
 {
     if (!w->hinted)
-        return;
+        return false;
     w->hinted = false;
     if (a->queue == NULL || a->queue[0] == '\0' || (a->partition != NULL && a->partition[0]) ||
         a->max_partitions > 1)
-        return; /* discovery, a named partition, or a pop over several partitions */
+        return false; /* discovery, a named partition, or a pop over several partitions */
     a->partition = w->hint;
+    return true;
 }
 
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,

@@ -63,9 +63,9 @@ struct qn_waiter;
  * named queue and at most one partition then leases in that partition only
  * (pop_v1 without its candidate scan). a->partition borrows w->hint, so a is
  * good only until w is woken again (qn_store_pop copies it at once). Clears
- * w->hinted whatever it does.
+ * w->hinted whatever it does; true when it narrowed a to the hint.
  */
-void qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a);
+bool qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a);
 
 /* qn_pop_send_batch's flags. */
 #define QN_BATCH_WRAP 1u /* inside a ConsumeResponse (Consume, request_id 0) */

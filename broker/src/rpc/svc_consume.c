@@ -33,6 +33,12 @@
  *   3. A pop in flight is never cancelled when it may lease (see ORPHANED): a
  *      release sent before its commit would miss what it leased.
  *   4. The stream holds one slot of QUEEN_MAX_STREAMS while c exists with a call.
+ *   5. After a batch from an any-partition scan the stream pops again at once
+ *      (more partitions may hold data) until a pop comes back empty; after a
+ *      batch from a hinted partition (qn_pop_take_hint) it waits parked for the
+ *      next hint, wake-up or re-check: data this broker commits or releases
+ *      later is hinted to a parked consumer (waiters.h, engine/cfusion.h), and
+ *      what was there before was found by the scans.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -82,6 +88,7 @@ struct consume_rpc {
     qn_store_req *pop_req;
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
+    bool hinted;                 /* pop_req leases in a hinted partition only */
     struct event *timer;         /* re-check while idle */
     struct consume_op *ops;      /* in-flight acks and renewals */
     bool counted;                /* holds a stream slot (qn_rpc_stream_acquire) */
@@ -262,8 +269,15 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
             return;
         }
         c->credits--;
-        if (!consume_maybe_finish(c))
-            consume_pump(c);
+        if (consume_maybe_finish(c))
+            return;
+        if (c->hinted && !c->rewake && !c->waiter.hinted) {
+            /* invariant 5: a hinted batch says nothing about other partitions,
+             * whose data has hints of its own; wait for one (or the re-check) */
+            consume_arm_timer(c);
+            return;
+        }
+        consume_pump(c);
         return;
     }
     qn_call_unreserve(c->call); /* an idle stream holds no budget */
@@ -328,7 +342,7 @@ static void consume_pump(struct consume_rpc *c)
     c->rewake = false;
     struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
     struct qn_pop_args a = c->args;
-    qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition: lease there */
+    c->hinted = qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition */
     rc = qn_store_pop(c->app->store, &a, &popts, consume_pop_done, c, &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
