@@ -1,8 +1,9 @@
 """QueueService.Pop end to end: batches and leases, lease expiry, one leased batch
 per (partition, group), consumer groups, subscription modes, auto-ack, any
 partition with max_partitions, discovery by namespace / task, long polls woken
-by a push and ending empty, the request limits, the parked-pop limit, and the
-response byte cap.
+by a push and ending empty, consume fusion (one wake-up per commit and
+group, hinted; a released lease feeding a parked pop), the request limits, the
+parked-pop limit, and the response byte cap.
 
 The main broker runs with QUEEN_MAX_POP_BATCH=200, QUEEN_MAX_POP_WAIT_MS=10000
 and QUEEN_WAKE_RECHECK_MS=60000 (so a parked pop answered early was woken by the
@@ -436,6 +437,93 @@ class LongPoll(PopTest):
         p = fut.result(timeout=20)
         self.assertEqual(len(p.messages), 0)
         self.assertGreaterEqual(time.monotonic() - t0, 1.4)
+
+
+class Fusion(PopTest):
+    """Consume fusion (engine/waiters.c, engine/cfusion.c): a commit wakes as
+    many parked consumers as it can feed, hinted with its partition; an ack
+    that releases a lease hands what is left to a parked consumer. The re-check
+    is 60 s here, so every answer within seconds came from those wake-ups."""
+
+    def park(self, q, n, **kw):
+        before = self.c.rpcs()
+        futs = [pool.submit(self.c.pop, q, wait_ms=kw.pop("wait_ms", 8000), timeout=20, **kw)
+                for _ in range(n)]
+        self.c.wait_received(before, n=n)
+        return futs
+
+    def test_one_commit_is_leased_once_among_many_parked(self):
+        q = uniq()
+        futs = self.park(q, 8, batch=10, wait_ms=2500)
+        t0 = time.monotonic()
+        self.c.push(q, [b"only"], partition="p3")
+        got = [f.result(timeout=20) for f in futs]
+        fed = [p for p in got if p.messages]
+        self.assertEqual(len(fed), 1, "one message leased by %d pops" % len(fed))
+        self.assertEqual([m.payload for m in fed[0].messages], [b"only"])
+        self.assertEqual(fed[0].messages[0].partition, "p3")
+        self.assertEqual(fed[0].partitions_claimed, 1)
+        # the others answered empty at the end of their wait, nothing leased
+        self.assertEqual(sum(len(p.lease_id) > 0 for p in got), 1)
+        self.assertLess(time.monotonic() - t0, 10.0)
+        self.assertTrue(self.c.partition(q, "p3").leased)
+
+    def test_commits_to_many_partitions_feed_every_parked_pop_once(self):
+        q = uniq()
+        futs = self.park(q, 8, batch=10)
+        t0 = time.monotonic()
+        self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"%d" % i)
+                           for i in range(8)])
+        got = [f.result(timeout=20) for f in futs]
+        elapsed = time.monotonic() - t0
+        payloads = sorted(m.payload for p in got for m in p.messages)
+        self.assertEqual(payloads, sorted(b"%d" % i for i in range(8)), "lost or twice")
+        self.assertEqual([len(p.messages) for p in got], [1] * 8)
+        self.assertLess(elapsed, 4.0, "fed after %.2fs" % elapsed)
+
+    def test_released_lease_hands_the_rest_to_a_parked_pop(self):
+        q = uniq()
+        self.fill(q, 5, partition="p")
+        first = self.c.pop(q, batch=2)
+        self.assertEqual([m.offset for m in first.messages], [0, 1])
+        # a second consumer finds the partition leased and parks
+        fut = self.park(q, 1, batch=10)[0]
+        self.assertFalse(fut.done())
+        t0 = time.monotonic()
+        self.assertEqual(self.c.ack_offset(first.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+        p = fut.result(timeout=20)
+        elapsed = time.monotonic() - t0
+        self.assertEqual([m.offset for m in p.messages], [2, 3, 4])
+        self.assertLess(elapsed, 4.0, "the rest came %.2fs after the ack" % elapsed)
+
+    def test_released_lease_of_a_group_feeds_that_group(self):
+        q = uniq()
+        self.fill(q, 4, partition="p")
+        first = self.c.pop(q, batch=2, consumer_group="g1")
+        other = self.c.pop(q, batch=4, consumer_group="g2")  # g2 holds its own lease
+        self.assertEqual(len(other.messages), 4)
+        fut = self.park(q, 1, batch=10, consumer_group="g1")[0]
+        self.assertEqual(self.c.ack_offset(first.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+        p = fut.result(timeout=20)
+        self.assertEqual([m.offset for m in p.messages], [2, 3])
+        self.assertEqual({m.consumer_group for m in p.messages}, {"g1"})
+
+    def test_stream_fed_by_hints_partition_after_partition(self):
+        q = uniq()
+        s = ConsumeStream(self.c, Q.ConsumeSubscribe(queue=q, credits=4, batch=10))
+        try:
+            s.roundtrip()
+            seen = []
+            for i in range(3):
+                t0 = time.monotonic()
+                self.c.push(q, [b"s%d" % i], partition="p%d" % i)
+                b = s.recv().batch
+                seen += [m.payload for m in b.messages]
+                self.assertLess(time.monotonic() - t0, 4.0)
+                self.assertEqual(self.c.ack_offset(b.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+            self.assertEqual(seen, [b"s0", b"s1", b"s2"])
+        finally:
+            s.cancel()
 
 
 class Limits(PopTest):
