@@ -320,6 +320,20 @@ bool qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a)
     return true;
 }
 
+void qn_pop_pass_hint(struct qn_app *app, const uint8_t tenant[16], struct qn_waiter *w,
+                      const struct qn_pop_args *a)
+{
+    if (!w->hinted)
+        return;
+    w->hinted = false;
+    qn_waiters_unpark(app->waiters, w);
+    if (a->queue == NULL || a->queue[0] == '\0' || app->shutting_down)
+        return;
+    char part[QN_WAITER_HINT_MAX + 1];
+    memcpy(part, w->hint, sizeof part);
+    qn_waiters_feed(app->waiters, tenant, a->queue, a->group ? a->group : "", part, 0);
+}
+
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
                        const struct qn_pop_result *res, unsigned flags)
 {

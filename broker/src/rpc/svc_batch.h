@@ -67,6 +67,15 @@ struct qn_waiter;
  */
 bool qn_pop_take_hint(struct qn_waiter *w, struct qn_pop_args *a);
 
+/*
+ * w will not pop again soon (its call ends, or its stream has no credit) but
+ * holds a hint it has not used: unparks w and hands the hint to another parked
+ * consumer of the same (tenant, queue, group), so the commit it announces is not
+ * left to a re-check. No-op without a hint or for discovery.
+ */
+void qn_pop_pass_hint(struct qn_app *app, const uint8_t tenant[16], struct qn_waiter *w,
+                      const struct qn_pop_args *a);
+
 /* qn_pop_send_batch's flags. */
 #define QN_BATCH_WRAP 1u /* inside a ConsumeResponse (Consume, request_id 0) */
 #define QN_BATCH_RAW 2u  /* the stored segments (PopResponse.segments), not messages */

@@ -121,6 +121,7 @@ static void consume_free(struct consume_rpc *c)
         protobuf_c_message_free_unpacked(&op->req->base, NULL);
         free(op);
     }
+    qn_pop_pass_hint(app, c->tenant, &c->waiter, &c->args);
     qn_waiters_unpark(app->waiters, &c->waiter);
     if (c->timer) {
         event_free(c->timer);
@@ -271,6 +272,9 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         c->credits--;
         if (consume_maybe_finish(c))
             return;
+        if (c->credits == 0)
+            /* no credit: a hint it holds goes to a consumer that can use it */
+            qn_pop_pass_hint(c->app, c->tenant, &c->waiter, &c->args);
         if (c->hinted && !c->rewake && !c->waiter.hinted) {
             /* invariant 5: a hinted batch says nothing about other partitions,
              * whose data has hints of its own; wait for one (or the re-check) */

@@ -117,6 +117,8 @@ static void pop_free(struct pop_rpc *p)
     if (p->sreq)
         qn_store_cancel(p->sreq);
     qn_conn_budget_give(p->slot);
+    /* a hint this pop got and will not use goes to another parked consumer */
+    qn_pop_pass_hint(p->app, p->tenant, &p->waiter, &p->args);
     qn_waiters_unpark(p->app->waiters, &p->waiter);
     if (p->timer)
         event_free(p->timer);
