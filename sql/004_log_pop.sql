@@ -1,4 +1,4 @@
--- 004_log_pop.sql - pop_v1, pop_discover_v1, has_pending_v1 and their helpers.
+-- 004_log_pop.sql - pop_v1, pop_one_v1, pop_discover_v1, has_pending_v1 and their helpers.
 --
 -- Does: subscriptions (first contact of a group with a queue, bulk cursor seed),
 -- the candidate scan of a wildcard pop, the claim of a (partition, group) cursor
@@ -676,6 +676,81 @@ BEGIN
     IF v_claimed = 0 THEN
         PERFORM qn.note_empty_scan(ARRAY[v_qid], v_group);
     END IF;
+END;
+$$;
+
+-- pop_one_v1: see sql/API.md. The hot path of a pop that names one partition
+-- whose id the broker knows: keyed on that id (one partition's rows plus the
+-- reference table queues), no name resolution. The names travel too: a stale
+-- id, one that is not (p_tenant, p_queue, p_partition)'s, or the group's first
+-- contact with the queue goes through pop_v1 by names instead.
+CREATE OR REPLACE FUNCTION qn.pop_one_v1(
+    p_pid            UUID,
+    p_queue          TEXT,
+    p_partition      TEXT,
+    p_group          TEXT,
+    p_budget         INT4,
+    p_max_bytes      INT8,
+    p_msg_overhead   INT4,
+    p_max_msg_bytes  INT4,
+    p_lease_seconds  INT4,
+    p_worker         TEXT,
+    p_auto_ack       BOOL,
+    p_sub_mode       TEXT,
+    p_sub_from       TIMESTAMPTZ,
+    p_tenant         UUID)
+RETURNS TABLE (r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8, r_start_idx INT4,
+               r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
+               r_lease_expires_at TIMESTAMPTZ)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_group   TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_lease   INT4;
+    v_delayed INT4;
+    v_wbuf    INT4;
+    v_smode   TEXT;
+    v_sts     TIMESTAMPTZ;
+    v_conf    BOOL;
+BEGIN
+    IF coalesce(p_budget, 0) < 1 THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(q.lease_time, 60), coalesce(q.delayed_processing, 0),
+           coalesce(q.window_buffer, 0), m.subscription_mode, m.subscription_timestamp,
+           coalesce(m.conflation, false)
+    INTO v_lease, v_delayed, v_wbuf, v_smode, v_sts, v_conf
+    FROM queen.log_partitions p
+    JOIN queen.queues q ON q.id = p.queue_id
+    LEFT JOIN queen.consumer_groups_metadata m
+           ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = q.id
+          AND m.partition_name = '' AND m.namespace = '' AND m.task = ''
+    WHERE p.id = p_pid AND p.name = p_partition
+      AND q.tenant_id = p_tenant AND q.name = p_queue;
+    IF NOT FOUND OR v_smode IS NULL OR v_conf THEN
+        -- stale or foreign id, first contact, or a conflating group: by names
+        -- (which registers, provisions or refuses as pop_v1 does)
+        RETURN QUERY
+        SELECT * FROM qn.pop_v1(p_queue, p_partition, p_group, p_budget, p_max_bytes,
+                                p_msg_overhead, p_max_msg_bytes, p_lease_seconds, p_worker,
+                                p_auto_ack, 1, p_sub_mode, p_sub_from, p_tenant);
+        RETURN;
+    END IF;
+    IF qn.sub_mode_canonical(p_sub_mode) IS NULL THEN
+        RAISE EXCEPTION 'QPOP invalid subscription mode %', p_sub_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF coalesce(p_lease_seconds, 0) > 0 THEN
+        v_lease := p_lease_seconds;
+    END IF;
+    RETURN QUERY
+    SELECT p_queue, p_partition, p_pid, pp.o_base, pp.o_start_idx, pp.o_take,
+           pp.o_created_at, pp.o_blob, pp.o_lease_expires_at
+    FROM qn.pop_partition(p_pid, v_group, p_worker, coalesce(p_auto_ack, false),
+                          v_lease, v_delayed, v_wbuf, v_smode, v_sts, p_budget,
+                          CASE WHEN coalesce(p_max_bytes, 0) > 0 THEN p_max_bytes END,
+                          true, p_max_bytes, coalesce(p_msg_overhead, 0),
+                          coalesce(p_max_msg_bytes, 0)) pp;
 END;
 $$;
 

@@ -265,6 +265,7 @@ enum qn__stmt_id {
     QN_STMT_SEGMENT_AT,
     QN_STMT_POP,
     QN_STMT_POP_DISCOVER,
+    QN_STMT_POP_ONE,
     QN_STMT_HAS_PENDING,
     QN_STMT_POP_GATE,
     QN_STMT_ACK,

@@ -2,7 +2,8 @@
  * test_sql_pop.c - 004_log_pop.sql: leases and SKIP LOCKED, lease expiry,
  * subscription modes, the wildcard candidate scan and its empty-scan floor, gap
  * tolerance, the cursor seal, delayed processing, window buffer, auto-ack, the
- * byte budget, discovery, has_pending, pop and ack flat with backlog depth.
+ * byte budget, discovery, has_pending, pop and ack flat with backlog depth;
+ * pop_one_v1 by partition id and its fallbacks by names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,119 @@ START_TEST(test_pop_lease_and_one_batch_per_group)
                    "SELECT lease_expires_at - lease_acquired_at = interval '5 s' FROM "
                    "queen.log_consumers WHERE partition_id = '%s' AND consumer_group = 'g6'",
                    pid));
+    PQfinish(c);
+}
+END_TEST
+
+/* pop_one_v1 (keyed on the partition id) in one transaction; *by_names tells
+ * whether it went through pop_v1 (the fallback), counted by track_functions. */
+static PGresult *pop_one(PGconn *c, const char *pid, const char *queue, const char *part,
+                         const char *group, int budget, const char *worker, bool auto_ack,
+                         const char *tenant, bool *by_names)
+{
+    /* pending function counts may span transactions until they are flushed:
+     * compare before and after */
+    PQclear(qt_q(c, "SET track_functions = 'pl'"));
+    PQclear(qt_q(c, "BEGIN"));
+    int64_t before = qt_i(c, "SELECT coalesce(pg_stat_get_xact_function_calls("
+                             "'qn.pop_v1'::regproc), 0)");
+    PGresult *r =
+        qt_q(c,
+             "SELECT * FROM qn.pop_one_v1('%s', '%s', '%s', '%s', %d, 0, 0, 0, 0, "
+             "'%s', %s, 'all', NULL, '%s')",
+             pid, queue, part, group, budget, worker, auto_ack ? "true" : "false", tenant);
+    *by_names = qt_i(c, "SELECT coalesce(pg_stat_get_xact_function_calls("
+                        "'qn.pop_v1'::regproc), 0)") > before;
+    PQclear(qt_q(c, "COMMIT"));
+    return r;
+}
+
+#define TENANT_A "00000000-0000-0000-0000-000000000001"
+#define TENANT_B "00000000-0000-0000-0000-0000000000b2"
+
+/* pop_one_v1: the partition's own id leases like pop_v1 with the partition
+ * named, without resolving names; a first contact, a stale id, an id that is
+ * not the named partition's and another tenant's id go by names, and never
+ * touch the partition the id names. */
+START_TEST(test_pop_one_by_id)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "pop.one", "p", "o", 0, 5);
+    qt_push1(c, "pop.one", "q", "o", 0, 2);
+    char pid[37], qid[37];
+    qt_pid(c, "pop.one", "p", pid);
+    qt_pid(c, "pop.one", "q", qid);
+    bool by_names = false;
+    /* the group's first contact with the queue: by names (it registers) */
+    PGresult *r = pop_one(c, pid, "pop.one", "p", "g", 2, "w1", false, TENANT_A, &by_names);
+    ck_assert(by_names);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 2);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), pid);
+    PQclear(r);
+    /* leased: nothing for another worker, by id this time */
+    r = pop_one(c, pid, "pop.one", "p", "g", 2, "w2", false, TENANT_A, &by_names);
+    ck_assert(!by_names);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    /* acked: the rest, by id, with the queue's lease */
+    ack_to(c, pid, "g", 1);
+    r = pop_one(c, pid, "pop.one", "p", "g", 10, "w2", false, TENANT_A, &by_names);
+    ck_assert(!by_names);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_start_idx"), 2);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 3);
+    ck_assert_str_eq(qt_gs(r, 0, "r_queue"), "pop.one");
+    ck_assert_str_eq(qt_gs(r, 0, "r_partition"), "p");
+    ck_assert(!qt_gnull(r, 0, "r_lease_expires_at"));
+    PQclear(r);
+    ck_assert(qt_b(c,
+                   "SELECT worker_id = 'w2' AND batch_end = 4 AND lease_expires_at - "
+                   "lease_acquired_at = interval '60 s' FROM queen.log_consumers WHERE "
+                   "partition_id = '%s' AND consumer_group = 'g'",
+                   pid));
+    /* p's id naming q: by names, q leased; p's lease untouched */
+    r = pop_one(c, pid, "pop.one", "q", "g", 10, "w3", false, TENANT_A, &by_names);
+    ck_assert(by_names);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_str_eq(qt_gs(r, 0, "r_pid"), qid);
+    PQclear(r);
+    ck_assert(qt_b(c,
+                   "SELECT worker_id = 'w2' FROM queen.log_consumers WHERE partition_id = "
+                   "'%s' AND consumer_group = 'g'",
+                   pid));
+    /* a stale id (no such partition): by names */
+    r = pop_one(c, "00000000-0000-0000-0000-00000000dead", "pop.one", "p", "g2", 1, "w4", true,
+                TENANT_A, &by_names);
+    ck_assert(by_names);
+    ck_assert_int_eq(qt_taken(r), 1);
+    PQclear(r);
+    /* another tenant with p's id and names: by names in its own tenant, where
+     * the queue is new and empty; tenant A's partition is untouched */
+    r = pop_one(c, pid, "pop.one", "p", "g3", 10, "w5", true, TENANT_B, &by_names);
+    ck_assert(by_names);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.log_consumers WHERE partition_id = '%s' "
+                          "AND consumer_group = 'g3'",
+                          pid),
+                     0);
+    ck_assert(qt_b(c,
+                   "SELECT EXISTS (SELECT 1 FROM queen.queues WHERE tenant_id = '%s' AND "
+                   "name = 'pop.one')",
+                   TENANT_B));
+    /* auto-ack by id (the group is registered now): the cursor moves, no lease */
+    r = pop_one(c, pid, "pop.one", "p", "g2", 10, "w6", true, TENANT_A, &by_names);
+    ck_assert(!by_names);
+    ck_assert_int_eq(qt_taken(r), 4);
+    ck_assert(qt_gnull(r, 0, "r_lease_expires_at"));
+    PQclear(r);
+    ck_assert_int_eq(committed(c, pid, "g2"), 4);
+    /* budget 0: nothing */
+    r = pop_one(c, pid, "pop.one", "p", "g", 0, "w7", false, TENANT_A, &by_names);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
     PQfinish(c);
 }
 END_TEST
@@ -916,6 +1030,7 @@ Suite *qt_suite_pop(void)
     Suite *s = suite_create("pop");
     TCase *tc = qt_tcase("pop", fixture, 120);
     tcase_add_test(tc, test_pop_lease_and_one_batch_per_group);
+    tcase_add_test(tc, test_pop_one_by_id);
     tcase_add_test(tc, test_skip_locked_never_waits);
     tcase_add_test(tc, test_lease_expiry_redelivers_without_budget);
     tcase_add_test(tc, test_subscription_modes);

@@ -235,7 +235,7 @@ START_TEST(test_hot_path_is_plpgsql)
 {
     PGconn *c = qt_connect();
     static const char *hot =
-        "'push_one_v1','push_v1','partition_provision','segment_at_v1','pop_v1',"
+        "'push_one_v1','push_v1','partition_provision','segment_at_v1','pop_v1','pop_one_v1',"
         "'pop_discover_v1','pop_partition','note_empty_scan','has_pending_v1','pop_gate_v1',"
         "'ack_v1','dlq_head_v1','renew_lease_v1','release_lease_v1','check_leases_v1',"
         "'partition_meta_v1','txns_since_v1','txns_window_v1','retention_step_v1',"
@@ -244,21 +244,25 @@ START_TEST(test_hot_path_is_plpgsql)
                           "SELECT count(DISTINCT proname) FROM pg_proc WHERE pronamespace = "
                           "'qn'::regnamespace AND proname IN (%s)",
                           hot),
-                     22);
+                     23);
     ck_assert_str_eq(qt_s(c,
                           "SELECT coalesce(string_agg(p.proname, ','), '') FROM pg_proc p JOIN "
                           "pg_language l ON l.oid = p.prolang WHERE p.pronamespace = "
                           "'qn'::regnamespace AND p.proname IN (%s) AND l.lanname <> 'plpgsql'",
                           hot),
                      "");
-    ck_assert_str_eq(qt_s(c, "SELECT coalesce(string_agg(proname, ','), '') FROM pg_proc WHERE "
-                             "pronamespace = 'qn'::regnamespace AND proname IN ('push_one_v1', "
-                             "'push_v1', 'pop_partition', 'ack_v1', 'renew_lease_v1', "
-                             "'release_lease_v1') AND proconfig IS NOT NULL"),
+    ck_assert_str_eq(qt_s(c,
+                          "SELECT coalesce(string_agg(proname, ','), '') FROM pg_proc WHERE "
+                          "pronamespace = 'qn'::regnamespace AND proname IN ('push_one_v1', "
+                          "'push_v1', 'pop_partition', 'pop_one_v1', 'ack_v1', 'renew_lease_v1', "
+                          "'release_lease_v1') AND proconfig IS NOT NULL"),
                      "");
-    /* the hot push is keyed on one partition id */
+    /* the hot push and the hot pop are keyed on one partition id */
     ck_assert_str_eq(qt_s(c, "SELECT format_type(proargtypes[0], NULL) FROM pg_proc WHERE "
                              "oid = 'qn.push_one_v1'::regproc"),
+                     "uuid");
+    ck_assert_str_eq(qt_s(c, "SELECT format_type(proargtypes[0], NULL) FROM pg_proc WHERE "
+                             "oid = 'qn.pop_one_v1'::regproc"),
                      "uuid");
     PQfinish(c);
 }

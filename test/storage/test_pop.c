@@ -1,6 +1,7 @@
 /*
- * test_pop.c - pop.c against pop_v1 / pop_discover_v1 / has_pending_v1: leased
- * segments with slicing bounds, auto-ack, discovery, the long-poll gate.
+ * test_pop.c - pop.c against pop_v1 / pop_one_v1 / pop_discover_v1 /
+ * has_pending_v1: leased segments with slicing bounds, a named pop by id once
+ * the id is known, auto-ack, discovery, the long-poll gate.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,59 @@ START_TEST(pop_leases_pushed_segments)
     args.worker = "w-2";
     ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
     ck_assert_uint_eq(o.n, 0);
+    qt_seg_free(&a);
+    qt_seg_free(&b);
+}
+END_TEST
+
+/* A pop naming a partition whose id the store knows (learnt from a push or a
+ * pop) goes by id (pop_one_v1); the pop result teaches ids too. A remembered id
+ * that no longer exists (the queue was deleted and made again by another
+ * store) is found again by names, and the new id is remembered. */
+START_TEST(named_pop_goes_by_id_once_known)
+{
+    struct qn__pidcache *pc = qn__store_pids(S);
+    struct qt_seg a, b;
+    qt_seg_make(&a, 2, "one-a", 0);
+    qt_seg_make(&b, 3, "one-b", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "popone", "P", &a, &po), QN_OK);
+    uint8_t pid[16];
+    memcpy(pid, po.segs[0].pid, 16);
+    static struct qt_pop_out o;
+    struct qn_pop_args args = qt_pop_args("popone", "P", "g", "w-1", 10);
+    uint64_t h0 = pc->hits;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(pc->hits, h0 + 1); /* by id */
+    ck_assert_uint_eq(o.n, 1);
+    ck_assert_int_eq(o.segs[0].take, 2);
+    ck_assert_mem_eq(o.segs[0].pid, pid, 16);
+    ck_assert_str_eq(o.segs[0].partition, "P");
+    /* leased: nothing more by id either */
+    args.worker = "w-2";
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 0);
+
+    /* deleted and made again elsewhere: S still remembers the old id */
+    char *gone = qt_value(CI, "SELECT qn.delete_queue_v1('popone')");
+    ck_assert_str_eq(gone, "t");
+    free(gone);
+    qn_store *s2 = qt_store(B, CI, 1, 4);
+    ck_assert_int_eq(qt_push1(B, s2, "popone", "P", &b, &po), QN_OK);
+    qn_store_free(s2);
+    uint8_t newpid[16];
+    memcpy(newpid, po.segs[0].pid, 16);
+    ck_assert(memcmp(newpid, pid, 16) != 0);
+    args.worker = "w-3";
+    h0 = pc->hits;
+    ck_assert_int_eq(qt_pop(B, S, &args, &o), QN_OK);
+    ck_assert_uint_eq(pc->hits, h0 + 1); /* tried the stale id... */
+    ck_assert_uint_eq(o.n, 1);           /* ...and found the new partition by names */
+    ck_assert_int_eq(o.segs[0].take, 3);
+    ck_assert_mem_eq(o.segs[0].pid, newpid, 16);
+    uint8_t cached[16];
+    ck_assert(qn__pidcache_get(pc, qn__default_tenant, "popone", "P", cached));
+    ck_assert_mem_eq(cached, newpid, 16);
     qt_seg_free(&a);
     qt_seg_free(&b);
 }
@@ -175,6 +229,7 @@ Suite *qn_test_pop_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 60);
     tcase_add_test(t, pop_leases_pushed_segments);
+    tcase_add_test(t, named_pop_goes_by_id_once_known);
     tcase_add_test(t, auto_ack_moves_the_cursor);
     tcase_add_test(t, discovery_and_any_partition);
     tcase_add_test(t, empty_and_missing);
