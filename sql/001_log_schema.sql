@@ -89,6 +89,25 @@ BEGIN
 END;
 $$;
 
+-- The any-partition pop's fallback sweep (DESIGN.md, Scale): where a (queue,
+-- group)'s bounded walk over the queue's partitions by name stands when a pass
+-- takes more than one pop. pop_v1 examines at most one chunk of partitions per
+-- pop that found nothing in qn.partition_pending, from pos onwards; a pass
+-- that wraps around having seen nothing pending (leases ignored) moves the
+-- group's empty-scan floor to the pass's start. No row: the next pass starts
+-- from the first name. A single-chunk queue never writes one.
+CREATE TABLE IF NOT EXISTS qn.scan_sweep (
+    queue_id       UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    consumer_group TEXT NOT NULL,
+    -- the last partition name examined in this pass ('' before the first)
+    pos            TEXT NOT NULL,
+    -- when this pass began: the floor it may set
+    pass_at        TIMESTAMPTZ NOT NULL,
+    -- a partition with something pending was seen in this pass
+    dirty          BOOL NOT NULL,
+    PRIMARY KEY (queue_id, consumer_group)
+);
+
 -- Tuned against churn. Every push updates its partition's row, so between
 -- autovacuum passes dead tuples dwarf the live row count:
 --   fillfactor 70              leaves room on the page for HOT updates;

@@ -420,6 +420,110 @@ BEGIN
 END;
 $$;
 
+-- sweep_step: one step of the any-partition pop's fallback sweep for (queue,
+-- group): examines at most 1024 partitions by name after the stored position
+-- (qn.scan_sweep), and returns those this group may claim (no cursor, or data
+-- past an unleased cursor; written since the group's empty-scan floor less two
+-- minutes of slack for the 1 s quantization of last_write_at and commit
+-- latency; not in p_skip), at most p_want, in random order. The position moves
+-- past the last returned one (so none is skipped), or past the chunk. A pass
+-- that wraps around without meeting anything pending (leases ignored: a
+-- lease-held backlog must not be hidden when its lease expires) moves the
+-- floor to the pass's start; a floor is moved at most every 30 s. Cost: one
+-- ordered index range of the chunk plus a cursor probe for each partition
+-- written since the floor, whatever the queue's size. Concurrent pops of the
+-- group do not wait for one another: whoever does not get the advisory lock
+-- returns nothing. seek and delete_consumer_group delete the position with the
+-- floor (cursors moved back must be seen by a new pass).
+CREATE OR REPLACE FUNCTION qn.sweep_step(p_qid UUID, p_group TEXT, p_want INT4, p_skip UUID[],
+                                           OUT o_ids UUID[])
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_chunk CONSTANT INT4 := 1024;
+    v_pos    TEXT;
+    v_pass   TIMESTAMPTZ;
+    v_dirty  BOOL;
+    v_stored BOOL;
+    v_floor  TIMESTAMPTZ;
+    v_seen   BOOL;
+    v_last   TEXT;
+    v_n      INT8;
+    v_cut    INT8;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtextextended(p_qid::TEXT || '/' || p_group, 45)) THEN
+        RETURN;
+    END IF;
+    SELECT s.pos, s.pass_at, s.dirty INTO v_pos, v_pass, v_dirty
+    FROM qn.scan_sweep s
+    WHERE s.queue_id = p_qid AND s.consumer_group = p_group;
+    v_stored := FOUND;
+    IF NOT v_stored OR v_pos = '' THEN
+        v_pos := '';
+        v_pass := now();
+        v_dirty := false;
+    END IF;
+    v_floor := coalesce((SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                         WHERE w.queue_id = p_qid AND w.consumer_group = p_group),
+                        'epoch') - interval '2 minutes';
+    -- The chunk (an ordered range of log_partitions_queue_name_uk, LIMIT first,
+    -- behind a fence), each row with its cursor probed by key (a LATERAL
+    -- nested loop whatever the plan's generic estimates), then cut after the
+    -- p_want-th claimable one.
+    WITH h AS (
+        SELECT p.id, p.name, p.last_offset, p.log_start, p.last_write_at >= v_floor AS fresh
+        FROM queen.log_partitions p
+        WHERE p.queue_id = p_qid AND p.name > v_pos
+        ORDER BY p.name
+        LIMIT v_chunk
+        OFFSET 0
+    ), e AS (
+        SELECT h.id, h.name,
+               h.fresh AND (k.has IS NULL
+                            OR (h.last_offset > k.committed
+                                AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+                       AND h.id <> ALL (p_skip) AS claimable,
+               h.fresh AND ((k.has IS NULL AND h.last_offset >= h.log_start)
+                            OR h.last_offset > greatest(k.committed, h.log_start - 1)) AS pending
+        FROM h
+        LEFT JOIN LATERAL (
+            SELECT true AS has, c.committed, c.lease_expires_at
+            FROM queen.log_consumers c
+            WHERE h.fresh AND c.partition_id = h.id AND c.consumer_group = p_group
+            OFFSET 0) k ON true
+    ), r AS (
+        SELECT e.*, count(*) FILTER (WHERE e.claimable) OVER (ORDER BY e.name) AS rk
+        FROM e
+    )
+    SELECT ARRAY(SELECT r2.id FROM r r2 WHERE r2.claimable AND r2.rk <= p_want
+                 ORDER BY random()),
+           bool_or(r.pending) FILTER (WHERE r.rk < p_want OR (r.rk = p_want AND r.claimable)),
+           max(r.name) FILTER (WHERE r.rk < p_want OR (r.rk = p_want AND r.claimable)),
+           count(*), count(*) FILTER (WHERE r.rk > p_want OR (r.rk = p_want AND NOT r.claimable))
+    INTO o_ids, v_seen, v_last, v_n, v_cut
+    FROM r;
+    v_dirty := v_dirty OR coalesce(v_seen, false);
+    IF v_n < v_chunk AND v_cut = 0 THEN
+        -- the pass is over
+        INSERT INTO queen.consumer_watermarks AS w
+            (queue_id, consumer_group, last_empty_scan_at, updated_at)
+        VALUES (p_qid, p_group, CASE WHEN v_dirty THEN 'epoch' ELSE v_pass END, now())
+        ON CONFLICT (queue_id, consumer_group) DO UPDATE
+        SET last_empty_scan_at = greatest(w.last_empty_scan_at, EXCLUDED.last_empty_scan_at),
+            updated_at = EXCLUDED.updated_at
+        WHERE NOT v_dirty AND w.updated_at < now() - interval '30 seconds';
+        IF v_stored THEN
+            DELETE FROM qn.scan_sweep WHERE queue_id = p_qid AND consumer_group = p_group;
+        END IF;
+    ELSE
+        INSERT INTO qn.scan_sweep AS s (queue_id, consumer_group, pos, pass_at, dirty)
+        VALUES (p_qid, p_group, coalesce(v_last, v_pos), v_pass, v_dirty)
+        ON CONFLICT (queue_id, consumer_group) DO UPDATE
+        SET pos = EXCLUDED.pos, pass_at = EXCLUDED.pass_at, dirty = EXCLUDED.dirty;
+    END IF;
+END;
+$$;
+
 -- pop_v1: see sql/API.md.
 CREATE OR REPLACE FUNCTION qn.pop_v1(
     p_queue          TEXT,
@@ -548,11 +652,14 @@ BEGIN
     --    random order. Fairness: every pending partition is among the first
     --    ones after a random point with about the same chance on every pop,
     --    whatever the others hold (none is starved behind a busy neighbour).
-    -- 2. Only when phase 1 claimed nothing: the scan by last write, above the
-    --    group's empty-scan floor, in random order, as before the index. It
-    --    serves what the index does not cover: partitions Queen MQ's own
-    --    procedures write, and those cleared before a new group subscribed
-    --    (they wait until the index offers this group nothing claimable).
+    -- 2. Only when phase 1 claimed nothing: the fallback sweep (qn.sweep_step),
+    --    one bounded chunk of the queue's partitions by name per pop, resumed
+    --    where the previous pop of the group left it. It serves what the index
+    --    does not cover: partitions Queen MQ's own procedures write, and those
+    --    cleared before a new group subscribed (they wait until the index
+    --    offers this group nothing claimable). A full scan here cost seconds
+    --    per empty pop at 1,000,000 partitions (and minutes under a plan that
+    --    turned the cursor join quadratic).
     v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
     v_start := floor(random() * 2147483647)::INT4;
     -- phase 1: the window in index order (an ordered Append: the part from
@@ -611,25 +718,9 @@ BEGIN
     FOR v_phase IN 1 .. 2 LOOP
         EXIT WHEN v_left <= 0 OR v_claimed >= v_maxp OR (v_bytes IS NOT NULL AND v_bytes <= 0);
         IF v_phase = 2 THEN
-            CONTINUE WHEN v_claimed > 0;   -- phase 1 found work: no scan
-            v_scan := ARRAY(
-                SELECT p.id
-                FROM queen.log_partitions p
-                LEFT JOIN queen.log_consumers k
-                       ON k.partition_id = p.id AND k.consumer_group = v_group
-                WHERE p.queue_id = v_qid
-                  -- the empty-scan floor, with two minutes of slack for the 1 s
-                  -- quantization of last_write_at and for commit latency
-                  AND p.last_write_at >= coalesce(
-                          (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                           WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
-                          'epoch') - interval '2 minutes'
-                  AND (k.partition_id IS NULL
-                       OR (p.last_offset > k.committed
-                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
-                  AND p.id <> ALL (coalesce(v_cands, '{}'))   -- phase 1's, tried or not
-                ORDER BY random()
-                LIMIT v_want);
+            CONTINUE WHEN v_claimed > 0;   -- phase 1 found work: no sweep
+            SELECT w.o_ids INTO v_scan
+            FROM qn.sweep_step(v_qid, v_group, v_want, coalesce(v_cands, '{}')) w;
         END IF;
         FOR c IN
             SELECT p.id, p.name
@@ -672,9 +763,6 @@ BEGIN
 
     IF v_idle IS NOT NULL THEN
         PERFORM qn.pending_clear(v_qid, x.id) FROM unnest(v_idle) AS x(id);
-    END IF;
-    IF v_claimed = 0 THEN
-        PERFORM qn.note_empty_scan(ARRAY[v_qid], v_group);
     END IF;
 END;
 $$;
@@ -960,6 +1048,7 @@ DECLARE
     v_part  TEXT := nullif(p_partition, '');
     v_qid   UUID;
     v_reg   BOOL;
+    v_pos   TEXT;
     r       RECORD;
 BEGIN
     SELECT q.id, EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
@@ -985,18 +1074,47 @@ BEGIN
         RETURN r.last_offset > greatest(r.committed, r.log_start - 1)
                AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now());
     END IF;
+    -- Bounded, as the pop it gates: the first 4096 entries of the index of
+    -- partitions with data, then the fallback sweep's next chunk (the whole
+    -- queue when it has at most 1024 partitions). Past that it may answer
+    -- false while a partition the index does not cover holds data: a waiter
+    -- then hears of it from the push's notification or its own deadline.
+    v_pos := coalesce((SELECT s.pos FROM qn.scan_sweep s
+                       WHERE s.queue_id = v_qid AND s.consumer_group = v_group), '');
     RETURN EXISTS (
         SELECT 1
-        FROM queen.log_partitions p
-        LEFT JOIN queen.log_consumers k ON k.partition_id = p.id AND k.consumer_group = v_group
-        WHERE p.queue_id = v_qid
-          AND p.last_write_at >= coalesce(
-                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                   WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
-                  'epoch') - interval '2 minutes'
-          AND (k.partition_id IS NULL
-               OR (p.last_offset > greatest(k.committed, p.log_start - 1)
-                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))));
+        FROM (SELECT pp.partition_id AS id FROM qn.partition_pending pp
+              WHERE pp.queue_id = v_qid
+              ORDER BY pp.queue_id, pp.ord LIMIT 4096) h
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM queen.log_partitions p
+            LEFT JOIN queen.log_consumers k
+                   ON k.partition_id = p.id AND k.consumer_group = v_group
+            WHERE p.id = h.id
+              AND (k.partition_id IS NULL
+                   OR (p.last_offset > greatest(k.committed, p.log_start - 1)
+                       AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+            OFFSET 0) e)
+        OR EXISTS (
+        SELECT 1
+        FROM (SELECT p.id, p.last_offset, p.log_start
+              FROM queen.log_partitions p
+              WHERE p.queue_id = v_qid AND p.name > v_pos
+                AND p.last_write_at >= coalesce(
+                        (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
+                         WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
+                        'epoch') - interval '2 minutes'
+              ORDER BY p.name LIMIT 1024 OFFSET 0) h
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM (SELECT 1) one
+            LEFT JOIN queen.log_consumers k
+                   ON k.partition_id = h.id AND k.consumer_group = v_group
+            WHERE k.partition_id IS NULL
+               OR (h.last_offset > greatest(k.committed, h.log_start - 1)
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))
+            OFFSET 0) e);
 END;
 $$;
 

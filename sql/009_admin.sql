@@ -170,6 +170,7 @@ BEGIN
         attempt_offset = NULL, attempt_count = 0, lease_conflated = false;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     DELETE FROM queen.consumer_watermarks WHERE queue_id = v_qid AND consumer_group = v_group;
+    DELETE FROM qn.scan_sweep WHERE queue_id = v_qid AND consumer_group = v_group;
     IF v_end THEN
         -- Partitions every group (this one included) has now consumed leave
         -- pop_v1's index of partitions with data at once, not one pop at a
@@ -231,6 +232,8 @@ BEGIN
     WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     DELETE FROM queen.consumer_watermarks
+    WHERE queue_id = ANY (coalesce(v_qids, '{}')) AND consumer_group = v_group;
+    DELETE FROM qn.scan_sweep
     WHERE queue_id = ANY (coalesce(v_qids, '{}')) AND consumer_group = v_group;
     IF coalesce(p_delete_metadata, false) THEN
         DELETE FROM queen.consumer_groups_metadata m
