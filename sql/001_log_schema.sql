@@ -108,6 +108,15 @@ CREATE TABLE IF NOT EXISTS qn.scan_sweep (
     PRIMARY KEY (queue_id, consumer_group)
 );
 
+-- Where partition cleanup's walk over log_partitions (by id) stands between
+-- maintenance cycles: each cycle examines one bounded window of ids after pos
+-- (NULL: from the first), so a cycle's cost does not grow with the partition
+-- count. One row at most.
+CREATE TABLE IF NOT EXISTS qn.cleanup_sweep (
+    one BOOL PRIMARY KEY DEFAULT true CHECK (one),
+    pos UUID
+);
+
 -- Tuned against churn. Every push updates its partition's row, so between
 -- autovacuum passes dead tuples dwarf the live row count:
 --   fillfactor 70              leaves room on the page for HOT updates;

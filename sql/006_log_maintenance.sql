@@ -336,18 +336,30 @@ BEGIN
 END;
 $$;
 
--- partition_cleanup_step_v1: deletes up to p_max_rows dead partitions. Candidates
--- are locked FOR UPDATE SKIP LOCKED in id order (never waiting, so never
--- deadlocking) and the predicate is evaluated again under the locks, which is
--- the authoritative check. Their log_txns and qn.partition_pending rows go first
--- (no foreign key), an audit row each, then the partition rows (cascading to cursors and segments).
+-- partition_cleanup_step_v1: deletes up to p_max_rows dead partitions among
+-- the next window of at most 8192 partitions by id (qn.cleanup_sweep keeps the
+-- window's place between calls and maintenance cycles, wrapping around at the
+-- end), so one call reads a bounded number of partitions whatever their count
+-- (it read them all, every cycle). r_done is false only when more dead ones
+-- than p_max_rows were found in the window (the caller calls again at once).
+-- Candidates are locked FOR UPDATE SKIP LOCKED in id order (never waiting, so
+-- never deadlocking) and the predicate is evaluated again under the locks,
+-- which is the authoritative check. Their log_txns and qn.partition_pending
+-- rows go first (no foreign key), an audit row each, then the partition rows
+-- (cascading to cursors and segments). One maintenance instance runs it at a
+-- time (the loop's advisory lock); the window's row is written by it alone.
 CREATE OR REPLACE FUNCTION qn.partition_cleanup_step_v1(p_cutoff TIMESTAMPTZ, p_max_rows INT4)
 RETURNS TABLE (r_deleted INT4, r_done BOOL)
 LANGUAGE plpgsql
 SET jit = off
 AS $$
 DECLARE
+    v_window CONSTANT INT4 := 8192;
     v_max  INT4 := greatest(coalesce(p_max_rows, 1000), 1);
+    v_pos  UUID;
+    v_last UUID;
+    v_n    INT8;
+    v_more BOOL;
     v_cand UUID[];
     v_ids  UUID[];
 BEGIN
@@ -355,16 +367,39 @@ BEGIN
         RETURN QUERY SELECT 0, true;
         RETURN;
     END IF;
+    SELECT w.pos INTO v_pos FROM qn.cleanup_sweep w;
+    -- the window (a primary-key range, LIMIT first), then the dead ones in it
+    -- up to v_max (the window ends after the v_max-th when there are more)
+    WITH h AS (
+        SELECT p.id, p.created_at < p_cutoff AND p.last_write_at < p_cutoff AS old
+        FROM queen.log_partitions p
+        WHERE v_pos IS NULL OR p.id > v_pos
+        ORDER BY p.id
+        LIMIT v_window
+        OFFSET 0
+    ), d AS (
+        SELECT h.id, h.old AND qn.partition_dead_v1(h.id, p_cutoff) AS dead FROM h
+    ), r AS (
+        SELECT d.*, count(*) FILTER (WHERE d.dead) OVER (ORDER BY d.id) AS rk FROM d
+    )
+    SELECT array_agg(r.id ORDER BY r.id) FILTER (WHERE r.dead AND r.rk <= v_max),
+           (array_agg(r.id ORDER BY r.id DESC)
+                FILTER (WHERE r.rk < v_max OR (r.rk = v_max AND r.dead)))[1],
+           count(*), bool_or(r.rk > v_max OR (r.rk = v_max AND NOT r.dead))
+    INTO v_cand, v_last, v_n, v_more
+    FROM r;
+    v_more := coalesce(v_more, false);
+    INSERT INTO qn.cleanup_sweep AS w (one, pos)
+    VALUES (true, CASE WHEN v_n < v_window AND NOT v_more THEN NULL ELSE v_last END)
+    ON CONFLICT (one) DO UPDATE SET pos = EXCLUDED.pos;
     SELECT array_agg(x.id) INTO v_cand
     FROM (SELECT p.id
           FROM queen.log_partitions p
-          WHERE p.created_at < p_cutoff AND p.last_write_at < p_cutoff
-            AND qn.partition_dead_v1(p.id, p_cutoff)
+          WHERE p.id = ANY (coalesce(v_cand, '{}'))
           ORDER BY p.id
-          LIMIT v_max
           FOR UPDATE SKIP LOCKED) x;
     IF v_cand IS NULL THEN
-        RETURN QUERY SELECT 0, true;
+        RETURN QUERY SELECT 0, NOT v_more;
         RETURN;
     END IF;
     SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
@@ -379,7 +414,7 @@ BEGIN
         SELECT id, 0, '__partition_deleted__' FROM unnest(v_ids) AS id;
         DELETE FROM queen.log_partitions WHERE id = ANY (v_ids);
     END IF;
-    RETURN QUERY SELECT coalesce(cardinality(v_ids), 0), cardinality(v_cand) < v_max;
+    RETURN QUERY SELECT coalesce(cardinality(v_ids), 0), NOT v_more;
 END;
 $$;
 

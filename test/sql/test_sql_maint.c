@@ -433,6 +433,49 @@ START_TEST(test_cleanup_and_dead_letter_pin)
 }
 END_TEST
 
+/* A cleanup step reads one bounded window of partitions (8,192 by id), not the
+ * whole table: a dead partition last in id order behind 20,000 live ones is
+ * not deleted by the first step (the old step read every partition and
+ * deleted it at once), and is by the third, the window's place kept between
+ * steps. */
+START_TEST(test_cleanup_step_bounded_window)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "cl.wide", "p0", "x", 0, 1);
+    PQclear(qt_q(c, "INSERT INTO queen.log_partitions (queue_id, name, last_offset) "
+                    "SELECT q.id, 'x' || g, 0 FROM queen.queues q, generate_series(1, 20000) g "
+                    "WHERE q.name = 'cl.wide'"));
+    PQclear(qt_q(c, "INSERT INTO queen.log_partitions (id, queue_id, name, created_at, "
+                    "last_write_at) SELECT 'ffffffff-ffff-ffff-ffff-ffffffffffff', q.id, 'dead', "
+                    "now() - interval '60 days', now() - interval '60 days' FROM queen.queues q "
+                    "WHERE q.name = 'cl.wide'"));
+    PQclear(qt_q(c, "DELETE FROM qn.cleanup_sweep"));
+    ck_assert_int_le(qt_i(c, "SELECT count(*) FROM queen.log_partitions"), 3 * 8192);
+    PGresult *r = qt_q(c, "SELECT * FROM qn.partition_cleanup_step_v1(now() - interval '30 days', "
+                          "1000)");
+    ck_assert_int_eq(qt_gi(r, 0, "r_deleted"), 0);
+    ck_assert_str_eq(qt_gs(r, 0, "r_done"), "t");
+    PQclear(r);
+    ck_assert(!qt_null(c, "SELECT pos FROM qn.cleanup_sweep"));
+    int64_t deleted = 0;
+    int steps = 1;
+    while (deleted == 0 && steps < 4) {
+        r = qt_q(c, "SELECT * FROM qn.partition_cleanup_step_v1(now() - interval '30 days', 1000)");
+        deleted = qt_gi(r, 0, "r_deleted");
+        PQclear(r);
+        steps++;
+    }
+    ck_assert_int_eq(deleted, 1);
+    ck_assert_int_eq(steps, 3);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_partitions WHERE id = "
+                             "'ffffffff-ffff-ffff-ffff-ffffffffffff'"),
+                     0);
+    /* the walk wrapped around: the next step starts from the first id */
+    ck_assert(qt_null(c, "SELECT pos FROM qn.cleanup_sweep"));
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_delete_queue_leaves_no_orphans)
 {
     PGconn *c = qt_connect();
@@ -523,6 +566,7 @@ Suite *qt_suite_maint(void)
     tcase_add_test(tc, test_sidecar_purge_cutoff);
     tcase_add_test(tc, test_worklist_order_and_limit);
     tcase_add_test(tc, test_cleanup_and_dead_letter_pin);
+    tcase_add_test(tc, test_cleanup_step_bounded_window);
     tcase_add_test(tc, test_delete_queue_leaves_no_orphans);
     tcase_add_test(tc, test_metrics_purge);
     suite_add_tcase(s, tc);
