@@ -221,6 +221,28 @@ class Inspect(AdminTest):
         self.assertRegex(broker.log_text(), r"queue deleted queue=%s partitions_emptied=1 steps=[2-9]" % q)
 
 
+    def test_delete_queue_pages_its_partitions(self):
+        # DeleteQueue reads the partitions a page of 1000 at a time: a large
+        # partition on the second page (after 1002 small ones by name) is still
+        # emptied step by step, and nothing of the queue remains.
+        q = uniq()
+        names = ["a%04d" % i for i in range(1002)]
+        for k in range(0, len(names), 500):
+            self.c.push_items([Q.PushItem(queue=q, partition=n, payload=b"x") for n in names[k:k + 500]])
+        for i in range(30):
+            self.c.push(q, [b"m%d-%d" % (i, k) for k in range(100)], partition="zz")
+        url = fixture_db_url("e2e_admin")
+
+        def sql(query):
+            out = subprocess.run(["psql", "-XAtq", url, "-c", query], capture_output=True, text=True, check=True)
+            return out.stdout.strip()
+        qid = sql("SELECT id FROM queen.queues WHERE name = '%s'" % q)
+        self.assertEqual(sql("SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "1003")
+        self.assertTrue(self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=120).existed)
+        self.assertFalse(self.c.exists(q))
+        self.assertEqual(sql("SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "0")
+        self.assertRegex(broker.log_text(), r"queue deleted queue=%s partitions_emptied=1 steps=[2-9]" % q)
+
 class Groups(AdminTest):
     def test_list_consumer_groups(self):
         q = uniq()

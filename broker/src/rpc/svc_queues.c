@@ -12,6 +12,7 @@
  * Invariant: every call either finishes with a response or is cancelled; its
  * qn_admin_call owns the request and every storage request it started.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,19 +494,28 @@ void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
  * A large queue is emptied first, partition by partition, with the retention
  * and sidecar-purge steps (each its own short transaction of at most
  * DELQ_BATCH rows, under the statement timeout, holding one partition lock), so
- * no single statement has to delete millions of segments. delete_queue_v1 then
- * removes what is left (cursors, dead letters, the rows) in one transaction.
+ * no single statement has to delete millions of segments. The partitions are
+ * read a page of DELQ_PAGE at a time (by name), so the broker holds one page's
+ * ids whatever the queue's size (a million-partition queue used to be loaded
+ * whole). delete_queue_v1 then removes what is left (cursors, dead letters,
+ * the rows) in one transaction.
  * Interrupted (deadline, broker gone), the queue stays with its oldest segments
  * gone, exactly as retention would have left it; DeleteQueue again finishes it.
  */
 #define DELQ_BATCH 2000
+#define DELQ_PAGE 1000
 
 struct delq {
     struct qn_admin_call a; /* first: the admin helpers take &q->a */
-    uint8_t *pids;          /* partitions to empty step by step (16 bytes each, arena) */
-    size_t n, next, steps;
-    int phase; /* 0 segments, 1 sidecar; 2 = the partition is done */
+    uint8_t *pids;          /* this page's partitions to empty step by step (16 bytes each,
+                               DELQ_PAGE of them, arena, allocated once) */
+    size_t n, next, steps, emptied;
+    int phase;                   /* 0 segments, 1 sidecar; 2 = the partition is done */
+    bool more;                   /* the last page was full: another may follow */
+    char after[QN_NAME_MAX + 1]; /* the last page's last partition name */
 };
+
+static void delq_page(struct delq *q);
 
 static void delq_next(struct delq *q);
 
@@ -516,7 +526,7 @@ static void delq_done(void *ud, const struct qn_store_status *st, bool existed)
         return;
     if (existed)
         QN_INFO("queue deleted queue=%s partitions_emptied=%zu steps=%zu",
-                ((Queen__V1__DeleteQueueRequest *)q->a.req)->queue, q->n, q->steps);
+                ((Queen__V1__DeleteQueueRequest *)q->a.req)->queue, q->emptied, q->steps);
     Queen__V1__DeleteQueueResponse resp = QUEEN__V1__DELETE_QUEUE_RESPONSE__INIT;
     resp.existed = existed;
     qn_admin_reply(&q->a, &resp.base);
@@ -544,6 +554,10 @@ static void delq_next(struct delq *q)
         q->next++;
     }
     if (q->next >= q->n) {
+        if (q->more) {
+            delq_page(q);
+            return;
+        }
         qn_admin_sent(&q->a, qn_store_delete_queue(q->a.app->store, req->queue, &opts, delq_done, q,
                                                    &q->a.sreq[0]));
         return;
@@ -564,16 +578,36 @@ static void delq_parts_done(void *ud, const struct qn_store_status *st,
     struct delq *q = ud;
     if (!qn_admin_ok(&q->a, st))
         return;
-    /* only partitions holding enough to matter are emptied step by step */
-    q->pids = qn_arena_alloc(&q->a.arena, (r->n ? r->n : 1) * 16);
-    if (q->pids == NULL) {
-        qn_admin_finish(&q->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+    assert(r->n <= DELQ_PAGE);
+    q->n = q->next = 0;
+    q->phase = 0;
+    q->more = r->n == DELQ_PAGE;
+    if (q->more) {
+        const char *last = r->parts[r->n - 1].partition;
+        size_t len = strlen(last);
+        if (len >= sizeof q->after) {
+            qn_admin_finish(&q->a, QN_GRPC_INTERNAL, "partition name too long");
+            return;
+        }
+        memcpy(q->after, last, len + 1);
     }
+    /* only partitions holding enough to matter are emptied step by step */
     for (size_t i = 0; i < r->n; i++)
         if (r->parts[i].last_offset - r->parts[i].log_start + 1 > DELQ_BATCH)
             memcpy(q->pids + 16 * q->n++, r->parts[i].pid, 16);
+    q->emptied += q->n;
     delq_next(q);
+}
+
+/* The next page of partitions (the first when q->after is empty). */
+static void delq_page(struct delq *q)
+{
+    Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)q->a.req;
+    struct qn_call_opts opts = qn_admin_opts(&q->a);
+    qn_admin_sent(&q->a,
+                  qn_store_queue_partitions_page(q->a.app->store, req->queue, QN_QUEUE_MODE,
+                                                 q->after[0] != '\0' ? q->after : NULL, DELQ_PAGE,
+                                                 &opts, delq_parts_done, q, &q->a.sreq[0]));
 }
 
 void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
@@ -586,7 +620,11 @@ void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_authorize(&q->a, req->queue))
         return;
     qn_admin_audit(&q->a, req->queue, "delete queue");
-    struct qn_call_opts opts = qn_admin_opts(&q->a);
-    qn_admin_sent(&q->a, qn_store_queue_partitions(q->a.app->store, req->queue, QN_QUEUE_MODE,
-                                                   &opts, delq_parts_done, q, &q->a.sreq[0]));
+    q->pids = qn_arena_alloc(&q->a.arena, DELQ_PAGE * 16);
+    if (q->pids == NULL) {
+        qn_admin_finish(&q->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    q->after[0] = '\0';
+    delq_page(q);
 }
