@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct event_base;
 struct qn_waiters;
 struct qn_cfusion;
 
@@ -63,7 +64,8 @@ void qn_cfusion_committed(struct qn_cfusion *cf, const uint8_t tenant[16], const
                           const char *partition, int64_t now_ms);
 
 /*
- * An ack of this broker committed and released group's lease on (tenant, pid):
+ * An ack of this broker committed and released group's lease on (tenant, pid)
+ * (or filed its DLQ hand-off, which releases it), so it is no longer held:
  * when the partition is known and likely holds more (the last lease there was
  * a full batch, or this broker committed to it since QN_CFUSION_RACE_MS before
  * that lease), wakes one parked "any partition" consumer of that group on the
@@ -73,6 +75,54 @@ void qn_cfusion_committed(struct qn_cfusion *cf, const uint8_t tenant[16], const
  */
 bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
                          const char *group);
+
+/*
+ * Leases this broker's consumers hold. A commit to a partition whose lease a
+ * consumer of this broker holds for group G wakes nobody of G (that consumer
+ * holds the only lease; the release hints the partition to a parked consumer
+ * when something is likely left, as above). Every way a lease ends is learned
+ * so that no data waits for a re-check: an ack that released it
+ * (qn_cfusion_released), release_lease_v1 of its worker
+ * (qn_cfusion_worker_released), its expiry (qn_cfusion_expire, from a timer when
+ * a base is set) and a DLQ hand-off (qn_cfusion_released).
+ */
+
+/* Arms the expiry timer on base (NULL: none; tests call qn_cfusion_expire). */
+int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base);
+
+/*
+ * A pop of this broker leased (tenant, pid) for group to worker (its lease id,
+ * non-empty) until expires_ms (monotonic, as qn_store_now_ms). Call after
+ * qn_cfusion_learn for the same partition (an unknown partition is not held).
+ */
+void qn_cfusion_hold(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
+                     const char *group, const char *worker, int64_t expires_ms);
+
+/* Whether a consumer of this broker holds group's lease on (tenant, queue,
+ * partition) at now_ms (tests, diagnostics). */
+bool qn_cfusion_holds(const struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
+                      const char *partition, const char *group, int64_t now_ms);
+
+/*
+ * This broker committed to (tenant, queue, partition) at now_ms: records it
+ * (qn_cfusion_committed) and wakes waiters as qn_waiters_feed(..., NULL group,
+ * ..., discovery) does, except every group whose lease on the partition a
+ * consumer of this broker holds.
+ */
+void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
+                            const char *partition, size_t discovery, int64_t now_ms);
+
+/* release_lease_v1 of worker (tenant's) answered: every lease it held here is
+ * released as an ack's release is (qn_cfusion_released). */
+void qn_cfusion_worker_released(struct qn_cfusion *cf, const uint8_t tenant[16],
+                                const char *worker);
+
+/* Leases held here whose expiry passed by now_ms are released as an ack's
+ * release is. Returns how many. */
+size_t qn_cfusion_expire(struct qn_cfusion *cf, int64_t now_ms);
+
+/* Leases held (tests). */
+size_t qn_cfusion_held_count(const struct qn_cfusion *cf);
 
 /* Partitions remembered (tests). */
 size_t qn_cfusion_count(const struct qn_cfusion *cf);

@@ -84,10 +84,14 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
                            const char *partition)
 {
     struct qn_notifier *nt = ud;
-    qn_cfusion_committed(nt->cfusion, tenant, queue, partition, qn_store_now_ms());
     /* a local commit names its partition: wake as many as it can feed (one per
-     * group), hinted with the partition (waiters.h) */
-    qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
+     * group), hinted with the partition (waiters.h), and nobody of a group whose
+     * lease there a consumer of this broker holds (its release hints: cfusion.h) */
+    if (nt->cfusion != NULL)
+        qn_cfusion_commit_feed(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
+                               qn_store_now_ms());
+    else
+        qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
         known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;
@@ -145,6 +149,10 @@ int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters 
 void qn_notifier_set_cfusion(struct qn_notifier *nt, struct qn_cfusion *cf)
 {
     nt->cfusion = cf;
+    /* held leases expire on this loop's clock (cfusion.h) */
+    if (qn_cfusion_set_base(cf, event_get_base(nt->timer)) != QN_OK)
+        QN_WARN("consume fusion: no lease expiry timer (out of memory); expired leases wait "
+                "for the re-check");
 }
 
 void qn_notifier_free(struct qn_notifier *nt)

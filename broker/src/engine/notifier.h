@@ -41,7 +41,9 @@ int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters 
 
 struct qn_cfusion;
 /* Local commits are also told to cf (borrowed until qn_notifier_free; NULL:
- * not), which learns when partitions last received data (engine/cfusion.h). */
+ * not), which learns when partitions last received data and keeps a commit from
+ * waking a group whose lease there this broker holds (engine/cfusion.h); cf's
+ * lease expiry timer runs on the notifier's base. */
 void qn_notifier_set_cfusion(struct qn_notifier *n, struct qn_cfusion *cf);
 
 /*

@@ -347,13 +347,10 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
     wake_chosen(ws, wake, n);
 }
 
-void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                     const char *group, const char *partition, size_t discovery)
+static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                 const char *group, const char *partition, size_t discovery,
+                 bool (*skip)(void *ud, const char *group), void *ud)
 {
-    if (tenant == NULL || queue == NULL || partition == NULL) {
-        qn_waiters_notify(ws, tenant, queue, partition, discovery);
-        return;
-    }
     struct qn_waiter *wake[WAKE_BATCH];
     size_t n = 0;
     char kbuf[16 + 256];
@@ -362,12 +359,34 @@ void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char
     if (node != NULL) {
         struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
         for (struct qn_wait_bucket *b = q->buckets; b && n < WAKE_BATCH; b = b->next)
-            if (group == NULL || strcmp(b->group, group) == 0)
+            if ((group == NULL || strcmp(b->group, group) == 0) &&
+                (skip == NULL || !skip(ud, b->group)))
                 n = collect_feed(b, partition, wake, WAKE_BATCH, n);
     }
     if (ws->discovery != NULL && n < WAKE_BATCH && discovery > 0)
         n = collect(ws, ws->discovery, tenant, NULL, discovery, wake, WAKE_BATCH, n);
     wake_chosen(ws, wake, n);
+}
+
+void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                     const char *group, const char *partition, size_t discovery)
+{
+    if (tenant == NULL || queue == NULL || partition == NULL) {
+        qn_waiters_notify(ws, tenant, queue, partition, discovery);
+        return;
+    }
+    feed(ws, tenant, queue, group, partition, discovery, NULL, NULL);
+}
+
+void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                            const char *partition, size_t discovery,
+                            bool (*skip)(void *ud, const char *group), void *ud)
+{
+    if (tenant == NULL || queue == NULL || partition == NULL) {
+        qn_waiters_notify(ws, tenant, queue, partition, discovery);
+        return;
+    }
+    feed(ws, tenant, queue, NULL, partition, discovery, skip, ud);
 }
 
 struct name_list {

@@ -100,6 +100,14 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
 void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                      const char *group, const char *partition, size_t discovery);
 
+/* As qn_waiters_feed(ws, tenant, queue, NULL, partition, discovery) (all
+ * non-NULL), but no waiter of a group for which skip(ud, group) is true is
+ * woken (engine/cfusion.c: groups whose lease on the partition is held here).
+ * skip runs before any wake-up. */
+void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                            const char *partition, size_t discovery,
+                            bool (*skip)(void *ud, const char *group), void *ud);
+
 size_t qn_waiters_count(const struct qn_waiters *ws);
 
 /* Wakes every parked waiter (shutdown). */

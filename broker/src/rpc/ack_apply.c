@@ -209,6 +209,9 @@ static void group_dlq_done(void *ud, bool filed)
         if (filed) {
             for (size_t k = 0; k < g->n; k++)
                 op->results[g->idx[k]].lease_released = true;
+            /* the hand-off released the lease: as an ack's release */
+            if (op->call != NULL)
+                qn_cfusion_released(op->app->cfusion, qn_authz_tenant(op->call), g->pid, op->group);
         } else {
             r->error =
                 "the lease was lost before the dead letter was filed; it will be redelivered";

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -334,6 +335,44 @@ void qn_pop_pass_hint(struct qn_app *app, const uint8_t tenant[16], struct qn_wa
     qn_waiters_feed(app->waiters, tenant, a->queue, a->group ? a->group : "", part, 0);
 }
 
+/* A lease's expiry (the database's wall clock, µs) on the monotonic clock. */
+static int64_t lease_mono_ms(int64_t exp_us, int64_t now_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t left = exp_us / 1000 - wall_ms;
+    if (left < 0)
+        left = 0;
+    if (left > 24 * 3600 * 1000)
+        left = 24 * 3600 * 1000;
+    return now_ms + left;
+}
+
+size_t qn_pop_learn(struct qn_app *app, const uint8_t tenant[16], const struct qn_pop_args *a,
+                    const struct qn_pop_result *res, bool full)
+{
+    size_t nseen = 0;
+    int64_t now = qn_store_now_ms();
+    /* pop_v1 returns the rows of one claimed partition together (claim order,
+     * then base), so each change of partition id is a new one */
+    for (size_t i = 0; i < res->n; i++) {
+        if (i > 0 && memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) == 0)
+            continue;
+        nseen++;
+        /* consume fusion learns the partition's names for its acks, and the
+         * lease this broker's consumer now holds there */
+        const struct qn_pop_segment *s = &res->segs[i];
+        qn_cfusion_learn(app->cfusion, tenant, s->pid, s->queue && *s->queue ? s->queue : a->queue,
+                         s->partition && *s->partition ? s->partition : a->partition, a->group,
+                         full, now);
+        if (!a->auto_ack && s->lease_expires_at_us > 0)
+            qn_cfusion_hold(app->cfusion, tenant, s->pid, a->group, a->worker,
+                            lease_mono_ms(s->lease_expires_at_us, now));
+    }
+    return nseen;
+}
+
 long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_args *a,
                        const struct qn_pop_result *res, unsigned flags)
 {
@@ -356,27 +395,14 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
         pr.messages = msgs;
         pr.lease_id = (char *)lease;
         int64_t exp = 0;
-        size_t nseen = 0;
-        /* pop_v1 returns the rows of one claimed partition together (claim
-         * order, then base), so each change of partition id is a new one */
-        bool full = n >= (size_t)a->budget; /* took all it was allowed: more may wait */
-        int64_t now = qn_store_now_ms();
         for (size_t i = 0; i < res->n; i++) {
             /* the earliest: partitions of different queues may have different
              * lease times, and the client must renew before the first runs out */
             int64_t e = res->segs[i].lease_expires_at_us;
             if (e > 0 && (exp == 0 || e < exp))
                 exp = e;
-            if (i == 0 || memcmp(res->segs[i - 1].pid, res->segs[i].pid, 16) != 0) {
-                nseen++;
-                /* consume fusion learns the partition's names for its acks */
-                const struct qn_pop_segment *s = &res->segs[i];
-                qn_cfusion_learn(app->cfusion, qn_authz_tenant(call), s->pid,
-                                 s->queue && *s->queue ? s->queue : a->queue,
-                                 s->partition && *s->partition ? s->partition : a->partition,
-                                 a->group, full, now);
-            }
         }
+        size_t nseen = qn_pop_learn(app, qn_authz_tenant(call), a, res, n >= (size_t)a->budget);
         pr.lease_expires_at_us = a->auto_ack ? 0 : exp;
         pr.partitions_claimed = (uint32_t)nseen;
         if (flags & QN_BATCH_WRAP) {
@@ -465,6 +491,8 @@ static void release_done(void *ud, const struct qn_store_status *st, int64_t val
     bool again = st->code == QN_EINDOUBT || st->code == QN_EUNAVAILABLE ||
                  st->code == QN_ETIMEOUT || st->code == QN_EBUSY || st->code == QN_ECONFLICT;
     if (st->code == QN_OK) {
+        /* the leases are free for their groups again (engine/cfusion.h) */
+        qn_cfusion_worker_released(r->app->cfusion, r->tenant, r->worker);
         if (r->attempts > 1)
             QN_INFO("leases of %s released after %u attempts", r->worker, r->attempts);
     } else if (again && now - r->started_ms < RELEASE_MAX_MS) {

@@ -93,6 +93,14 @@ enum qn_grpc_code qn_pop_authorize(qn_call *call, const struct qn_pop_args *a,
                                    struct qn_authz_names *names, bool *filtered, char *why,
                                    size_t cap);
 
+/* Teaches consume fusion (engine/cfusion.h) what a pop of tenant with args a
+ * leased: each partition's names and, unless auto-ack, the lease a->worker now
+ * holds there until its expiry. full: the batch took all it was allowed.
+ * Returns the number of partitions. qn_pop_send_batch calls it; a pop whose
+ * batch nobody receives calls it before releasing, so the release hints. */
+size_t qn_pop_learn(struct qn_app *app, const uint8_t tenant[16], const struct qn_pop_args *a,
+                    const struct qn_pop_result *res, bool full);
+
 /* Sends one PopResponse built from res on call (Pop) or inside a
  * ConsumeResponse (QN_BATCH_WRAP), with decoded messages or, with QN_BATCH_RAW,
  * the segments as stored (never decompressed), and counts the messages as

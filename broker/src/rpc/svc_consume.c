@@ -242,6 +242,9 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     assert(c->state == CS_STREAMING || c->state == CS_CLOSING || c->state == CS_ORPHANED);
     c->pop_req = NULL;
     if (c->state == CS_ORPHANED) {
+        /* what it leased is learned as held, so the release hints it */
+        if (st->code == QN_OK && res->n > 0 && !c->args.auto_ack)
+            qn_pop_learn(c->app, c->tenant, &c->args, res, false);
         consume_release_free(c);
         return;
     }

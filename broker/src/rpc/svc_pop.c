@@ -235,8 +235,13 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     if (p->state == POP_ORPHANED) {
         /* nobody receives what this pop leased: release it now that it has
          * committed, or may have (invariant 3) */
-        if (((st->code == QN_OK && res->n > 0) || st->code == QN_EINDOUBT) && !p->args.auto_ack)
+        if (((st->code == QN_OK && res->n > 0) || st->code == QN_EINDOUBT) && !p->args.auto_ack) {
+            /* learned as held, so that the release hints the partitions to
+             * parked consumers (engine/cfusion.h) */
+            if (st->code == QN_OK)
+                qn_pop_learn(p->app, p->tenant, &p->args, res, false);
             qn_pop_release_worker(p->app, p->tenant, p->worker);
+        }
         pop_free(p);
         return;
     }

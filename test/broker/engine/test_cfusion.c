@@ -6,7 +6,9 @@
  * exactly one parked consumer of the acking group, hinted with the partition,
  * and nobody in another group, queue or tenant, and only when something is
  * likely left there; an unknown id wakes nobody; the directory stays within its
- * bound.
+ * bound. A commit to a partition whose lease a consumer of this broker holds
+ * wakes nobody of that group (other groups and tenants as before), and every
+ * way the lease ends (ack, release of its worker, expiry) hints it.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -251,6 +253,144 @@ START_TEST(leases_are_per_group)
 }
 END_TEST
 
+/* A held lease keeps a commit from waking its group (any-partition and
+ * exactly-this-partition waiters alike); other groups and tenants wake; the
+ * ack's release then hints the partition, since the commit came after. */
+START_TEST(commit_to_held_partition_wakes_nobody_of_that_group)
+{
+    setup(0);
+    uint8_t pid[16];
+    pid_of(3, pid);
+    qn_cfusion_learn(cf, T1, pid, "q", "p", "g", false, 1000);
+    qn_cfusion_hold(cf, T1, pid, "g", "w1", 60000);
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 1);
+    ck_assert(qn_cfusion_holds(cf, T1, "q", "p", "g", 1000));
+    ck_assert(!qn_cfusion_holds(cf, T1, "q", "p", "h", 1000));
+    ck_assert(!qn_cfusion_holds(cf, T2, "q", "p", "g", 1000));
+    park(0, T1, "q", "g");
+    cws[5].w.partition = "p";
+    park(5, T1, "q", "g");
+    park(1, T1, "q", "h");
+    park(2, T2, "q", "g");
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1500);
+    ck_assert_int_eq(cws[0].woken, 0);
+    ck_assert_int_eq(cws[5].woken, 0);
+    ck_assert_int_eq(cws[1].woken, 1);
+    ck_assert(cws[1].w.hinted);
+    ck_assert_int_eq(total_woken(), 1);
+    /* another tenant's partition of the same names is not held here */
+    qn_cfusion_commit_feed(cf, T2, "q", "p", 0, 1500);
+    ck_assert_int_eq(cws[2].woken, 1);
+    /* the ack releases: the commit after the lease is hinted to group g */
+    ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 0);
+    ck_assert_int_eq(cws[0].woken + cws[5].woken, 2); /* one any, the specific one */
+    ck_assert(cws[0].w.hinted);
+    ck_assert_str_eq(cws[0].w.hint, "p");
+    /* not held any more: the next commit wakes the group */
+    park(0, T1, "q", "g");
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1600);
+    ck_assert_int_eq(cws[0].woken, 2);
+    teardown();
+}
+END_TEST
+
+/* release_lease_v1 of a worker releases its holds of its tenant only; each
+ * released partition that got a commit meanwhile is hinted, a drained one is not. */
+START_TEST(worker_release_hints_its_partitions)
+{
+    setup(0);
+    uint8_t p1[16], p2[16], p3[16], p4[16];
+    pid_of(1, p1);
+    pid_of(2, p2);
+    pid_of(3, p3);
+    pid_of(4, p4);
+    qn_cfusion_learn(cf, T1, p1, "q", "a", "g", false, 1000);
+    qn_cfusion_learn(cf, T1, p2, "q", "b", "g", false, 1000);
+    qn_cfusion_learn(cf, T1, p3, "q", "c", "g", false, 1000);
+    qn_cfusion_learn(cf, T1, p4, "q", "d", "g", false, 1000);
+    qn_cfusion_hold(cf, T1, p1, "g", "w1", 60000);
+    qn_cfusion_hold(cf, T1, p2, "g", "w1", 60000);
+    qn_cfusion_hold(cf, T1, p3, "g", "w1", 60000); /* drained: no commit */
+    qn_cfusion_hold(cf, T1, p4, "g", "w2", 60000);
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 4);
+    for (int i = 0; i < 4; i++)
+        park(i, T1, "q", "g");
+    qn_cfusion_commit_feed(cf, T1, "q", "a", 0, 1100);
+    qn_cfusion_commit_feed(cf, T1, "q", "b", 0, 1100);
+    qn_cfusion_commit_feed(cf, T1, "q", "d", 0, 1100);
+    ck_assert_int_eq(total_woken(), 0);
+    qn_cfusion_worker_released(cf, T2, "w1"); /* another tenant's worker of that id */
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 4);
+    qn_cfusion_worker_released(cf, T1, "w1");
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 1);
+    ck_assert_int_eq(total_woken(), 2);
+    ck_assert(cws[0].w.hinted && cws[1].w.hinted);
+    ck_assert(strcmp(cws[0].w.hint, cws[1].w.hint) != 0);
+    ck_assert(strcmp(cws[0].w.hint, "c") != 0 && strcmp(cws[1].w.hint, "c") != 0);
+    ck_assert(qn_cfusion_holds(cf, T1, "q", "d", "g", 1200));
+    teardown();
+}
+END_TEST
+
+/* A lease nobody acks: past its expiry it no longer holds a commit back, and
+ * qn_cfusion_expire releases it, hinting what was committed meanwhile. */
+START_TEST(expiry_releases_and_hints)
+{
+    setup(0);
+    uint8_t pid[16];
+    pid_of(9, pid);
+    qn_cfusion_learn(cf, T1, pid, "q", "p", "", false, 1000);
+    qn_cfusion_hold(cf, T1, pid, "", "w1", 5000);
+    park(0, T1, "q", "__QUEUE_MODE__"); /* the queue-mode group, spelled the other way */
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 2000);
+    ck_assert_int_eq(cws[0].woken, 0);
+    ck_assert_uint_eq(qn_cfusion_expire(cf, 4999), 0);
+    ck_assert_int_eq(cws[0].woken, 0);
+    ck_assert_uint_eq(qn_cfusion_expire(cf, 5000), 1);
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 0);
+    ck_assert_int_eq(cws[0].woken, 1);
+    ck_assert_str_eq(cws[0].w.hint, "p");
+    /* a hold whose expiry passed without the timer: commits wake again */
+    qn_cfusion_hold(cf, T1, pid, "", "w2", 6000);
+    park(0, T1, "q", "");
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 6000);
+    ck_assert_int_eq(cws[0].woken, 2);
+    teardown();
+}
+END_TEST
+
+/* Holds go with their entries: emptying the full directory, a renamed
+ * partition or a reused group slot forgets them (no dangling hold). */
+START_TEST(holds_leave_with_their_entries)
+{
+    setup(2);
+    uint8_t p1[16], p2[16], p3[16];
+    pid_of(1, p1);
+    pid_of(2, p2);
+    pid_of(3, p3);
+    qn_cfusion_learn(cf, T1, p1, "q", "a", "g", false, 1000);
+    qn_cfusion_hold(cf, T1, p1, "g", "w", 60000);
+    qn_cfusion_learn(cf, T1, p2, "q", "b", "g", false, 1000);
+    qn_cfusion_hold(cf, T1, p2, "g", "w", 60000);
+    qn_cfusion_hold(cf, T1, p3, "g", "w", 60000); /* unknown: not held */
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 2);
+    qn_cfusion_learn(cf, T1, p3, "q", "c", "g", false, 1000); /* full: emptied */
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 0);
+    qn_cfusion_hold(cf, T1, p3, "g", "w", 60000);
+    const char *gs[] = {"g1", "g2", "g3", "g4"};
+    for (int i = 0; i < 4; i++)
+        qn_cfusion_learn(cf, T1, p3, "q", "c", gs[i], false, 1000);
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 0); /* g's slot went to g4 */
+    qn_cfusion_hold(cf, T1, p3, "g4", "w", 60000);
+    qn_cfusion_learn(cf, T1, p3, "q", "renamed", "g4", false, 1000);
+    ck_assert_uint_eq(qn_cfusion_held_count(cf), 0);
+    qn_cfusion_worker_released(cf, T1, "w"); /* nothing left to release */
+    ck_assert_int_eq(total_woken(), 0);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_cfusion_suite(void)
 {
     Suite *s = suite_create("cfusion");
@@ -261,6 +401,10 @@ Suite *qn_test_cfusion_suite(void)
     tcase_add_test(tc, bounded_and_relearns);
     tcase_add_test(tc, release_wakes_only_when_something_is_left);
     tcase_add_test(tc, leases_are_per_group);
+    tcase_add_test(tc, commit_to_held_partition_wakes_nobody_of_that_group);
+    tcase_add_test(tc, worker_release_hints_its_partitions);
+    tcase_add_test(tc, expiry_releases_and_hints);
+    tcase_add_test(tc, holds_leave_with_their_entries);
     suite_add_tcase(s, tc);
     return s;
 }
