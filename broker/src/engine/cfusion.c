@@ -24,6 +24,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -318,6 +319,19 @@ int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base)
     return QN_OK;
 }
 
+int64_t qn_cfusion_lease_ms(int64_t expires_at_us, int64_t now_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t left = expires_at_us / 1000 - wall_ms;
+    if (left < 0)
+        left = 0;
+    if (left > 24 * 3600 * 1000)
+        left = 24 * 3600 * 1000;
+    return now_ms + left;
+}
+
 static uint64_t worker_hash(const char *worker)
 {
     uint64_t h = qn_hash_bytes(worker, strlen(worker));
@@ -472,6 +486,17 @@ void qn_cfusion_worker_released(struct qn_cfusion *cf, const uint8_t tenant[16],
         return;
     struct worker_arg a = {tenant, worker_hash(worker)};
     release_matching(cf, match_worker, &a);
+}
+
+void qn_cfusion_renewed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *worker,
+                        int64_t expires_ms)
+{
+    if (cf == NULL || worker == NULL || *worker == '\0')
+        return;
+    uint64_t wh = worker_hash(worker);
+    for (struct cf_lease *l = cf->held; l; l = l->hnext)
+        if (l->worker == wh && memcmp(l->e->pid_key, tenant, 16) == 0 && l->expires_ms < expires_ms)
+            l->expires_ms = expires_ms; /* the timer finds it later and re-arms */
 }
 
 static bool match_expired(const struct cf_lease *l, const void *arg)

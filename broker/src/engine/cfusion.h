@@ -98,6 +98,15 @@ int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base);
 void qn_cfusion_hold(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
                      const char *group, const char *worker, int64_t expires_ms);
 
+/* A lease expiry as the database returns it (wall clock, µs) on the monotonic
+ * clock of now_ms (qn_store_now_ms), clamped to [now_ms, now_ms + 24 h]. */
+int64_t qn_cfusion_lease_ms(int64_t expires_at_us, int64_t now_ms);
+
+/* RenewLease (or a stream's in-band renewal) of worker (tenant's) answered:
+ * its holds here last until expires_ms (monotonic) at least. */
+void qn_cfusion_renewed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *worker,
+                        int64_t expires_ms);
+
 /* Whether a consumer of this broker holds group's lease on (tenant, queue,
  * partition) at now_ms (tests, diagnostics). */
 bool qn_cfusion_holds(const struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,

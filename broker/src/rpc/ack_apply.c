@@ -704,6 +704,10 @@ static void renew_renewed(void *ud, const struct qn_store_status *st, int32_t re
         renew_end(op, qn_grpc_from_status(st), qn_status_message(st), 0, 0);
         return;
     }
+    if (renewed > 0 && expires_at_us > 0 && op->call != NULL)
+        /* consume fusion's holds of this lease live on (engine/cfusion.h) */
+        qn_cfusion_renewed(op->app->cfusion, qn_authz_tenant(op->call), op->lease,
+                           qn_cfusion_lease_ms(expires_at_us, qn_store_now_ms()));
     renew_end(op, QN_GRPC_OK, NULL, renewed, expires_at_us);
 }
 

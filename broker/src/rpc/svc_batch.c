@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <event2/event.h>
 
@@ -335,20 +334,6 @@ void qn_pop_pass_hint(struct qn_app *app, const uint8_t tenant[16], struct qn_wa
     qn_waiters_feed(app->waiters, tenant, a->queue, a->group ? a->group : "", part, 0);
 }
 
-/* A lease's expiry (the database's wall clock, µs) on the monotonic clock. */
-static int64_t lease_mono_ms(int64_t exp_us, int64_t now_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    int64_t left = exp_us / 1000 - wall_ms;
-    if (left < 0)
-        left = 0;
-    if (left > 24 * 3600 * 1000)
-        left = 24 * 3600 * 1000;
-    return now_ms + left;
-}
-
 size_t qn_pop_learn(struct qn_app *app, const uint8_t tenant[16], const struct qn_pop_args *a,
                     const struct qn_pop_result *res, bool full)
 {
@@ -368,7 +353,7 @@ size_t qn_pop_learn(struct qn_app *app, const uint8_t tenant[16], const struct q
                          full, now);
         if (!a->auto_ack && s->lease_expires_at_us > 0)
             qn_cfusion_hold(app->cfusion, tenant, s->pid, a->group, a->worker,
-                            lease_mono_ms(s->lease_expires_at_us, now));
+                            qn_cfusion_lease_ms(s->lease_expires_at_us, now));
     }
     return nseen;
 }

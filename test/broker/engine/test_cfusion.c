@@ -351,6 +351,16 @@ START_TEST(expiry_releases_and_hints)
     ck_assert_uint_eq(qn_cfusion_held_count(cf), 0);
     ck_assert_int_eq(cws[0].woken, 1);
     ck_assert_str_eq(cws[0].w.hint, "p");
+    /* a renewal of the worker (its tenant only) extends its holds */
+    qn_cfusion_hold(cf, T1, pid, "", "w1", 5500);
+    qn_cfusion_renewed(cf, T2, "w1", 9000);
+    qn_cfusion_renewed(cf, T1, "w9", 9000);
+    ck_assert(!qn_cfusion_holds(cf, T1, "q", "p", "", 5600));
+    qn_cfusion_renewed(cf, T1, "w1", 9000);
+    ck_assert(qn_cfusion_holds(cf, T1, "q", "p", "__QUEUE_MODE__", 5600));
+    ck_assert_uint_eq(qn_cfusion_expire(cf, 5600), 0);
+    ck_assert_uint_eq(qn_cfusion_expire(cf, 9000), 1);
+    ck_assert_int_eq(cws[0].woken, 1); /* nobody parked in that group: nothing more */
     /* a hold whose expiry passed without the timer: commits wake again */
     qn_cfusion_hold(cf, T1, pid, "", "w2", 6000);
     park(0, T1, "q", "");
