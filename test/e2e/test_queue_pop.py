@@ -2,8 +2,9 @@
 per (partition, group), consumer groups, subscription modes, auto-ack, any
 partition with max_partitions, discovery by namespace / task, long polls woken
 by a push and ending empty, consume fusion (one wake-up per commit and
-group, hinted; a released lease feeding a parked pop), the request limits, the
-parked-pop limit, and the response byte cap.
+group, hinted; none for a group whose lease on the partition this broker holds;
+a lease released by an ack, a stream's end or expiry feeding a parked pop), the
+request limits, the parked-pop limit, and the response byte cap.
 
 The main broker runs with QUEEN_MAX_POP_BATCH=200, QUEEN_MAX_POP_WAIT_MS=10000
 and QUEEN_WAKE_RECHECK_MS=60000 (so a parked pop answered early was woken by the
@@ -524,6 +525,59 @@ class Fusion(PopTest):
             self.assertEqual(seen, [b"s0", b"s1", b"s2"])
         finally:
             s.cancel()
+
+
+    def test_commit_to_a_leased_partition_is_hinted_at_the_ack(self):
+        # the commit wakes nobody of the group holding the lease here; the
+        # ack's release hints the partition to the parked pop
+        q = uniq()
+        self.fill(q, 2, partition="p")
+        first = self.c.pop(q, batch=10)
+        self.assertEqual(len(first.messages), 2)
+        fut = self.park(q, 1, batch=10)[0]
+        self.c.push(q, [b"late"], partition="p")
+        self.assertFalse(fut.done())
+        t0 = time.monotonic()
+        self.assertEqual(self.c.ack_offset(first.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+        p = fut.result(timeout=20)
+        self.assertEqual([m.payload for m in p.messages], [b"late"])
+        self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_ended_stream_hands_its_partition_to_a_parked_pop(self):
+        # release_lease_v1 (the stream's end) hints what it held and what was
+        # committed meanwhile; the re-check is 60 s
+        q = uniq()
+        self.fill(q, 3, partition="p")
+        # credit left: the stream parks ready, so no unused hint of its own is
+        # passed on at its end; only the release can feed the parked pop
+        s = ConsumeStream(self.c, Q.ConsumeSubscribe(queue=q, credits=4, batch=10))
+        try:
+            b = s.recv().batch
+            self.assertEqual([m.offset for m in b.messages], [0, 1, 2])
+            fut = self.park(q, 1, batch=10)[0]
+            self.c.push(q, [b"during"], partition="p")
+            self.assertFalse(fut.done())
+        finally:
+            s.cancel()
+        t0 = time.monotonic()
+        p = fut.result(timeout=20)
+        self.assertEqual([m.offset for m in p.messages], [0, 1, 2, 3])
+        self.assertLess(time.monotonic() - t0, 4.0, "fed %.2fs after the stream ended" %
+                        (time.monotonic() - t0))
+
+    def test_expired_lease_hands_its_partition_to_a_parked_pop(self):
+        # a lease nobody acks: its expiry hints the partition (engine/cfusion.c's timer)
+        q = uniq()
+        self.fill(q, 1, partition="p")
+        first = self.c.pop(q, batch=10, lease_seconds=1)
+        self.assertEqual(len(first.messages), 1)
+        fut = self.park(q, 1, batch=10)[0]
+        self.c.push(q, [b"after"], partition="p")
+        t0 = time.monotonic()
+        p = fut.result(timeout=20)
+        self.assertEqual([m.offset for m in p.messages], [0, 1])
+        self.assertLess(time.monotonic() - t0, 4.0, "fed %.2fs after the push" %
+                        (time.monotonic() - t0))
 
 
 class Limits(PopTest):
