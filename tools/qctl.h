@@ -138,6 +138,14 @@ int qctl_emit(json_t *v);
  */
 json_t *qctl_pb_json(const ProtobufCMessage *m);
 
+/*
+ * Decodes base64 as users write it: the standard or the URL alphabet, padded
+ * (a multiple of 4 characters) or not. out must hold len / 4 * 3 + 3 bytes.
+ * Returns the decoded length, or -1 with *bad the index of the first wrong
+ * character (len when the text ends wrong).
+ */
+long qctl_b64_decode(const char *s, size_t len, uint8_t *out, size_t *bad);
+
 /* A JSON string of arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
 json_t *qctl_json_text(const char *s, size_t len);
 

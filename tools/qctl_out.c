@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "qctl.h"
+#include "queen/b64.h"
+#include "queen/error.h"
 
 #define TABLE_MAX_COLS 12
 /* ---------------------------------------------------------------- output */
@@ -111,34 +113,39 @@ json_t *qctl_json_text(const char *s, size_t len)
     return v;
 }
 
+long qctl_b64_decode(const char *s, size_t len, uint8_t *out, size_t *bad)
+{
+    size_t n = len;
+    while (n > 0 && len - n < 2 && s[n - 1] == '=')
+        n--;
+    if (n != len && len % 4 != 0) {
+        *bad = len;
+        return -1;
+    }
+    enum qn_b64_alphabet alpha = memchr(s, '-', n) || memchr(s, '_', n) ? QN_B64_URL : QN_B64_STD;
+    size_t cap = len / 4 * 3 + 3;
+    long got = qn_b64_decode(alpha, QN_B64_NOPAD, s, n, out, cap);
+    if (got >= 0)
+        return got;
+    /* find the first character the decoder refuses */
+    struct qn_b64_dec d;
+    size_t o = 0;
+    qn_b64_dec_init(&d, alpha, QN_B64_NOPAD);
+    for (*bad = 0; *bad < n; (*bad)++) {
+        size_t k = 0;
+        if (qn_b64_dec_feed(&d, (const uint8_t *)s + *bad, 1, out + o, cap - o, &k) != QN_OK)
+            return -1;
+        o += k;
+    }
+    *bad = n == 0 ? 0 : n - 1; /* the tail: a lone character or non-zero unused bits */
+    return -1;
+}
+
 static char *b64(const uint8_t *src, size_t len)
 {
-    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((len + 2) / 3 * 4 + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0, i = 0;
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
-        out[o++] = al[v >> 18];
-        out[o++] = al[(v >> 12) & 63];
-        out[o++] = al[(v >> 6) & 63];
-        out[o++] = al[v & 63];
-    }
-    if (len - i == 1) {
-        uint32_t v = (uint32_t)src[i] << 16;
-        out[o++] = al[v >> 18];
-        out[o++] = al[(v >> 12) & 63];
-        out[o++] = '=';
-        out[o++] = '=';
-    } else if (len - i == 2) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8;
-        out[o++] = al[v >> 18];
-        out[o++] = al[(v >> 12) & 63];
-        out[o++] = al[(v >> 6) & 63];
-        out[o++] = '=';
-    }
-    out[o] = '\0';
+    char *out = malloc(qn_b64_encoded_len(len, true) + 1);
+    if (out != NULL)
+        qn_b64_encode(QN_B64_STD, true, src, len, out);
     return out;
 }
 

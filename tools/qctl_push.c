@@ -327,54 +327,6 @@ static void batch_free(struct batch *b)
     free(b->lines);
 }
 
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* Decodes base64 (standard or URL alphabet, padding optional) into a fresh
- * buffer; false when malformed. */
-static bool b64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen)
-{
-    while (len > 0 && s[len - 1] == '=')
-        len--;
-    if (len % 4 == 1)
-        return false;
-    uint8_t *o = malloc(len / 4 * 3 + 3);
-    if (o == NULL)
-        return false;
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_val((unsigned char)s[i]);
-        if (v < 0) {
-            free(o);
-            return false;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[n++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    *out = o;
-    *outlen = n;
-    return true;
-}
-
 /* The payload, partition, queue, trace and transaction id of one JSON line. */
 static int json_item(const struct push_args *a, const struct input *in, Queen__V1__PushItem *it)
 {
@@ -414,11 +366,21 @@ static int json_item(const struct push_args *a, const struct input *in, Queen__V
         goto out;
     }
     if (pb != NULL) {
-        if (!json_is_string(pb) || !b64_decode(json_string_value(pb), json_string_length(pb),
-                                               &it->payload.data, &it->payload.len)) {
+        size_t bad = 0, blen = json_is_string(pb) ? json_string_length(pb) : 0;
+        long got = -1;
+        if (json_is_string(pb)) {
+            it->payload.data = malloc(blen / 4 * 3 + 3);
+            if (it->payload.data == NULL) {
+                rc = qctl_fail(QCTL_FAIL, "out of memory");
+                goto out;
+            }
+            got = qctl_b64_decode(json_string_value(pb), blen, it->payload.data, &bad);
+        }
+        if (got < 0) {
             qctl_fail(rc, "%s: line %" PRIu64 ": payload_b64: not base64", where, ln);
             goto out;
         }
+        it->payload.len = (size_t)got;
     } else if (json_is_string(pl)) {
         it->payload.len = json_string_length(pl);
         it->payload.data = (uint8_t *)xstrndup(json_string_value(pl), it->payload.len);

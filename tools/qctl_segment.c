@@ -39,6 +39,7 @@
 #include <jansson.h>
 
 #include "qctl.h"
+#include "queen/b64.h"
 #include "queen/error.h"
 #include "queen/frame.h"
 #include "queen/ids.h"
@@ -124,102 +125,6 @@ static int write_all(FILE *f, const void *data, size_t len)
     if (len && fwrite(data, 1, len, f) != len)
         return -1;
     return fflush(f) == 0 ? 0 : -1;
-}
-
-/* ---- base64 (RFC 4648, standard alphabet, padded) ---------------------- */
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Encodes src into a NUL-terminated malloc'd string; NULL when out of memory. */
-static char *b64_encode(const uint8_t *src, size_t len)
-{
-    size_t out_len = (len + 2) / 3 * 4;
-    char *out = malloc(out_len + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0, i = 0;
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
-        out[o++] = b64_alphabet[v >> 18];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = b64_alphabet[(v >> 6) & 63];
-        out[o++] = b64_alphabet[v & 63];
-    }
-    if (len - i == 1) {
-        uint32_t v = (uint32_t)src[i] << 16;
-        out[o++] = b64_alphabet[v >> 18];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = '=';
-        out[o++] = '=';
-    } else if (len - i == 2) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8;
-        out[o++] = b64_alphabet[v >> 18];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = b64_alphabet[(v >> 6) & 63];
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/*
- * Decodes standard base64 (padding optional, no whitespace) into out, which
- * must hold len / 4 * 3 + 3 bytes. Returns the decoded length, or -1 with *bad
- * set to the index of the first offending character (len for a bad length).
- */
-static long long b64_decode(const char *s, size_t len, uint8_t *out, size_t *bad)
-{
-    size_t n = len;
-    if (n >= 1 && s[n - 1] == '=')
-        n--;
-    if (n >= 1 && s[n - 1] == '=')
-        n--;
-    if (n != len && len % 4 != 0) {
-        *bad = len;
-        return -1;
-    }
-    if (n % 4 == 1) {
-        *bad = len;
-        return -1;
-    }
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) {
-            *bad = i;
-            return -1;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0) { /* non-zero bits left over: not canonical */
-        *bad = n - 1;
-        return -1;
-    }
-    return (long long)o;
 }
 
 /* ---- segment hash ----------------------------------------------------- */
@@ -422,7 +327,7 @@ static int parse_line(const char *line, size_t len, size_t lineno, size_t index,
     if (psub_len)
         memcpy(mem + txn_len, psub, psub_len);
     size_t bad = 0;
-    long long pay_len = b64_decode(b64, b64_len, mem + txn_len + psub_len, &bad);
+    long pay_len = qctl_b64_decode(b64, b64_len, mem + txn_len + psub_len, &bad);
     if (pay_len < 0) {
         fail(EXIT_BAD, "line %zu (frame %zu): payload_b64: invalid base64 at character %zu", lineno,
              index, bad);
@@ -619,7 +524,9 @@ static json_t *frame_json(const struct qn_frame *f, int64_t offset, const char *
     } else {
         psub = json_null();
     }
-    b64 = b64_encode(f->payload, f->payload_len);
+    b64 = malloc(qn_b64_encoded_len(f->payload_len, true) + 1);
+    if (b64 != NULL)
+        qn_b64_encode(QN_B64_STD, true, f->payload, f->payload_len, b64);
     if (!b64)
         goto fail;
     qn_uuid_format(f->message_id, mid);

@@ -30,6 +30,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "queen/b64.h"
 #include "queen/envelope.h"
 #include "queen/error.h"
 
@@ -353,60 +354,6 @@ int qn_envelope_decrypt(const qn_keyring *kr, const uint8_t *aad, size_t aad_len
 
 /* ---- Queen MQ's JSON envelope ---- */
 
-static int b64val(uint8_t c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/*
- * Strict standard base64 with padding: len a multiple of 4, '=' only as the
- * last one or two characters, unused low bits zero. Writes at most cap bytes.
- * Returns the decoded length, or -1.
- */
-static long b64_decode(const uint8_t *s, size_t len, uint8_t *out, size_t cap)
-{
-    if (len % 4)
-        return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        bool last = i + 4 == len;
-        int v[4];
-        size_t pad = 0;
-        for (size_t j = 0; j < 4; j++) {
-            if (s[i + j] == '=' && last && j >= 2) {
-                v[j] = 0;
-                pad++;
-                continue;
-            }
-            if (pad)
-                return -1; /* a character after '=' */
-            v[j] = b64val(s[i + j]);
-            if (v[j] < 0)
-                return -1;
-        }
-        uint32_t w =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        if ((pad == 1 && (w & 0xFF)) || (pad == 2 && (w & 0xFFFF)))
-            return -1; /* non-canonical trailing bits */
-        size_t k = 3 - pad;
-        if (n + k > cap)
-            return -1;
-        for (size_t j = 0; j < k; j++)
-            out[n++] = (uint8_t)(w >> (16 - 8 * j));
-    }
-    return (long)n;
-}
-
 static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e)
 {
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
@@ -488,8 +435,9 @@ int qn_envelope_decrypt_queen_json(const qn_keyring *kr, const uint8_t *text, si
     if (rc != QN_OK)
         return rc;
     uint8_t iv[16], tag[QN_ENVELOPE_TAG_LEN + 1];
-    long iv_len = b64_decode(val[J_IV], vlen[J_IV], iv, sizeof iv);
-    long tag_len = b64_decode(val[J_TAG], vlen[J_TAG], tag, sizeof tag);
+    long iv_len = qn_b64_decode(QN_B64_STD, 0, (const char *)val[J_IV], vlen[J_IV], iv, sizeof iv);
+    long tag_len =
+        qn_b64_decode(QN_B64_STD, 0, (const char *)val[J_TAG], vlen[J_TAG], tag, sizeof tag);
     if ((iv_len != 12 && iv_len != 16) || tag_len != QN_ENVELOPE_TAG_LEN)
         return QN_EENVELOPE_MALFORMED;
     size_t ct_max = vlen[J_ENC] / 4 * 3;
@@ -498,7 +446,7 @@ int qn_envelope_decrypt_queen_json(const qn_keyring *kr, const uint8_t *text, si
     uint8_t *ct = malloc(ct_max ? ct_max : 1);
     if (!ct)
         return QN_ENOMEM;
-    long ct_len = b64_decode(val[J_ENC], vlen[J_ENC], ct, ct_max);
+    long ct_len = qn_b64_decode(QN_B64_STD, 0, (const char *)val[J_ENC], vlen[J_ENC], ct, ct_max);
     if (ct_len < 0) {
         rc = QN_EENVELOPE_MALFORMED;
         goto out;

@@ -10,6 +10,7 @@
 
 #include <check.h>
 
+Suite *qn_test_b64_suite(void);
 Suite *qn_test_envelope_suite(void);
 Suite *qn_test_error_suite(void);
 Suite *qn_test_frame_suite(void);

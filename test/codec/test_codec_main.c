@@ -64,6 +64,7 @@ struct qn_alloc_stats qn_test_alloc_stop(void)
 }
 
 static const struct qn_check_suite suites[] = {
+    {"b64", qn_test_b64_suite, false},
     {"error", qn_test_error_suite, false},
     {"envelope", qn_test_envelope_suite, false},
     {"frame", qn_test_frame_suite, false},

@@ -16,13 +16,12 @@
 
 #include <string.h>
 
+#include "queen/b64.h"
 #include "queen/error.h"
 
 #define TOKEN_VERSION 1
 /* Raw bytes of the largest token: header, count, three maximal keys. */
 #define RAW_MAX (1 + 1 + 8 + 1 + QN_PAGE_KEYS_MAX * (2 + QN_NAME_MAX))
-
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -113,41 +112,11 @@ int qn_page_token_encode(enum qn_page_kind kind, uint64_t binding, const struct 
             n += len;
         }
     }
-    size_t need = (n * 4 + 2) / 3 + 1;
+    size_t need = qn_b64_encoded_len(n, false) + 1;
     if (need > cap || need > QN_PAGE_TOKEN_MAX + 1)
         return QN_EINVAL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)raw[i] << 16;
-        size_t left = n - i;
-        if (left > 1)
-            v |= (uint32_t)raw[i + 1] << 8;
-        if (left > 2)
-            v |= raw[i + 2];
-        out[o++] = B64[(v >> 18) & 63];
-        out[o++] = B64[(v >> 12) & 63];
-        if (left > 1)
-            out[o++] = B64[(v >> 6) & 63];
-        if (left > 2)
-            out[o++] = B64[v & 63];
-    }
-    out[o] = '\0';
+    qn_b64_encode(QN_B64_URL, false, raw, n, out);
     return QN_OK;
-}
-
-static int b64val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
 }
 
 #define BAD(msg)                                                                                   \
@@ -163,24 +132,10 @@ int qn_page_token_decode(const char *tok, enum qn_page_kind kind, uint64_t bindi
     size_t len = strnlen(tok, QN_PAGE_TOKEN_MAX + 1);
     if (len > QN_PAGE_TOKEN_MAX)
         BAD("page_token is too long");
-    if (len % 4 == 1)
+    long got = qn_b64_decode(QN_B64_URL, QN_B64_NOPAD, tok, len, raw, sizeof raw);
+    if (got < 0)
         BAD("page_token is malformed");
-    size_t n = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        uint32_t v = 0;
-        size_t chunk = len - i < 4 ? len - i : 4;
-        for (size_t j = 0; j < 4; j++) {
-            int d = j < chunk ? b64val(tok[i + j]) : 0;
-            if (d < 0)
-                BAD("page_token is malformed");
-            v = (v << 6) | (uint32_t)d;
-        }
-        size_t bytes = chunk - 1; /* 4 chars -> 3 bytes, 3 -> 2, 2 -> 1 */
-        if (n + bytes > sizeof raw)
-            BAD("page_token is malformed");
-        for (size_t j = 0; j < bytes; j++)
-            raw[n++] = (uint8_t)(v >> (16 - 8 * j));
-    }
+    size_t n = (size_t)got;
     if (n < 10 || raw[0] != TOKEN_VERSION)
         BAD("page_token is malformed");
     if (raw[1] != (uint8_t)kind)

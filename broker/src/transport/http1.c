@@ -62,6 +62,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "queen/b64.h"
 #include "queen/error.h"
 #include "queen/store.h"
 #include "transport/call_binding.h"
@@ -480,7 +481,7 @@ static size_t feed_body(struct session *s, const uint8_t *data, size_t len)
             for (size_t off = 0; off < n && !s->b64_bad;) {
                 size_t k = n - off < 4 * 1024 ? n - off : 4 * 1024;
                 size_t olen = 0;
-                if (qn_b64_dec_feed(&s->dec, data + off, k, out, &olen) != QN_OK)
+                if (qn_b64_dec_feed(&s->dec, data + off, k, out, sizeof out, &olen) != QN_OK)
                     s->b64_bad = true; /* what was fed ends truncated: INTERNAL */
                 else if (olen > 0)
                     qn__call_data(s->call, out, olen);
@@ -543,8 +544,8 @@ static void start_web_call(struct session *s, const struct qn_http_head *head, c
     s->call = c;
     s->body_left = len;
     s->req = len > 0 ? REQ_BODY : REQ_DONE;
-    qn_b64_dec_init(&s->dec);
-    qn_b64_enc_init(&s->enc);
+    qn_b64_dec_init(&s->dec, QN_B64_STD, QN_B64_RUNS);
+    qn_b64_enc_init(&s->enc, QN_B64_STD, true);
     if (head->expect_continue && len > 0)
         evbuffer_add_printf(s->out, "HTTP/1.1 100 Continue\r\n\r\n");
 

@@ -5,8 +5,8 @@
  * Does: one pass over the head, line by line, refusing anything RFC 9112 lets
  * a server refuse where being lenient could let two parsers disagree on where
  * a request ends (bare LF, obs-fold, space before the colon, Transfer-Encoding
- * with or without Content-Length, conflicting Content-Lengths); base64 both
- * ways in streaming form; the gRPC-Web trailer frame.
+ * with or without Content-Length, conflicting Content-Lengths); the gRPC-Web
+ * trailer frame.
  * Does not: allocate, decode percent-escapes in the target (routes match it as
  * sent), read a body.
  *
@@ -283,107 +283,6 @@ enum qn_grpcweb_mode qn_grpcweb_mode_of(const char *v, size_t len)
     if (sub[0] != '+')
         return QN_GRPCWEB_NONE; /* application/grpc-webfoo */
     return QN_GRPCWEB_OTHER;
-}
-
-static int b64_value(uint8_t c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    if (c == '=')
-        return 64;
-    return -1;
-}
-
-void qn_b64_dec_init(struct qn_b64_dec *d)
-{
-    d->nq = 0;
-}
-
-int qn_b64_dec_feed(struct qn_b64_dec *d, const uint8_t *in, size_t len, uint8_t *out,
-                    size_t *outlen)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(in[i]);
-        if (v < 0)
-            return QN_EBADREQUEST;
-        d->q[d->nq++] = (uint8_t)v;
-        if (d->nq < 4)
-            continue;
-        d->nq = 0;
-        uint8_t a = d->q[0], b = d->q[1], c = d->q[2], e = d->q[3];
-        /* padding only at the end of a quantum: xx==, xxx= */
-        if (a == 64 || b == 64 || (c == 64 && e != 64))
-            return QN_EBADREQUEST;
-        out[o++] = (uint8_t)(a << 2 | b >> 4);
-        if (c != 64)
-            out[o++] = (uint8_t)((b & 15) << 4 | c >> 2);
-        if (e != 64)
-            out[o++] = (uint8_t)((c & 3) << 6 | e);
-    }
-    *outlen = o;
-    return QN_OK;
-}
-
-int qn_b64_dec_finish(const struct qn_b64_dec *d)
-{
-    return d->nq == 0 ? QN_OK : QN_EBADREQUEST;
-}
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-void qn_b64_enc_init(struct qn_b64_enc *e)
-{
-    e->ncarry = 0;
-}
-
-static void enc_group(const uint8_t g[3], char *out)
-{
-    out[0] = b64_alphabet[g[0] >> 2];
-    out[1] = b64_alphabet[(g[0] & 3) << 4 | g[1] >> 4];
-    out[2] = b64_alphabet[(g[1] & 15) << 2 | g[2] >> 6];
-    out[3] = b64_alphabet[g[2] & 63];
-}
-
-size_t qn_b64_enc_feed(struct qn_b64_enc *e, const uint8_t *in, size_t len, char *out)
-{
-    size_t o = 0, i = 0;
-    uint8_t g[3];
-    while (e->ncarry + (len - i) >= 3) {
-        size_t k = 0;
-        for (; k < e->ncarry; k++)
-            g[k] = e->carry[k];
-        for (; k < 3; k++)
-            g[k] = in[i++];
-        e->ncarry = 0;
-        enc_group(g, out + o);
-        o += 4;
-    }
-    while (i < len)
-        e->carry[e->ncarry++] = in[i++];
-    return o;
-}
-
-size_t qn_b64_enc_finish(struct qn_b64_enc *e, char *out)
-{
-    if (e->ncarry == 0)
-        return 0;
-    uint8_t g[3] = {e->carry[0], e->ncarry > 1 ? e->carry[1] : 0, 0};
-    enc_group(g, out);
-    out[3] = '=';
-    if (e->ncarry == 1)
-        out[2] = '=';
-    e->ncarry = 0;
-    return 4;
 }
 
 size_t qn_grpcweb_trailer_frame(const char *code, const char *message, uint8_t *out, size_t cap)

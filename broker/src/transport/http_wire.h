@@ -2,7 +2,8 @@
  * transport/http_wire.h - private to broker/: the pure parts of the HTTP side
  * port: the HTTP/1.1 request head (RFC 9112), and the gRPC-Web framing that
  * differs from gRPC over HTTP/2 (https://github.com/grpc/grpc/blob/master/doc/
- * PROTOCOL-WEB.md): the base64 text mode and the trailer frame.
+ * PROTOCOL-WEB.md): the trailer frame. The text mode's base64 is the codec's
+ * streaming one (queen/b64.h: standard alphabet, padded runs).
  *
  * No sockets, no event loop: everything here is unit-tested alone
  * (test/broker/transport/test_http_wire.c) and fuzzed (fuzz_http_wire.c). All
@@ -86,43 +87,6 @@ enum qn_grpcweb_mode {
 /* Classifies a content-type value (len bytes; parameters after ';' ignored,
  * type case-insensitive). */
 enum qn_grpcweb_mode qn_grpcweb_mode_of(const char *v, size_t len);
-
-/*
- * Incremental base64 decoder for the text mode: the request body is base64
- * (standard alphabet) of the binary body, possibly several padded runs one
- * after another. Whitespace is not allowed.
- */
-struct qn_b64_dec {
-    uint8_t q[4]; /* quantum collected so far */
-    uint8_t nq;   /* 0..3 */
-};
-
-void qn_b64_dec_init(struct qn_b64_dec *d);
-/*
- * Decodes in[0..len) into out (which must hold at least 3 * (len + 3) / 4
- * bytes). Returns QN_OK with *outlen, or QN_EBADREQUEST (a byte outside the
- * alphabet, or padding inside a quantum).
- */
-int qn_b64_dec_feed(struct qn_b64_dec *d, const uint8_t *in, size_t len, uint8_t *out,
-                    size_t *outlen);
-/* The input ended: QN_OK when it ended on a quantum boundary. */
-int qn_b64_dec_finish(const struct qn_b64_dec *d);
-
-/*
- * Incremental base64 encoder for text-mode responses: the whole response body
- * is one base64 text, padded once at the end.
- */
-struct qn_b64_enc {
-    uint8_t carry[2]; /* input bytes not yet encoded (less than a 3-byte group) */
-    uint8_t ncarry;
-};
-
-void qn_b64_enc_init(struct qn_b64_enc *e);
-/* Encodes in[0..len) into out (at least 4 * (len + 2) / 3 + 4 bytes); returns
- * the bytes written. Keeps up to 2 input bytes for the next call. */
-size_t qn_b64_enc_feed(struct qn_b64_enc *e, const uint8_t *in, size_t len, char *out);
-/* Writes what is carried, padded (at most 4 bytes); returns the bytes written. */
-size_t qn_b64_enc_finish(struct qn_b64_enc *e, char *out);
 
 /*
  * The trailer frame that ends a gRPC-Web response body: flag byte 0x80, the

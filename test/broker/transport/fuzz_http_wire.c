@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queen/b64.h"
 #include "queen/error.h"
 #include "transport/http_wire.h"
 
@@ -84,16 +85,19 @@ static void b64_props(const uint8_t *data, size_t len, size_t split)
     uint8_t *one = malloc(3 * (len + 3) / 4 + 8), *two = malloc(3 * (len + 3) / 4 + 8);
     CHECK(one != NULL && two != NULL);
     struct qn_b64_dec d1, d2;
-    qn_b64_dec_init(&d1);
-    qn_b64_dec_init(&d2);
+    qn_b64_dec_init(&d1, QN_B64_STD, QN_B64_RUNS);
+    qn_b64_dec_init(&d2, QN_B64_STD, QN_B64_RUNS);
     size_t n1 = 0, na = 0, nb = 0;
-    int r1 = qn_b64_dec_feed(&d1, data, len, one, &n1);
-    int ra = qn_b64_dec_feed(&d2, data, split, two, &na);
-    int rb = ra == QN_OK ? qn_b64_dec_feed(&d2, data + split, len - split, two + na, &nb) : ra;
+    size_t cap = 3 * (len + 3) / 4 + 8;
+    int r1 = qn_b64_dec_feed(&d1, data, len, one, cap, &n1);
+    int ra = qn_b64_dec_feed(&d2, data, split, two, cap, &na);
+    int rb =
+        ra == QN_OK ? qn_b64_dec_feed(&d2, data + split, len - split, two + na, cap - na, &nb) : ra;
     CHECK((r1 == QN_OK) == (rb == QN_OK));
     if (r1 == QN_OK) {
         CHECK(n1 == na + nb && memcmp(one, two, n1) == 0);
-        CHECK(qn_b64_dec_finish(&d1) == qn_b64_dec_finish(&d2));
+        size_t f1 = 0, f2 = 0;
+        CHECK(qn_b64_dec_finish(&d1, one, cap, &f1) == qn_b64_dec_finish(&d2, two, cap, &f2));
     }
     free(one);
     free(two);
@@ -103,16 +107,17 @@ static void b64_props(const uint8_t *data, size_t len, size_t split)
     uint8_t *back = malloc(len + 8);
     CHECK(text != NULL && back != NULL);
     struct qn_b64_enc e;
-    qn_b64_enc_init(&e);
+    qn_b64_enc_init(&e, QN_B64_STD, true);
     size_t t = qn_b64_enc_feed(&e, data, split, text);
     t += qn_b64_enc_feed(&e, data + split, len - split, text + t);
     t += qn_b64_enc_finish(&e, text + t);
     CHECK(t == 4 * ((len + 2) / 3));
     struct qn_b64_dec d3;
-    qn_b64_dec_init(&d3);
+    qn_b64_dec_init(&d3, QN_B64_STD, QN_B64_RUNS);
     size_t nback = 0;
-    CHECK(qn_b64_dec_feed(&d3, (const uint8_t *)text, t, back, &nback) == QN_OK);
-    CHECK(qn_b64_dec_finish(&d3) == QN_OK);
+    CHECK(qn_b64_dec_feed(&d3, (const uint8_t *)text, t, back, len + 8, &nback) == QN_OK);
+    size_t ftail = 0;
+    CHECK(qn_b64_dec_finish(&d3, back, len + 8, &ftail) == QN_OK && ftail == 0);
     CHECK(nback == len && (len == 0 || memcmp(back, data, len) == 0));
     free(text);
     free(back);

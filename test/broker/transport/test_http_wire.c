@@ -1,6 +1,6 @@
 /*
  * test_http_wire.c - broker/src/transport/http_wire.c: the HTTP/1.1 request
- * head parser, the gRPC-Web content types, base64 both ways, the trailer frame.
+ * head parser, the gRPC-Web content types, the trailer frame (base64: test/codec/test_b64.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,72 +177,6 @@ START_TEST(grpcweb_modes)
 }
 END_TEST
 
-static size_t dec(const char *in, uint8_t *out, int *rc, int *fin)
-{
-    struct qn_b64_dec d;
-    qn_b64_dec_init(&d);
-    size_t n = 0;
-    *rc = qn_b64_dec_feed(&d, (const uint8_t *)in, strlen(in), out, &n);
-    *fin = qn_b64_dec_finish(&d);
-    return n;
-}
-
-START_TEST(base64_decode)
-{
-    uint8_t out[64];
-    int rc, fin;
-    ck_assert_uint_eq(dec("aGVsbG8=", out, &rc, &fin), 5);
-    ck_assert(rc == QN_OK && fin == QN_OK && memcmp(out, "hello", 5) == 0);
-    ck_assert_uint_eq(dec("aGk=aGk=", out, &rc, &fin), 4); /* two padded runs */
-    ck_assert(rc == QN_OK && fin == QN_OK && memcmp(out, "hihi", 4) == 0);
-    ck_assert_uint_eq(dec("YQ==Yg==", out, &rc, &fin), 2);
-    ck_assert(memcmp(out, "ab", 2) == 0);
-    dec("aGVsbG8", out, &rc, &fin);
-    ck_assert(rc == QN_OK && fin == QN_EBADREQUEST); /* ends inside a quantum */
-    dec("aG Vs", out, &rc, &fin);
-    ck_assert_int_eq(rc, QN_EBADREQUEST); /* outside the alphabet */
-    dec("a=Vs", out, &rc, &fin);
-    ck_assert_int_eq(rc, QN_EBADREQUEST); /* padding inside a quantum */
-    dec("aG=s", out, &rc, &fin);
-    ck_assert_int_eq(rc, QN_EBADREQUEST);
-    dec("====", out, &rc, &fin);
-    ck_assert_int_eq(rc, QN_EBADREQUEST);
-    /* split anywhere: the same bytes */
-    const char *text = "AAECAwQFBgcICQ==";
-    for (size_t cut = 0; cut <= strlen(text); cut++) {
-        struct qn_b64_dec d;
-        qn_b64_dec_init(&d);
-        size_t a = 0, b = 0;
-        ck_assert_int_eq(qn_b64_dec_feed(&d, (const uint8_t *)text, cut, out, &a), QN_OK);
-        ck_assert_int_eq(
-            qn_b64_dec_feed(&d, (const uint8_t *)text + cut, strlen(text) - cut, out + a, &b),
-            QN_OK);
-        ck_assert_uint_eq(a + b, 10);
-        for (int i = 0; i < 10; i++)
-            ck_assert_int_eq(out[i], i);
-    }
-}
-END_TEST
-
-START_TEST(base64_encode_streaming)
-{
-    static const char *want[] = {"", "AA==", "AAE=", "AAEC", "AAECAw==", "AAECAwQ="};
-    uint8_t in[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-    for (size_t len = 0; len < 6; len++) {
-        for (size_t cut = 0; cut <= len; cut++) {
-            char out[32];
-            struct qn_b64_enc e;
-            qn_b64_enc_init(&e);
-            size_t n = qn_b64_enc_feed(&e, in, cut, out);
-            n += qn_b64_enc_feed(&e, in + cut, len - cut, out + n);
-            n += qn_b64_enc_finish(&e, out + n);
-            out[n] = '\0';
-            ck_assert_str_eq(out, want[len]);
-        }
-    }
-}
-END_TEST
-
 START_TEST(trailer_frame)
 {
     uint8_t f[128];
@@ -279,8 +213,6 @@ Suite *qn_test_http_wire_suite(void)
     suite_add_tcase(s, t);
     t = tcase_create("grpcweb");
     tcase_add_test(t, grpcweb_modes);
-    tcase_add_test(t, base64_decode);
-    tcase_add_test(t, base64_encode_streaming);
     tcase_add_test(t, trailer_frame);
     tcase_add_test(t, reasons);
     suite_add_tcase(s, t);
