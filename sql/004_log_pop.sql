@@ -1054,7 +1054,9 @@ DECLARE
     v_part  TEXT := nullif(p_partition, '');
     v_qid   UUID;
     v_reg   BOOL;
-    v_pos   TEXT;
+    v_floor TIMESTAMPTZ;
+    v_n     INT8;
+    v_any   BOOL;
     r       RECORD;
 BEGIN
     SELECT q.id, EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
@@ -1080,47 +1082,54 @@ BEGIN
         RETURN r.last_offset > greatest(r.committed, r.log_start - 1)
                AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now());
     END IF;
-    -- Bounded, as the pop it gates: the first 4096 entries of the index of
-    -- partitions with data, then the fallback sweep's next chunk (the whole
-    -- queue when it has at most 1024 partitions). Past that it may answer
-    -- false while a partition the index does not cover holds data: a waiter
-    -- then hears of it from the push's notification or its own deadline.
-    v_pos := coalesce((SELECT s.pos FROM qn.scan_sweep s
-                       WHERE s.queue_id = v_qid AND s.consumer_group = v_group), '');
-    RETURN EXISTS (
-        SELECT 1
-        FROM (SELECT pp.partition_id AS id FROM qn.partition_pending pp
-              WHERE pp.queue_id = v_qid
-              ORDER BY pp.queue_id, pp.ord LIMIT 4096) h
-        CROSS JOIN LATERAL (
-            SELECT 1
-            FROM queen.log_partitions p
-            LEFT JOIN queen.log_consumers k
-                   ON k.partition_id = p.id AND k.consumer_group = v_group
-            WHERE p.id = h.id
-              AND (k.partition_id IS NULL
-                   OR (p.last_offset > greatest(k.committed, p.log_start - 1)
-                       AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
-            OFFSET 0) e)
-        OR EXISTS (
-        SELECT 1
-        FROM (SELECT p.id, p.last_offset, p.log_start
-              FROM queen.log_partitions p
-              WHERE p.queue_id = v_qid AND p.name > v_pos
-                AND p.last_write_at >= coalesce(
-                        (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                         WHERE w.queue_id = v_qid AND w.consumer_group = v_group),
-                        'epoch') - interval '2 minutes'
-              ORDER BY p.name LIMIT 1024 OFFSET 0) h
-        CROSS JOIN LATERAL (
-            SELECT 1
-            FROM (SELECT 1) one
-            LEFT JOIN queen.log_consumers k
-                   ON k.partition_id = h.id AND k.consumer_group = v_group
-            WHERE k.partition_id IS NULL
+    -- Bounded, and false only after looking at everything that may hold data
+    -- for the group (it used to answer false from one window of each, so a
+    -- parked caller slept until its deadline while data sat past them):
+    --   1. the index of partitions with data (qn.partition_pending): exact for
+    --      what it holds; at most 4096 entries are probed, and a queue with
+    --      more entries than that, none claimable among those probed, answers
+    --      true (the pop decides);
+    --   2. what the index does not hold (partitions Queen MQ's procedures
+    --      wrote, and those cleared before this group subscribed) lies among
+    --      the partitions written since the group's empty-scan floor less two
+    --      minutes (idx_log_partitions_queue_write, newest first): at most 1024
+    --      are probed, and more than that answers true until a clean sweep
+    --      pass of the pops moves the floor.
+    SELECT coalesce(w.last_empty_scan_at, 'epoch') - interval '2 minutes' INTO v_floor
+    FROM (SELECT 1) one
+    LEFT JOIN queen.consumer_watermarks w
+           ON w.queue_id = v_qid AND w.consumer_group = v_group;
+    SELECT count(*), bool_or(e.ok) INTO v_n, v_any
+    FROM (SELECT pp.partition_id AS id FROM qn.partition_pending pp
+          WHERE pp.queue_id = v_qid
+          ORDER BY pp.queue_id, pp.ord LIMIT 4097) h
+    CROSS JOIN LATERAL (
+        SELECT k.partition_id IS NULL
+               OR (p.last_offset > greatest(k.committed, p.log_start - 1)
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())) AS ok
+        FROM (SELECT 1) one
+        LEFT JOIN queen.log_partitions p ON p.id = h.id
+        LEFT JOIN queen.log_consumers k
+               ON k.partition_id = h.id AND k.consumer_group = v_group
+        WHERE p.id IS NOT NULL
+        OFFSET 0) e;
+    IF coalesce(v_any, false) OR v_n > 4096 THEN
+        RETURN true;
+    END IF;
+    SELECT count(*), bool_or(e.ok) INTO v_n, v_any
+    FROM (SELECT p.id, p.last_offset, p.log_start
+          FROM queen.log_partitions p
+          WHERE p.queue_id = v_qid AND p.last_write_at >= v_floor
+          ORDER BY p.queue_id, p.last_write_at DESC LIMIT 1025 OFFSET 0) h
+    CROSS JOIN LATERAL (
+        SELECT (k.partition_id IS NULL AND h.last_offset >= h.log_start)
                OR (h.last_offset > greatest(k.committed, h.log_start - 1)
-                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now()))
-            OFFSET 0) e);
+                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())) AS ok
+        FROM (SELECT 1) one
+        LEFT JOIN queen.log_consumers k
+               ON k.partition_id = h.id AND k.consumer_group = v_group
+        OFFSET 0) e;
+    RETURN coalesce(v_any, false) OR v_n > 1024;
 END;
 $$;
 

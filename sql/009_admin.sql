@@ -695,3 +695,127 @@ AS $$
     GROUP BY c.consumer_group, q.name
     ORDER BY c.consumer_group, q.name::TEXT
 $$;
+
+-- stats_step_v1: one step of the per-queue figures' walk (qn.stats_sweep):
+-- the next p_max_parts partitions by id after the stored position, their
+-- partitions, retained messages, pending (stats_v1's: past the slowest
+-- cursor), dead letters per queue and each group's lag per queue added into
+-- qn.stats_acc. A window shorter than p_max_parts ends the pass: qn.stats_snap
+-- becomes the accumulated figures (stamped with the pass's start) and the next
+-- call begins a new pass. Returns the partitions read; -1 when another caller
+-- holds the walk (whoever does not get the lock does nothing and never waits).
+-- Cost: one primary-key range of the window, a probe of its cursors and dead
+-- letters per partition, whatever the partition count.
+CREATE OR REPLACE FUNCTION qn.stats_step_v1(p_max_parts INT4)
+RETURNS INT4
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+DECLARE
+    v_n    INT4 := greatest(coalesce(p_max_parts, 0), 1);
+    v_pos  UUID;
+    v_pass TIMESTAMPTZ;
+    v_last UUID;
+    v_got  INT4;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(737003) THEN
+        RETURN -1;
+    END IF;
+    SELECT s.pos, s.pass_at INTO v_pos, v_pass FROM qn.stats_sweep s;
+    IF NOT FOUND THEN
+        v_pass := now();
+        INSERT INTO qn.stats_sweep (pos, pass_at) VALUES (NULL, v_pass);
+        DELETE FROM qn.stats_acc;
+    END IF;
+    SELECT count(*), max(w.id::TEXT)::UUID INTO v_got, v_last
+    FROM (SELECT p.id FROM queen.log_partitions p
+          WHERE v_pos IS NULL OR p.id > v_pos
+          ORDER BY p.id LIMIT v_n) w;
+    IF v_got > 0 THEN
+        INSERT INTO qn.stats_acc AS a (queue_id, consumer_group, parts, msgs, pending, dead, lag)
+        SELECT p.queue_id, '', count(*), sum(greatest(p.last_offset + 1 - p.log_start, 0)),
+               sum(greatest(p.last_offset - greatest(coalesce(mc.m, -1), p.log_start - 1), 0)),
+               sum(dl.n), 0
+        FROM queen.log_partitions p
+        LEFT JOIN LATERAL (SELECT min(c.committed) AS m FROM queen.log_consumers c
+                           WHERE c.partition_id = p.id) mc ON true
+        LEFT JOIN LATERAL (SELECT count(*) AS n FROM queen.log_dlq d
+                           WHERE d.partition_id = p.id) dl ON true
+        WHERE (v_pos IS NULL OR p.id > v_pos) AND p.id <= v_last
+        GROUP BY p.queue_id
+        ON CONFLICT (queue_id, consumer_group) DO UPDATE
+        SET parts = a.parts + EXCLUDED.parts, msgs = a.msgs + EXCLUDED.msgs,
+            pending = a.pending + EXCLUDED.pending, dead = a.dead + EXCLUDED.dead;
+        INSERT INTO qn.stats_acc AS a (queue_id, consumer_group, parts, msgs, pending, dead, lag)
+        SELECT p.queue_id, c.consumer_group, 0, 0, 0, 0,
+               sum(greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0))
+        FROM queen.log_partitions p
+        JOIN queen.log_consumers c ON c.partition_id = p.id
+        WHERE (v_pos IS NULL OR p.id > v_pos) AND p.id <= v_last
+        GROUP BY p.queue_id, c.consumer_group
+        ON CONFLICT (queue_id, consumer_group) DO UPDATE SET lag = a.lag + EXCLUDED.lag;
+    END IF;
+    IF v_got < v_n THEN
+        -- the pass is over: publish it, and the next call begins another
+        DELETE FROM qn.stats_snap;
+        INSERT INTO qn.stats_snap (queue_id, consumer_group, parts, msgs, pending, dead, lag,
+                                   taken_at)
+        SELECT a.queue_id, a.consumer_group, a.parts, a.msgs, a.pending, a.dead, a.lag, v_pass
+        FROM qn.stats_acc a;
+        DELETE FROM qn.stats_acc;
+        DELETE FROM qn.stats_sweep;
+    ELSE
+        UPDATE qn.stats_sweep SET pos = v_last;
+    END IF;
+    RETURN v_got;
+END;
+$$;
+
+-- stats_cached_v1: stats_v1's columns from the last whole pass of the walk
+-- (qn.stats_snap), after one step of it (p_step partitions; 0 or NULL: none).
+-- Only queues the pass met (a queue created since, or before the first pass
+-- ends, is absent); r_segments and r_bytes are 0 (not counted: they read
+-- every segment row). What the metrics refresh reads: one bounded step per
+-- refresh, seconds at most at any size, off the hot path.
+CREATE OR REPLACE FUNCTION qn.stats_cached_v1(
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_step   INT4 DEFAULT 0)
+RETURNS TABLE (r_queue TEXT, r_partitions INT4, r_messages INT8, r_segments INT8,
+               r_pending INT8, r_dead_letters INT8, r_groups INT4, r_bytes INT8)
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+BEGIN
+    IF coalesce(p_step, 0) > 0 THEN
+        PERFORM qn.stats_step_v1(p_step);
+    END IF;
+    RETURN QUERY
+        SELECT q.name::TEXT, s.parts::INT4, s.msgs, 0::INT8, s.pending, s.dead,
+               (SELECT count(*) FROM qn.stats_snap g
+                WHERE g.queue_id = q.id AND g.consumer_group <> '')::INT4,
+               0::INT8
+        FROM queen.queues q
+        JOIN qn.stats_snap s ON s.queue_id = q.id AND s.consumer_group = ''
+        WHERE q.tenant_id = p_tenant
+        ORDER BY q.name;
+END;
+$$;
+
+-- group_lags_cached_v1: group_lags_v1's rows from the last whole pass of the
+-- walk (qn.stats_snap): one row per (group, queue) of the tenant.
+CREATE OR REPLACE FUNCTION qn.group_lags_cached_v1(
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS TABLE (r_group TEXT, r_queue TEXT, r_sub_mode TEXT, r_sub_from TIMESTAMPTZ,
+               r_partition TEXT, r_pid UUID, r_committed INT8, r_last_offset INT8, r_lag INT8,
+               r_time_lag_seconds INT8, r_leased BOOL, r_worker TEXT, r_total_consumed INT8,
+               r_retry_count INT4, r_attempt_count INT4)
+LANGUAGE sql STABLE
+AS $$
+    SELECT s.consumer_group, q.name::TEXT, NULL::TEXT, NULL::TIMESTAMPTZ, NULL::TEXT, NULL::UUID,
+           NULL::INT8, NULL::INT8, s.lag, NULL::INT8, NULL::BOOL, NULL::TEXT, NULL::INT8,
+           NULL::INT4, NULL::INT4
+    FROM qn.stats_snap s
+    JOIN queen.queues q ON q.id = s.queue_id
+    WHERE q.tenant_id = p_tenant AND s.consumer_group <> ''
+    ORDER BY s.consumer_group, q.name::TEXT
+$$;

@@ -23,8 +23,12 @@
  *      any-partition Pops + Acks (Pop latency p50/p99/max) (layout one).
  *   6. maint (with --pg): the time of the maintenance procedures one cycle
  *      runs (worklists, partition cleanup step) at this size.
+ *   6b. admin (with --pg): stats_v1, one stats walk step (stats_cached_v1),
+ *      group_lags_v1 and group_lags_cached_v1 at this size.
  *   7. sizes (with --pg): table and index bytes per partition; broker RSS per
  *      partition seen (with --broker-pid).
+ *   8. delete_queue (layout one): DeleteQueue of the big queue (time; the
+ *      queue row must be gone).
  * The broker's own maintenance loop runs meanwhile on its timer; run on a
  * quiet machine (figures beside other work are noise).
  */
@@ -299,6 +303,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each phase as it ends */
     struct qn_client_config cfg = {.target = o.addr};
     struct qn_client_status st;
     if (qn_client_dial(&cfg, &C, &st) != QN_OK)
@@ -420,6 +425,23 @@ int main(int argc, char **argv)
                w1, w2, cl);
     }
 
+    /* 6b. the admin reads at this size: the whole per-queue aggregate
+     * (stats_v1, what the metrics refresh ran), one step of the stats walk the
+     * refresh runs now (stats_cached_v1, 100,000 partitions), and the groups'
+     * lag per queue, whole (group_lags_v1) and from the walk's last pass */
+    if (PG != NULL) {
+        long r1 = 0, r2 = 0, r3 = 0, r4 = 0;
+        double whole = pg_ms("SELECT count(*) FROM qn.stats_v1(NULL)", &r1);
+        double sc = pg_ms("SELECT count(*) FROM qn.stats_cached_v1("
+                          "'00000000-0000-0000-0000-000000000001', 100000)",
+                          &r2);
+        double gl = pg_ms("SELECT count(*) FROM qn.group_lags_v1()", &r3);
+        double gc = pg_ms("SELECT count(*) FROM qn.group_lags_cached_v1()", &r4);
+        printf("phase=admin stats_ms=%.1f stats_step_ms=%.1f group_lags_ms=%.1f "
+               "group_lags_cached_ms=%.1f\n",
+               whole, sc, gl, gc);
+    }
+
     /* 7. sizes */
     if (PG != NULL) {
         static const char *rels[] = {"queen.log_partitions", "queen.log_consumers",
@@ -441,6 +463,24 @@ int main(int argc, char **argv)
         long rss1 = rss_kb(o.broker_pid);
         printf("phase=rss before_kb=%ld after_kb=%ld bytes_per_partition=%.1f\n", rss0, rss1,
                rss0 >= 0 && rss1 >= 0 ? 1024.0 * (double)(rss1 - rss0) / (double)total : NAN);
+    }
+    /* 8. DeleteQueue of the big queue (layout one): the call's time, and
+     * whether the queue is gone */
+    if (!o.many) {
+        Queen__V1__DeleteQueueRequest dq = QUEEN__V1__DELETE_QUEUE_REQUEST__INIT;
+        dq.queue = big;
+        double d0 = now_ms();
+        protobuf_c_message_free_unpacked(
+            call(ASVC "DeleteQueue", &dq.base, &queen__v1__delete_queue_response__descriptor),
+            NULL);
+        double dms = now_ms() - d0;
+        long left = -1;
+        if (PG != NULL) {
+            char sql[256];
+            snprintf(sql, sizeof sql, "SELECT count(*) FROM queen.queues WHERE name = '%s'", big);
+            pg_ms(sql, &left);
+        }
+        printf("phase=delete_queue ms=%.0f queue_rows_left=%ld\n", dms, left);
     }
     if (PG != NULL)
         PQfinish(PG);

@@ -814,6 +814,21 @@ int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *o
     return qn__call_submit(r, finish_stats, (qn__anyfn)cb, ud, req);
 }
 
+int qn_store_stats_cached(qn_store *st, int32_t step_parts, const struct qn_call_opts *opts,
+                          qn_stats_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (cb == NULL || step_parts < 0)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_STATS_CACHED, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_uuid(&s->p, 0, qn__req_tenant(r));
+    qn__p_i32(&s->p, 1, step_parts);
+    return qn__call_submit(r, finish_stats, (qn__anyfn)cb, ud, req);
+}
+
 /* ---------------------------------------------------------------- notify */
 
 int qn_store_notify_push(qn_store *st, const char *const *queues, size_t n,

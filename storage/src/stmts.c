@@ -431,12 +431,20 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                             "SELECT r_group, r_queue, r_sub_mode, r_sub_from, r_partition, "
                             "r_pid, r_committed, r_last_offset, r_lag, r_time_lag_seconds, "
                             "r_leased, r_worker, r_total_consumed, r_retry_count, "
-                            "r_attempt_count FROM qn.group_lags_v1($1)",
+                            "r_attempt_count FROM qn.group_lags_cached_v1($1)",
                             1,
                             {U},
                             QN__LANE_READ,
                             false,
                             qn__decode_groups},
+    [QN_STMT_STATS_CACHED] = {"qn_stats_cached",
+                              "SELECT r_queue, r_partitions, r_messages, r_segments, r_pending, "
+                              "r_dead_letters, r_groups, r_bytes FROM qn.stats_cached_v1($1, $2)",
+                              2,
+                              {U, I4},
+                              QN__LANE_READ,
+                              true,
+                              qn__decode_stats},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

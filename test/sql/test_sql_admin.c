@@ -480,6 +480,107 @@ START_TEST(test_notify_push)
 }
 END_TEST
 
+/* n partitions "x000001".. of queue, one offset each (no segment). */
+static void wide_parts(PGconn *c, const char *queue, int n)
+{
+    qt_push1(c, queue, "p0", "w", 0, 1);
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_partitions (queue_id, name, last_offset) "
+                 "SELECT q.id, 'x' || lpad(g::text, 6, '0'), 0 FROM queen.queues q, "
+                 "generate_series(1, %d) g WHERE q.name = '%s'",
+                 n, queue));
+}
+
+/* Shared buffers one statement touched, nested statements included. */
+static int64_t stmt_blocks(PGconn *c, const char *sql)
+{
+    PQclear(qt_q(c, "CREATE OR REPLACE FUNCTION pg_temp.blks(s TEXT) RETURNS INT8 "
+                    "LANGUAGE plpgsql AS $f$ DECLARE j JSON; BEGIN "
+                    "EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ' || s INTO j; "
+                    "RETURN (j->0->'Plan'->>'Shared Hit Blocks')::INT8 "
+                    "+ (j->0->'Plan'->>'Shared Read Blocks')::INT8; END $f$"));
+    PGresult *r = qt_q(c, "SELECT pg_temp.blks($q$%s$q$)", sql);
+    int64_t b = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return b;
+}
+
+/* Steps of 1,000 until a pass ends; returns the steps taken. */
+static int stats_pass(PGconn *c)
+{
+    for (int i = 1; i <= 1000; i++)
+        if (qt_i(c, "SELECT qn.stats_step_v1(1000)") < 1000)
+            return i;
+    ck_abort_msg("the stats walk never ended a pass");
+    return 0;
+}
+
+/* The metrics' stats walk: after a whole pass its figures are stats_v1's and
+ * group_lags_v1's (queues without partitions are absent); one refresh (a step of 1,000 partitions
+ * and the snapshot's read) touches about as many buffers at 22,000 partitions as at 2,000 (the
+ * whole aggregate it replaces read every partition, cursor and segment per
+ * refresh: 9-15 s at 1,000,000). */
+START_TEST(test_stats_walk)
+{
+    PGconn *c = qt_connect();
+    wide_parts(c, "st.small", 2000);
+    /* a group with lag and a dead letter on another queue */
+    qt_push1(c, "st.g", "a", "t", 0, 5);
+    qt_push1(c, "st.g", "b", "u", 0, 3);
+    struct qt_pop p = {
+        .queue = "st.g", .group = "g", .budget = 2, .worker = "w", .max_partitions = 1};
+    PQclear(qt_pop(c, &p));
+    char pid[37];
+    qt_pid(c, "st.g", "a", pid);
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\") "
+                 "VALUES ('%s', 'g', 0)",
+                 pid));
+    PQclear(qt_q(c, "DELETE FROM qn.stats_sweep"));
+    ck_assert_int_ge(stats_pass(c), 3);
+    ck_assert(qt_b(c, "SELECT count(*) > 0 FROM qn.stats_cached_v1()"));
+    static const char cols[] =
+        "r_queue, r_partitions, r_messages, r_pending, r_dead_letters, r_groups";
+    ck_assert(qt_b(c,
+                   "SELECT NOT EXISTS (SELECT %s FROM qn.stats_v1(NULL) WHERE r_partitions > 0 "
+                   "EXCEPT SELECT %s FROM qn.stats_cached_v1()) AND NOT EXISTS (SELECT %s FROM "
+                   "qn.stats_cached_v1() EXCEPT SELECT %s FROM qn.stats_v1(NULL))",
+                   cols, cols, cols, cols));
+    ck_assert(qt_b(c, "SELECT NOT EXISTS (SELECT r_group, r_queue, r_lag FROM qn.group_lags_v1() "
+                      "EXCEPT SELECT r_group, r_queue, r_lag FROM qn.group_lags_cached_v1()) AND "
+                      "NOT EXISTS (SELECT r_group, r_queue, r_lag FROM qn.group_lags_cached_v1() "
+                      "EXCEPT SELECT r_group, r_queue, r_lag FROM qn.group_lags_v1())"));
+    ck_assert_int_eq(qt_i(c, "SELECT r_dead_letters FROM qn.stats_cached_v1() WHERE r_queue = "
+                             "'st.g'"),
+                     1);
+    ck_assert_int_gt(qt_i(c, "SELECT r_lag FROM qn.group_lags_cached_v1() WHERE r_queue = "
+                             "'st.g' AND r_group = 'g'"),
+                     0);
+    /* a new pass's figures replace the snapshot only when it ends */
+    qt_push1(c, "st.g", "a", "t", 5, 4);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.stats_step_v1(1000)"), 1000);
+    ck_assert_int_eq(qt_i(c, "SELECT r_messages FROM qn.stats_cached_v1() WHERE r_queue = 'st.g'"),
+                     8);
+    stats_pass(c);
+    ck_assert_int_eq(qt_i(c, "SELECT r_messages FROM qn.stats_cached_v1() WHERE r_queue = 'st.g'"),
+                     12);
+
+    static const char refresh[] =
+        "SELECT count(*) FROM qn.stats_cached_v1('00000000-0000-0000-0000-000000000001', 1000)";
+    PQclear(qt_q(c, "DELETE FROM qn.stats_sweep"));
+    int64_t small = stmt_blocks(c, refresh);
+    wide_parts(c, "st.large", 20000);
+    PQclear(qt_q(c, "ANALYZE queen.log_partitions"));
+    PQclear(qt_q(c, "DELETE FROM qn.stats_sweep"));
+    int64_t large = stmt_blocks(c, refresh);
+    int64_t mid = stmt_blocks(c, refresh);
+    ck_assert_msg(small > 0 && large <= 2 * small && mid <= 2 * small,
+                  "a refresh: %lld buffers at 2,000 partitions, %lld and %lld at 22,000",
+                  (long long)small, (long long)large, (long long)mid);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_admin(void)
 {
     Suite *s = suite_create("admin");
@@ -491,6 +592,7 @@ Suite *qt_suite_admin(void)
     tcase_add_test(tc, test_fetch);
     tcase_add_test(tc, test_dedup_cache_reads);
     tcase_add_test(tc, test_notify_push);
+    tcase_add_test(tc, test_stats_walk);
     suite_add_tcase(s, tc);
     return s;
 }

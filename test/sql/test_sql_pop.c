@@ -1108,7 +1108,69 @@ START_TEST(test_empty_pop_bounded_at_the_end)
     ck_assert_msg(gsmall > 0 && glarge <= 2 * gsmall,
                   "generic plans: %lld buffers at 2,000, %lld at 20,000", (long long)gsmall,
                   (long long)glarge);
+    /* has_pending: before a clean sweep pass moved the floor, 20,001 partitions
+     * written since it are more than it probes: "may have" */
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.end.large', '', 'g')"));
+    /* a floor above every write (a clean pass an hour after the last one) */
+    PQclear(qt_q(c, "UPDATE queen.log_partitions p SET last_write_at = now() - interval '1 hour' "
+                    "FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'pop.end.large'"));
+    PQclear(qt_q(c, "INSERT INTO queen.consumer_watermarks (queue_id, consumer_group, "
+                    "last_empty_scan_at, updated_at) SELECT id, 'g', now(), now() FROM "
+                    "queen.queues WHERE name = 'pop.end.large' ON CONFLICT (queue_id, "
+                    "consumer_group) DO UPDATE SET last_empty_scan_at = now()"));
     ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.end.large', '', 'g')"));
+    PQfinish(c);
+}
+END_TEST
+
+/* has_pending_v1 never answers false while the group has data past the windows
+ * it probes. Group h keeps 5,001 partitions in the index (it has read
+ * nothing); g is at the end of all of them, and its one partition with data,
+ * zz, sits last in the index's order and last by name. The old gate probed the
+ * first 4,096 index entries and one 1,024-partition chunk by name, and answered
+ * false. Then: once every partition but zz is older than g's floor and zz is
+ * the index's only entry past the window, it is found by the probes
+ * themselves; when g has read zz too, false. */
+START_TEST(test_has_pending_past_the_windows)
+{
+    PGconn *c = qt_connect();
+    wide_queue(c, "pop.hpw", 5000);
+    struct qt_pop ph = {
+        .queue = "pop.hpw", .group = "h", .budget = 1, .worker = "w", .max_partitions = 1};
+    PQclear(qt_pop(c, &ph));
+    struct qt_pop pg = {
+        .queue = "pop.hpw", .group = "g", .budget = 1, .worker = "w", .max_partitions = 1};
+    PQclear(qt_pop(c, &pg));
+    ck_assert_int_eq(qt_i(c, "SELECT qn.seek_consumer_group_v1('g', 'pop.hpw', NULL, true, NULL)"),
+                     5001);
+    ck_assert_int_gt(pending_rows(c, "pop.hpw"), 4096 + 8);
+    qt_push1(c, "pop.hpw", "zz", "w", 0, 2);
+    char pid[37];
+    qt_pid(c, "pop.hpw", "zz", pid);
+    PQclear(
+        qt_q(c, "UPDATE qn.partition_pending SET ord = 2147483647 WHERE partition_id = '%s'", pid));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hpw', '', 'g')"));
+    /* the probes see zz themselves: 4,096 entries of h's backlog ahead of
+     * it in the index are fewer than the window once 1,000 are gone; every
+     * other partition is older than g's floor */
+    PQclear(qt_q(c, "DELETE FROM qn.partition_pending WHERE partition_id IN (SELECT p.id FROM "
+                    "queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE "
+                    "q.name = 'pop.hpw' AND p.name < 'x001000')"));
+    PQclear(qt_q(c, "UPDATE queen.log_partitions p SET last_write_at = now() - interval '1 hour' "
+                    "FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'pop.hpw' AND "
+                    "p.name <> 'zz'"));
+    PQclear(qt_q(c, "INSERT INTO queen.consumer_watermarks (queue_id, consumer_group, "
+                    "last_empty_scan_at, updated_at) SELECT id, 'g', now(), now() FROM "
+                    "queen.queues WHERE name = 'pop.hpw' ON CONFLICT (queue_id, consumer_group) "
+                    "DO UPDATE SET last_empty_scan_at = now()"));
+    ck_assert(qt_b(c, "SELECT qn.has_pending_v1('pop.hpw', '', 'g')"));
+    /* g reads zz: nothing left for g, and every probe is whole */
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed) "
+                 "VALUES ('%s', 'g', 1) ON CONFLICT (partition_id, consumer_group) DO "
+                 "UPDATE SET committed = 1, lease_expires_at = NULL, batch_end = NULL",
+                 pid));
+    ck_assert(!qt_b(c, "SELECT qn.has_pending_v1('pop.hpw', '', 'g')"));
     PQfinish(c);
 }
 END_TEST
@@ -1190,6 +1252,7 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_first_contact_bounded);
     tcase_add_test(tc, test_empty_pop_bounded_at_the_end);
     tcase_add_test(tc, test_sweep_finds_uncovered_data);
+    tcase_add_test(tc, test_has_pending_past_the_windows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -633,10 +633,11 @@ int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *g
                                   const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
                                   qn_store_req **req);
 
-/* group_lags_v1: one row per (group, queue) of the tenant, ordered so, lag
- * summed over the group's cursors on the queue (group, queue and lag set; the
- * partition fields empty). For metrics: O(groups x queues) rows, not one per
- * cursor. */
+/* group_lags_cached_v1: one row per (group, queue) of the tenant, ordered so,
+ * lag summed over the group's cursors on the queue (group, queue and lag set;
+ * the partition fields empty), as of the last whole pass of the stats walk
+ * (qn_store_stats_cached). For metrics: O(groups x queues) rows, not one per
+ * cursor, and no read of every cursor per call. */
 int qn_store_group_lags(qn_store *st, const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
                         qn_store_req **req);
 
@@ -723,6 +724,12 @@ typedef void (*qn_stats_cb)(void *ud, const struct qn_store_status *st,
                             const struct qn_stats_result *res);
 int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *opts, qn_stats_cb cb,
                    void *ud, qn_store_req **req);
+/* stats_cached_v1: every queue of the tenant as of the last whole pass of the
+ * stats walk, after one step of it over at most step_parts partitions (0:
+ * none). segments and bytes are 0. Bounded by step_parts whatever the
+ * partition count (the metrics refresh; stats_v1 reads every partition). */
+int qn_store_stats_cached(qn_store *st, int32_t step_parts, const struct qn_call_opts *opts,
+                          qn_stats_cb cb, void *ud, qn_store_req **req);
 
 /* ---------------------------------------------------------------- dedup cache support */
 
