@@ -124,6 +124,20 @@ CREATE TABLE IF NOT EXISTS qn.cleanup_sweep (
 -- whole-table aggregate per refresh ran 9-15 s at 1,000,000 partitions), and
 -- the figures are those of the last whole pass. consumer_group '' is the
 -- queue's own row; any other is that group's lag on the queue.
+-- Queues being deleted in steps (delete_queue_step_v1). The first step moves
+-- the queue row to the reserved tenant 00000000-0000-0000-0000-00000000dead
+-- under its id as name, so no name lookup (push, pop, admin, listings) and no
+-- id-keyed call of its tenant finds it any more; each later step deletes a
+-- bounded number of its rows and commits; the maintenance cycle finishes what
+-- an interrupted call left. The original tenant and name are kept here.
+CREATE TABLE IF NOT EXISTS qn.queue_deleting (
+    queue_id   UUID PRIMARY KEY,
+    tenant_id  UUID NOT NULL,
+    name       TEXT NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS queue_deleting_name ON qn.queue_deleting (tenant_id, name);
+
 CREATE TABLE IF NOT EXISTS qn.stats_sweep (
     one     BOOL PRIMARY KEY DEFAULT true CHECK (one),
     pos     UUID,                   -- the last partition id added to stats_acc

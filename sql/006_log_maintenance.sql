@@ -418,11 +418,22 @@ BEGIN
 END;
 $$;
 
--- metrics_purge_v1: ages out the retention audit.
+-- metrics_purge_v1: ages out the retention audit; then, once per cycle, one
+-- bounded step (50,000 rows) of a queue a DeleteQueue left half deleted
+-- (qn.delete_queue_finish_v1, in 009_admin.sql), so an interrupted call is
+-- finished by maintenance.
 CREATE OR REPLACE FUNCTION qn.metrics_purge_v1(p_cutoff TIMESTAMPTZ)
 RETURNS INT4
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+DECLARE
+    v_n INT4;
+BEGIN
     WITH d AS (DELETE FROM queen.retention_history WHERE executed_at < p_cutoff RETURNING 1)
-    SELECT count(*)::INT4 FROM d
+    SELECT count(*)::INT4 INTO v_n FROM d;
+    IF to_regprocedure('qn.delete_queue_finish_v1(integer)') IS NOT NULL THEN
+        PERFORM qn.delete_queue_finish_v1(50000);
+    END IF;
+    RETURN v_n;
+END;
 $$;

@@ -819,3 +819,150 @@ AS $$
     WHERE q.tenant_id = p_tenant AND s.consumer_group <> ''
     ORDER BY s.consumer_group, q.name::TEXT
 $$;
+
+-- delete_queue_rows: deletes at most p_max_rows rows of dying queue p_qid
+-- (qn.queue_deleting), a window of its partitions (by name) at a time:
+-- segments, sidecar rows, dead letters, audit rows, cursors and index entries
+-- of the window by ctid lists of at most the budget left, then the window's
+-- partition rows once nothing hangs off them; the queue row (cascading to its
+-- subscriptions, floors and sweep positions) and its qn.queue_deleting row
+-- when no partition is left. Returns rows deleted, and o_done when the queue
+-- is gone. Callers serialize per queue with the advisory lock (46, queue id).
+CREATE OR REPLACE FUNCTION qn.delete_queue_rows(p_qid UUID, p_max_rows INT4,
+                                                   OUT o_rows INT8, OUT o_done BOOL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_left INT8 := greatest(coalesce(p_max_rows, 0), 1);
+    v_ids  UUID[];
+    v_n    INT8;
+BEGIN
+    o_rows := 0;
+    o_done := false;
+    LOOP
+        v_ids := ARRAY(SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = p_qid
+                       ORDER BY p.queue_id, p.name LIMIT least(v_left, 1000));
+        IF cardinality(v_ids) = 0 THEN
+            DELETE FROM queen.queues WHERE id = p_qid;
+            DELETE FROM qn.queue_deleting WHERE queue_id = p_qid;
+            o_rows := o_rows + 1;
+            o_done := true;
+            RETURN;
+        END IF;
+        DELETE FROM queen.log_segments WHERE ctid = ANY (ARRAY(
+            SELECT s.ctid FROM queen.log_segments s WHERE s.partition_id = ANY (v_ids)
+            LIMIT v_left));
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+        DELETE FROM queen.log_txns WHERE ctid = ANY (ARRAY(
+            SELECT t.ctid FROM queen.log_txns t WHERE t.partition_id = ANY (v_ids)
+            LIMIT v_left));
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+        DELETE FROM queen.log_dlq WHERE ctid = ANY (ARRAY(
+            SELECT d.ctid FROM queen.log_dlq d WHERE d.partition_id = ANY (v_ids)
+            LIMIT v_left));
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+        DELETE FROM queen.retention_history WHERE ctid = ANY (ARRAY(
+            SELECT h.ctid FROM queen.retention_history h WHERE h.partition_id = ANY (v_ids)
+            LIMIT v_left));
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+        DELETE FROM queen.log_consumers WHERE ctid = ANY (ARRAY(
+            SELECT c.ctid FROM queen.log_consumers c WHERE c.partition_id = ANY (v_ids)
+            LIMIT v_left));
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+        DELETE FROM qn.partition_pending WHERE queue_id = p_qid AND partition_id = ANY (v_ids);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left < cardinality(v_ids);
+        -- nothing hangs off the window any more: its rows, in id order
+        DELETE FROM queen.log_partitions WHERE id = ANY (v_ids);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        o_rows := o_rows + v_n;
+        v_left := v_left - v_n;
+        EXIT WHEN v_left <= 0;
+    END LOOP;
+END;
+$$;
+
+-- delete_queue_step_v1: see sql/API.md. -1: no such queue, live or dying;
+-- 0: deleted (nothing left); 1: more steps needed. p_first: the call's first
+-- step, the only one that hides a live queue of the name (a queue a push made
+-- under the name meanwhile is not the one being deleted).
+CREATE OR REPLACE FUNCTION qn.delete_queue_step_v1(
+    p_queue    TEXT,
+    p_tenant   UUID DEFAULT '00000000-0000-0000-0000-000000000001',
+    p_max_rows INT4 DEFAULT 10000,
+    p_first    BOOL DEFAULT true)
+RETURNS INT4
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+DECLARE
+    v_qid  UUID;
+    v_r    RECORD;
+BEGIN
+    -- the first step: out of sight of every name and of its tenant's ids
+    SELECT q.id INTO v_qid FROM queen.queues q
+    WHERE p_first AND q.tenant_id = p_tenant AND q.name = p_queue
+    FOR UPDATE;
+    IF FOUND THEN
+        INSERT INTO qn.queue_deleting (queue_id, tenant_id, name)
+        VALUES (v_qid, p_tenant, p_queue)
+        ON CONFLICT (queue_id) DO NOTHING;
+        UPDATE queen.queues
+        SET tenant_id = '00000000-0000-0000-0000-00000000dead', name = id::TEXT
+        WHERE id = v_qid;
+        RETURN 1;
+    END IF;
+    SELECT d.queue_id INTO v_qid FROM qn.queue_deleting d
+    WHERE d.tenant_id = p_tenant AND d.name = p_queue
+    ORDER BY d.started_at LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN -1;
+    END IF;
+    -- one step at a time per queue (the maintenance cycle may be helping)
+    PERFORM pg_advisory_xact_lock(hashtextextended(v_qid::TEXT, 46));
+    SELECT * INTO v_r FROM qn.delete_queue_rows(v_qid, p_max_rows);
+    IF v_r.o_done AND NOT EXISTS (SELECT 1 FROM qn.queue_deleting d
+                                  WHERE d.tenant_id = p_tenant AND d.name = p_queue) THEN
+        RETURN 0;
+    END IF;
+    RETURN 1;
+END;
+$$;
+
+-- delete_queue_finish_v1: the maintenance cycle's share of step deletion: at
+-- most p_max_rows rows of the oldest dying queue whose step lock is free (a
+-- call deleting it right now keeps it). Returns rows deleted.
+CREATE OR REPLACE FUNCTION qn.delete_queue_finish_v1(p_max_rows INT4)
+RETURNS INT8
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+DECLARE
+    d RECORD;
+    v_r RECORD;
+BEGIN
+    FOR d IN SELECT x.queue_id FROM qn.queue_deleting x ORDER BY x.started_at LIMIT 16 LOOP
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(d.queue_id::TEXT, 46));
+        SELECT * INTO v_r FROM qn.delete_queue_rows(d.queue_id, p_max_rows);
+        RETURN v_r.o_rows;
+    END LOOP;
+    RETURN 0;
+END;
+$$;

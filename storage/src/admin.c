@@ -480,6 +480,24 @@ int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_
     return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
 }
 
+int qn_store_delete_queue_step(qn_store *st, const char *queue, int32_t max_rows, bool first,
+                               const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                               qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL || max_rows < 1)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_DELETE_QUEUE_STEP, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_uuid(&s->p, 1, qn__req_tenant(r));
+    qn__p_i32(&s->p, 2, max_rows);
+    qn__p_bool(&s->p, 3, first);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
+}
+
 /* ---------------------------------------------------------------- consumer groups */
 
 #define GR struct qn_group_row

@@ -445,6 +445,13 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                               QN__LANE_READ,
                               true,
                               qn__decode_stats},
+    [QN_STMT_DELETE_QUEUE_STEP] = {"qn_delete_queue_step",
+                                   "SELECT qn.delete_queue_step_v1($1, $2, $3, $4)",
+                                   4,
+                                   {T, U, I4, B},
+                                   QN__LANE_READ,
+                                   true,
+                                   qn__decode_scalar_int},
 };
 
 const uint8_t qn__default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

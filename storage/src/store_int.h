@@ -311,6 +311,7 @@ enum qn__stmt_id {
     QN_STMT_LIST_DLQ_PAGE,
     QN_STMT_GROUP_LAGS,
     QN_STMT_STATS_CACHED,
+    QN_STMT_DELETE_QUEUE_STEP,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */

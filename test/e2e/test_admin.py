@@ -201,8 +201,9 @@ class Inspect(AdminTest):
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_large_queue_is_emptied_in_steps_then_deleted(self):
-        # Big enough that DeleteQueue empties the partition step by step (short
-        # transactions) before removing the queue; nothing of it may remain.
+        # DeleteQueue hides the queue, then deletes its rows in committed steps
+        # of at most 10,000 rows (sql_maint test_delete_queue_in_steps bounds
+        # each step); nothing of it may remain.
         q = uniq()
         for i in range(30):
             self.c.push(q, [b"m%d-%d" % (i, k) for k in range(100)], txns=["t%d-%d" % (i, k) for k in range(100)])
@@ -217,14 +218,14 @@ class Inspect(AdminTest):
         for table in ("log_segments", "log_txns", "log_consumers", "log_dlq", "log_partitions"):
             col = "id" if table == "log_partitions" else "partition_id"
             self.assertEqual(sql("SELECT count(*) FROM queen.%s WHERE %s = '%s'" % (table, col, pid)), "0", table)
-        # emptied by bounded retention steps (segments, then the sidecar), not by one statement
-        self.assertRegex(broker.log_text(), r"queue deleted queue=%s partitions_emptied=1 steps=[2-9]" % q)
+        # hidden by a first step, deleted by the next
+        self.assertRegex(broker.log_text(), r"queue deleted queue=%s steps=[2-9]" % q)
 
 
     def test_delete_queue_pages_its_partitions(self):
-        # DeleteQueue reads the partitions a page of 1000 at a time: a large
-        # partition on the second page (after 1002 small ones by name) is still
-        # emptied step by step, and nothing of the queue remains.
+        # DeleteQueue deletes the partitions a window of 1000 at a time: a large
+        # partition after 1002 small ones by name is deleted too, and nothing
+        # of the queue remains.
         q = uniq()
         names = ["a%04d" % i for i in range(1002)]
         for k in range(0, len(names), 500):
@@ -241,7 +242,8 @@ class Inspect(AdminTest):
         self.assertTrue(self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=120).existed)
         self.assertFalse(self.c.exists(q))
         self.assertEqual(sql("SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "0")
-        self.assertRegex(broker.log_text(), r"queue deleted queue=%s partitions_emptied=1 steps=[2-9]" % q)
+        self.assertEqual(sql("SELECT count(*) FROM qn.queue_deleting WHERE queue_id = '%s'" % qid), "0")
+        self.assertRegex(broker.log_text(), r"queue deleted queue=%s steps=[2-9]" % q)
 
 class Groups(AdminTest):
     def test_list_consumer_groups(self):

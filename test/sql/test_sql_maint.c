@@ -555,6 +555,141 @@ START_TEST(test_metrics_purge)
 }
 END_TEST
 
+/* Rows of every log table left for queue qid's partitions (and the queue
+ * row, its cursors' and index entries). */
+static int64_t queue_rows(PGconn *c, const char *qid)
+{
+    return qt_i(c,
+                "SELECT (SELECT count(*) FROM queen.queues WHERE id = '%s') + "
+                "(SELECT count(*) FROM qn.partition_pending WHERE queue_id = '%s') + "
+                "(SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s') + "
+                "(SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON "
+                "p.id = s.partition_id WHERE p.queue_id = '%s') + "
+                "(SELECT count(*) FROM queen.log_txns s JOIN queen.log_partitions p ON "
+                "p.id = s.partition_id WHERE p.queue_id = '%s') + "
+                "(SELECT count(*) FROM queen.log_consumers s JOIN queen.log_partitions p ON "
+                "p.id = s.partition_id WHERE p.queue_id = '%s') + "
+                "(SELECT count(*) FROM queen.log_dlq s JOIN queen.log_partitions p ON "
+                "p.id = s.partition_id WHERE p.queue_id = '%s')",
+                qid, qid, qid, qid, qid, qid, qid);
+}
+
+/* A queue of 2,000 partitions with a message each, a group's cursors and a
+ * dead letter; returns its id (helper's string). */
+static char *steps_queue(PGconn *c, const char *queue)
+{
+    qt_push1(c, queue, "p1", "d", 0, 3);
+    qt_push1(c, queue, "p1", "d", 3, 3);
+    char pid[37];
+    qt_pid(c, queue, "p1", pid);
+    char *qid = qt_s(c, "SELECT id FROM queen.queues WHERE name = '%s'", queue);
+    PQclear(
+        qt_q(c,
+             "WITH p AS (INSERT INTO queen.log_partitions (queue_id, name, last_offset) "
+             "SELECT '%s', 'x' || lpad(g::text, 6, '0'), 0 FROM generate_series(1, 2000) g "
+             "RETURNING id) INSERT INTO queen.log_segments (partition_id, base_offset, created_at, "
+             "end_offset, blob) SELECT id, 0, now(), 0, '\\x00' FROM p",
+             qid));
+    struct qt_pop p = {
+        .queue = queue, .group = "g", .budget = 100, .worker = "w-del", .max_partitions = 50};
+    PQclear(qt_pop(c, &p));
+    PQclear(qt_q(c,
+                 "INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\") "
+                 "VALUES ('%s', 'g', 0)",
+                 pid));
+    return qid;
+}
+
+/* DeleteQueue's steps: the first hides the queue from every lookup (by name,
+ * and by id for its tenant: a push by name makes a new queue), each later one
+ * deletes at most its budget of rows and commits, and the queue is gone
+ * after them with no orphan. Before, delete_queue_v1 deleted everything in one
+ * transaction (a 60M-message queue ran into the statement timeout and stayed). */
+START_TEST(test_delete_queue_in_steps)
+{
+    PGconn *c = qt_connect();
+    char qid[37];
+    snprintf(qid, sizeof qid, "%s", steps_queue(c, "dels.q"));
+    char pid[37];
+    qt_pid(c, "dels.q", "p1", pid);
+    int64_t total = queue_rows(c, qid);
+    ck_assert_int_gt(total, 4000);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_queue_step_v1('dels.q', "
+                             "'00000000-0000-0000-0000-000000000001', 1000)"),
+                     1);
+    ck_assert_int_eq(queue_rows(c, qid), total); /* hidden, nothing deleted yet */
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.get_queue_v1('dels.q')"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.list_queues_v1(NULL, NULL, 1000, 0) "
+                             "WHERE r_name = 'dels.q'"),
+                     0);
+    char msg[256];
+    qt_fail(c, msg, sizeof msg, "SELECT * FROM qn.push_one_v1('%s', 1, '\\x%032d', -1, '\\x00')",
+            pid, 0);
+    ck_assert_msg(strstr(msg, "unknown partition") != NULL, "%s", msg);
+    qt_push1(c, "dels.q", "p1", "n", 0, 1); /* a new queue of the same name */
+    char *nqid = qt_s(c, "SELECT id FROM queen.queues WHERE name = 'dels.q'");
+    ck_assert_str_ne(nqid, qid);
+    char keep[37];
+    snprintf(keep, sizeof keep, "%s", nqid);
+
+    int steps = 0;
+    int64_t before = total, v;
+    do {
+        v = qt_i(c, "SELECT qn.delete_queue_step_v1('dels.q', "
+                    "'00000000-0000-0000-0000-000000000001', 1000, false)");
+        int64_t now = queue_rows(c, qid);
+        ck_assert_int_le(before - now, 1000);
+        before = now;
+        steps++;
+        ck_assert_int_lt(steps, 100);
+    } while (v == 1);
+    ck_assert_int_eq(v, 0);
+    ck_assert_int_ge(steps, (int)(total / 1000));
+    ck_assert_int_eq(queue_rows(c, qid), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.queue_deleting WHERE queue_id = '%s'", qid),
+                     0);
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.consumer_groups_metadata WHERE "
+                          "queue_id = '%s'",
+                          qid),
+                     0);
+    ck_assert_int_eq(qt_i(c,
+                          "SELECT count(*) FROM queen.retention_history WHERE partition_id = "
+                          "'%s'",
+                          pid),
+                     0);
+    /* the new queue of the same name is untouched; the next call deletes it */
+    ck_assert_int_eq(queue_rows(c, keep), 1 + 1 + 1 + 1 + 1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_queue_step_v1('dels.none')"), -1);
+    PQfinish(c);
+}
+END_TEST
+
+/* A DeleteQueue interrupted after its first steps is finished by the
+ * maintenance cycle (metrics_purge_v1, a bounded step per cycle). */
+START_TEST(test_delete_queue_finished_by_maintenance)
+{
+    PGconn *c = qt_connect();
+    char qid[37];
+    snprintf(qid, sizeof qid, "%s", steps_queue(c, "delm.q"));
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_queue_step_v1('delm.q', "
+                             "'00000000-0000-0000-0000-000000000001', 500)"),
+                     1);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_queue_step_v1('delm.q', "
+                             "'00000000-0000-0000-0000-000000000001', 500, false)"),
+                     1);
+    ck_assert_int_gt(queue_rows(c, qid), 0);
+    int cycles = 0;
+    while (queue_rows(c, qid) > 0) {
+        PQclear(qt_q(c, "SELECT qn.metrics_purge_v1(now() - interval '30 days')"));
+        ck_assert_int_lt(++cycles, 10);
+    }
+    ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM qn.queue_deleting"), 0);
+    ck_assert_int_eq(qt_i(c, "SELECT qn.delete_queue_step_v1('delm.q')"), -1);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_maint(void)
 {
     Suite *s = suite_create("maint");
@@ -568,6 +703,8 @@ Suite *qt_suite_maint(void)
     tcase_add_test(tc, test_cleanup_and_dead_letter_pin);
     tcase_add_test(tc, test_cleanup_step_bounded_window);
     tcase_add_test(tc, test_delete_queue_leaves_no_orphans);
+    tcase_add_test(tc, test_delete_queue_in_steps);
+    tcase_add_test(tc, test_delete_queue_finished_by_maintenance);
     tcase_add_test(tc, test_metrics_purge);
     suite_add_tcase(s, tc);
     return s;

@@ -491,123 +491,52 @@ void qn_svc_list_queues(qn_call *call, ProtobufCMessage *msg)
 /* ---------------------------------------------------------------- DeleteQueue */
 
 /*
- * A large queue is emptied first, partition by partition, with the retention
- * and sidecar-purge steps (each its own short transaction of at most
- * DELQ_BATCH rows, under the statement timeout, holding one partition lock), so
- * no single statement has to delete millions of segments. The partitions are
- * read a page of DELQ_PAGE at a time (by name), so the broker holds one page's
- * ids whatever the queue's size (a million-partition queue used to be loaded
- * whole). delete_queue_v1 then removes what is left (cursors, dead letters,
- * the rows) in one transaction.
- * Interrupted (deadline, broker gone), the queue stays with its oldest segments
- * gone, exactly as retention would have left it; DeleteQueue again finishes it.
+ * In committed steps (delete_queue_step_v1): the first moves the queue out of
+ * sight of every name and id lookup (so pushes by name make a new queue and no
+ * pop, listing or id-keyed push finds the old one); each next one deletes at
+ * most DELQ_ROWS of its rows (segments, sidecar rows, dead letters, cursors,
+ * then partitions a window at a time, then the queue row), so no transaction
+ * holds millions of rows (a 60M-message queue hit the statement timeout and
+ * stayed whole). Interrupted (deadline, broker gone), the queue stays hidden
+ * and the maintenance cycle deletes the rest, a step per cycle; DeleteQueue
+ * again continues it.
  */
-#define DELQ_BATCH 2000
-#define DELQ_PAGE 1000
+#define DELQ_ROWS 10000
 
 struct delq {
     struct qn_admin_call a; /* first: the admin helpers take &q->a */
-    uint8_t *pids;          /* this page's partitions to empty step by step (16 bytes each,
-                               DELQ_PAGE of them, arena, allocated once) */
-    size_t n, next, steps, emptied;
-    int phase;                   /* 0 segments, 1 sidecar; 2 = the partition is done */
-    bool more;                   /* the last page was full: another may follow */
-    char after[QN_NAME_MAX + 1]; /* the last page's last partition name */
+    size_t steps;
+    bool existed;
 };
 
-static void delq_page(struct delq *q);
+static void delq_step(struct delq *q);
 
-static void delq_next(struct delq *q);
-
-static void delq_done(void *ud, const struct qn_store_status *st, bool existed)
+static void delq_step_done(void *ud, const struct qn_store_status *st, int64_t value)
 {
     struct delq *q = ud;
     if (!qn_admin_ok(&q->a, st))
         return;
-    if (existed)
-        QN_INFO("queue deleted queue=%s partitions_emptied=%zu steps=%zu",
-                ((Queen__V1__DeleteQueueRequest *)q->a.req)->queue, q->emptied, q->steps);
+    if (q->steps++ == 0)
+        q->existed = value >= 0;
+    if (value > 0) {
+        delq_step(q);
+        return;
+    }
+    if (q->existed)
+        QN_INFO("queue deleted queue=%s steps=%zu",
+                ((Queen__V1__DeleteQueueRequest *)q->a.req)->queue, q->steps);
     Queen__V1__DeleteQueueResponse resp = QUEEN__V1__DELETE_QUEUE_RESPONSE__INIT;
-    resp.existed = existed;
+    resp.existed = q->existed;
     qn_admin_reply(&q->a, &resp.base);
 }
 
-static void delq_step_done(void *ud, const struct qn_store_status *st,
-                           const struct qn_maint_step *r)
-{
-    struct delq *q = ud;
-    if (!qn_admin_ok(&q->a, st))
-        return;
-    q->steps++;
-    if (r->done)
-        q->phase++; /* segments done -> sidecar; sidecar done -> next partition */
-    delq_next(q);
-}
-
-/* The next bounded step, or the final delete once every partition is empty. */
-static void delq_next(struct delq *q)
-{
-    Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)q->a.req;
-    struct qn_call_opts opts = qn_admin_opts(&q->a);
-    if (q->phase >= 2) {
-        q->phase = 0;
-        q->next++;
-    }
-    if (q->next >= q->n) {
-        if (q->more) {
-            delq_page(q);
-            return;
-        }
-        qn_admin_sent(&q->a, qn_store_delete_queue(q->a.app->store, req->queue, &opts, delq_done, q,
-                                                   &q->a.sreq[0]));
-        return;
-    }
-    const uint8_t *pid = q->pids + 16 * q->next;
-    if (q->phase == 0)
-        qn_admin_sent(&q->a,
-                      qn_store_retention_step(q->a.app->store, pid, INT64_MAX, QN_STORE_NO_TS,
-                                              DELQ_BATCH, &opts, delq_step_done, q, &q->a.sreq[0]));
-    else
-        qn_admin_sent(&q->a, qn_store_txns_purge_step(q->a.app->store, pid, INT64_MAX, DELQ_BATCH,
-                                                      &opts, delq_step_done, q, &q->a.sreq[0]));
-}
-
-static void delq_parts_done(void *ud, const struct qn_store_status *st,
-                            const struct qn_partitions_result *r)
-{
-    struct delq *q = ud;
-    if (!qn_admin_ok(&q->a, st))
-        return;
-    assert(r->n <= DELQ_PAGE);
-    q->n = q->next = 0;
-    q->phase = 0;
-    q->more = r->n == DELQ_PAGE;
-    if (q->more) {
-        const char *last = r->parts[r->n - 1].partition;
-        size_t len = strlen(last);
-        if (len >= sizeof q->after) {
-            qn_admin_finish(&q->a, QN_GRPC_INTERNAL, "partition name too long");
-            return;
-        }
-        memcpy(q->after, last, len + 1);
-    }
-    /* only partitions holding enough to matter are emptied step by step */
-    for (size_t i = 0; i < r->n; i++)
-        if (r->parts[i].last_offset - r->parts[i].log_start + 1 > DELQ_BATCH)
-            memcpy(q->pids + 16 * q->n++, r->parts[i].pid, 16);
-    q->emptied += q->n;
-    delq_next(q);
-}
-
-/* The next page of partitions (the first when q->after is empty). */
-static void delq_page(struct delq *q)
+static void delq_step(struct delq *q)
 {
     Queen__V1__DeleteQueueRequest *req = (Queen__V1__DeleteQueueRequest *)q->a.req;
     struct qn_call_opts opts = qn_admin_opts(&q->a);
     qn_admin_sent(&q->a,
-                  qn_store_queue_partitions_page(q->a.app->store, req->queue, QN_QUEUE_MODE,
-                                                 q->after[0] != '\0' ? q->after : NULL, DELQ_PAGE,
-                                                 &opts, delq_parts_done, q, &q->a.sreq[0]));
+                  qn_store_delete_queue_step(q->a.app->store, req->queue, DELQ_ROWS, q->steps == 0,
+                                             &opts, delq_step_done, q, &q->a.sreq[0]));
 }
 
 void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
@@ -620,11 +549,5 @@ void qn_svc_delete_queue(qn_call *call, ProtobufCMessage *msg)
         !qn_admin_authorize(&q->a, req->queue))
         return;
     qn_admin_audit(&q->a, req->queue, "delete queue");
-    q->pids = qn_arena_alloc(&q->a.arena, DELQ_PAGE * 16);
-    if (q->pids == NULL) {
-        qn_admin_finish(&q->a, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    q->after[0] = '\0';
-    delq_page(q);
+    delq_step(q);
 }

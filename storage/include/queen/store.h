@@ -610,6 +610,15 @@ int qn_store_queue_partitions(qn_store *st, const char *queue, const char *group
 int qn_store_delete_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
                           qn_bool_cb cb, void *ud, qn_store_req **req);
 
+/* delete_queue_step_v1: one committed step of deleting queue in steps (at most
+ * max_rows rows). value: -1 no such queue (live or being deleted), 0 deleted,
+ * 1 call again. A call's first step (first = true) only hides the live queue
+ * of the name from every lookup; the next ones (first = false) delete the
+ * hidden one's rows and never touch a queue made under the name meanwhile. */
+int qn_store_delete_queue_step(qn_store *st, const char *queue, int32_t max_rows, bool first,
+                               const struct qn_call_opts *opts, qn_int_cb cb, void *ud,
+                               qn_store_req **req);
+
 struct qn_group_row {
     const char *group, *queue, *sub_mode, *partition;
     int64_t sub_from_us;
