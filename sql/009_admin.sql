@@ -118,31 +118,43 @@ AS $$
     ORDER BY x.consumer_group, x.qname, x.pname
 $$;
 
--- seek_consumer_group_v1: moves the group's cursor on every partition of the
--- queue (or the named one) to the tail (p_to_end) or to just before the first
--- segment created at or after p_ts (the tail when none is), clearing the lease,
--- the retry budget and the attempt counters; deletes the group's empty-scan
--- floor so the moved cursors are scanned again; to the end, drops from pop_v1's
--- index of partitions with data those every group has now consumed. Returns
--- partitions updated.
-CREATE OR REPLACE FUNCTION qn.seek_consumer_group_v1(
+-- seek_consumer_group_step_v1: one step of a seek: moves the group's cursor
+-- on at most p_limit partitions of the queue (or the named one), those after
+-- p_after by name (NULL: from the first), to the tail (p_to_end) or to just
+-- before the first segment created at or after p_ts (the tail when none is),
+-- clearing the lease, the retry budget and the attempt counters; deletes the
+-- group's empty-scan floor and sweep position (at every step, so a sweep pass
+-- that ran between two steps cannot hide a cursor a later step moves back);
+-- to the end, drops from pop_v1's index of partitions with data those of the
+-- window every group has now consumed. Returns the cursors written and the
+-- last name of the window (NULL: the seek is complete). Each step is its own
+-- transaction when called so: a seek of a million cursors in one statement
+-- ran for minutes (12.3 s at 200,000).
+CREATE OR REPLACE FUNCTION qn.seek_consumer_group_step_v1(
     p_group     TEXT,
     p_queue     TEXT,
     p_partition TEXT,
     p_to_end    BOOL,
     p_ts        TIMESTAMPTZ,
+    p_after     TEXT,
+    p_limit     INT4,
     p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
-RETURNS INT4
+RETURNS TABLE (r_updated INT4, r_next TEXT)
 LANGUAGE plpgsql
+SET jit = off
 AS $$
 DECLARE
-    v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
-    v_part  TEXT := nullif(p_partition, '');
-    v_end   BOOL := coalesce(p_to_end, false);
-    v_qid   UUID;
-    v_n     INT4;
-    v_ids   UUID[];
-    v_lasts INT8[];
+    v_group  TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_part   TEXT := nullif(p_partition, '');
+    v_end    BOOL := coalesce(p_to_end, false);
+    v_lim    INT4 := least(greatest(coalesce(p_limit, 0), 1), 100000);
+    v_qid    UUID;
+    v_n      INT4;
+    v_cnt    INT4;
+    v_last   TEXT;
+    v_win    UUID[];
+    v_ids    UUID[];
+    v_lasts  INT8[];
     v_groups TEXT[];
 BEGIN
     IF NOT v_end AND p_ts IS NULL THEN
@@ -157,29 +169,40 @@ BEGIN
                                           WHERE p.queue_id = v_qid AND p.name = v_part) THEN
         RAISE EXCEPTION 'QNOTFOUND partition %', v_part USING ERRCODE = 'no_data_found';
     END IF;
-    INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
-    SELECT p.id, v_group,
-           CASE WHEN v_end THEN p.last_offset
-                ELSE coalesce(qn.first_base_since(p.id, p.log_start, p_ts) - 1, p.last_offset) END
-    FROM queen.log_partitions p
-    WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
-    ORDER BY p.id
-    ON CONFLICT (partition_id, consumer_group) DO UPDATE
-    SET committed = EXCLUDED.committed, batch_end = NULL, worker_id = NULL,
-        lease_expires_at = NULL, lease_acquired_at = NULL, batch_retry_count = 0,
-        attempt_offset = NULL, attempt_count = 0, lease_conflated = false;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- the window: a range of log_partitions_queue_name_uk
+    SELECT array_agg(w.id ORDER BY w.id), count(*), max(w.name) INTO v_win, v_cnt, v_last
+    FROM (SELECT p.id, p.name FROM queen.log_partitions p
+          WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
+            AND (p_after IS NULL OR p.name > p_after)
+          ORDER BY p.name LIMIT v_lim) w;
+    v_n := 0;
+    IF v_cnt > 0 THEN
+        -- ascending partition id: the consumer-row lock order
+        INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
+        SELECT p.id, v_group,
+               CASE WHEN v_end THEN p.last_offset
+                    ELSE coalesce(qn.first_base_since(p.id, p.log_start, p_ts) - 1,
+                                  p.last_offset) END
+        FROM queen.log_partitions p
+        WHERE p.id = ANY (v_win)
+        ORDER BY p.id
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE
+        SET committed = EXCLUDED.committed, batch_end = NULL, worker_id = NULL,
+            lease_expires_at = NULL, lease_acquired_at = NULL, batch_retry_count = 0,
+            attempt_offset = NULL, attempt_count = 0, lease_conflated = false;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    END IF;
     DELETE FROM queen.consumer_watermarks WHERE queue_id = v_qid AND consumer_group = v_group;
     DELETE FROM qn.scan_sweep WHERE queue_id = v_qid AND consumer_group = v_group;
-    IF v_end THEN
-        -- Partitions every group (this one included) has now consumed leave
-        -- pop_v1's index of partitions with data at once, not one pop at a
-        -- time: the same check as pending_clear, under each partition's row
-        -- lock when it is free (a push holding it keeps its row).
+    IF v_end AND v_cnt > 0 THEN
+        -- Partitions of the window every group (this one included) has now
+        -- consumed leave pop_v1's index of partitions with data at once, not
+        -- one pop at a time: the same check as pending_clear, under each
+        -- partition's row lock when it is free (a push holding it keeps its row).
         SELECT array_agg(x.id), array_agg(x.last_offset) INTO v_ids, v_lasts
         FROM (SELECT p.id, p.last_offset
               FROM queen.log_partitions p
-              WHERE p.queue_id = v_qid AND (v_part IS NULL OR p.name = v_part)
+              WHERE p.id = ANY (v_win)
               ORDER BY p.id
               FOR NO KEY UPDATE SKIP LOCKED) x;
         SELECT array_agg(g.consumer_group) INTO v_groups
@@ -195,7 +218,37 @@ BEGIN
                                               AND c.consumer_group = g.consumer_group
                                               AND c.committed >= x.last_offset));
     END IF;
-    RETURN v_n;
+    RETURN QUERY SELECT v_n, CASE WHEN v_cnt < v_lim THEN NULL ELSE v_last END;
+END;
+$$;
+
+-- seek_consumer_group_v1: the whole seek in one transaction (every step of
+-- seek_consumer_group_step_v1, 10,000 partitions each). Returns partitions
+-- updated. The broker runs the steps as separate calls instead.
+CREATE OR REPLACE FUNCTION qn.seek_consumer_group_v1(
+    p_group     TEXT,
+    p_queue     TEXT,
+    p_partition TEXT,
+    p_to_end    BOOL,
+    p_ts        TIMESTAMPTZ,
+    p_tenant    UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS INT4
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_after TEXT;
+    v_total INT4 := 0;
+    r       RECORD;
+BEGIN
+    LOOP
+        SELECT * INTO r FROM qn.seek_consumer_group_step_v1(p_group, p_queue, p_partition,
+                                                               p_to_end, p_ts, v_after, 10000,
+                                                               p_tenant);
+        v_total := v_total + r.r_updated;
+        EXIT WHEN r.r_next IS NULL;
+        v_after := r.r_next;
+    END LOOP;
+    RETURN v_total;
 END;
 $$;
 

@@ -656,6 +656,55 @@ int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *qu
     return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
+#define SS struct qn_seek_step
+static const struct qn__col seek_step_cols[] = {QN__I32_OR(SS, updated, 0), QN__TEXT_OR(SS, next)};
+#undef SS
+
+static const struct qn__rowspec seek_step_spec = {QN__NCOLS(seek_step_cols),
+                                                  seek_step_cols,
+                                                  sizeof(struct qn_seek_step),
+                                                  1,
+                                                  1,
+                                                  0,
+                                                  0,
+                                                  0,
+                                                  false,
+                                                  NULL};
+
+int qn__decode_seek_step(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &seek_step_spec);
+}
+
+QN__FINISH_PTR(finish_seek_step, qn_seek_step_cb)
+
+int qn_store_seek_consumer_group_step(qn_store *st, const char *group, const char *queue,
+                                      const char *partition, bool to_end, int64_t ts_us,
+                                      const char *after, int32_t limit,
+                                      const struct qn_call_opts *opts, qn_seek_step_cb cb, void *ud,
+                                      qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL || limit < 1)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_SEEK_GROUP_STEP, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, group ? group : "");
+    qn__p_text(&s->p, 1, queue);
+    qn__p_text(&s->p, 2, (partition && *partition) ? partition : NULL);
+    qn__p_bool(&s->p, 3, to_end);
+    if (to_end)
+        qn__p_null(&s->p, 4);
+    else
+        qn__p_ts(&s->p, 4, ts_us);
+    qn__p_text(&s->p, 5, after);
+    qn__p_i32(&s->p, 6, limit);
+    qn__p_uuid(&s->p, 7, qn__req_tenant(r));
+    return qn__call_submit(r, finish_seek_step, (qn__anyfn)cb, ud, req);
+}
+
 int qn_store_delete_consumer_group(qn_store *st, const char *group, const char *queue,
                                    bool delete_metadata, const struct qn_call_opts *opts,
                                    qn_int_cb cb, void *ud, qn_store_req **req)

@@ -312,6 +312,7 @@ enum qn__stmt_id {
     QN_STMT_GROUP_LAGS,
     QN_STMT_STATS_CACHED,
     QN_STMT_DELETE_QUEUE_STEP,
+    QN_STMT_SEEK_GROUP_STEP,
     QN_STMT_COUNT
 };
 /* Statements registered at run time (tests, benches) take ids from here. */
@@ -564,6 +565,7 @@ int qn__decode_rows(qn_store_req *r, int step, const PGresult *res, const struct
 
 /* The decoder of every statement (the table in stmts.c names them). */
 int qn__decode_scalar_int(qn_store_req *r, int step, const PGresult *res); /* int2/4/8 */
+int qn__decode_seek_step(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_scalar_bool(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_void(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_push(qn_store_req *r, int step, const PGresult *res);

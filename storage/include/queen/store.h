@@ -650,6 +650,22 @@ int qn_store_list_consumer_groups(qn_store *st, const char *queue, const char *g
 int qn_store_group_lags(qn_store *st, const struct qn_call_opts *opts, qn_groups_cb cb, void *ud,
                         qn_store_req **req);
 
+/* seek_consumer_group_step_v1: one committed step of a seek, at most limit
+ * partitions by name after `after` (NULL: from the first). next: the last
+ * name of the step (pass it as `after` to the next step), "" when the seek
+ * is complete (partition names are never empty). Errors as qn_store_seek_consumer_group. */
+struct qn_seek_step {
+    int32_t updated;  /* cursors written by this step */
+    const char *next; /* "" (SQL NULL): done */
+};
+typedef void (*qn_seek_step_cb)(void *ud, const struct qn_store_status *st,
+                                const struct qn_seek_step *res);
+int qn_store_seek_consumer_group_step(qn_store *st, const char *group, const char *queue,
+                                      const char *partition, bool to_end, int64_t ts_us,
+                                      const char *after, int32_t limit,
+                                      const struct qn_call_opts *opts, qn_seek_step_cb cb, void *ud,
+                                      qn_store_req **req);
+
 /* seek_consumer_group_v1: value = partitions updated; missing queue/partition ->
  * QN_ENOTFOUND */
 int qn_store_seek_consumer_group(qn_store *st, const char *group, const char *queue,
