@@ -356,9 +356,14 @@ END;
 $$;
 
 -- Records an empty wildcard scan for (queue, group). At most every 30 s it
--- re-checks, ignoring leases, whether anything is pending at all: only then may
--- the floor move to now (a lease-held backlog must not be hidden when its lease
--- expires); otherwise only updated_at moves. Rows upserted in queue id order.
+-- re-checks, ignoring leases, whether anything may be pending at all: only
+-- when nothing is may the floor move to now (a lease-held backlog must not be
+-- hidden when its lease expires); otherwise only updated_at moves. The check
+-- is bounded as has_pending_v1's: the queue's index of partitions with data
+-- (at most 4096 entries probed; more counts as pending) and the partitions
+-- written since the floor less two minutes (at most 1024, newest first; more
+-- counts as pending) - it read every partition of the queue written since the
+-- floor. Rows upserted in queue id order.
 CREATE OR REPLACE FUNCTION qn.note_empty_scan(p_qids UUID[], p_group TEXT)
 RETURNS VOID
 LANGUAGE plpgsql
@@ -367,16 +372,7 @@ BEGIN
         INSERT INTO queen.consumer_watermarks AS w
             (queue_id, consumer_group, last_empty_scan_at, updated_at)
         SELECT q.qid, p_group,
-               CASE WHEN EXISTS (
-                        SELECT 1
-                        FROM queen.log_partitions p
-                        LEFT JOIN queen.log_consumers c
-                               ON c.partition_id = p.id AND c.consumer_group = p_group
-                        WHERE p.queue_id = q.qid
-                          AND p.last_write_at >= coalesce(w0.last_empty_scan_at, 'epoch')
-                                                 - interval '2 minutes'
-                          AND (c.partition_id IS NULL
-                               OR p.last_offset > greatest(c.committed, p.log_start - 1)))
+               CASE WHEN qn.maybe_pending(q.qid, p_group, coalesce(w0.last_empty_scan_at, 'epoch'))
                     THEN coalesce(w0.last_empty_scan_at, 'epoch')
                     ELSE now() END,
                now()
@@ -387,6 +383,51 @@ BEGIN
         ORDER BY q.qid
         ON CONFLICT (queue_id, consumer_group) DO UPDATE
         SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at;
+END;
+$$;
+
+-- maybe_pending: whether group p_group may have retained data it has not
+-- consumed in queue p_qid, leases ignored (note_empty_scan's check): the
+-- index of partitions with data (at most 4096 entries probed, more answers
+-- true) and the partitions written since p_floor less two minutes (at most
+-- 1024 probed, newest first, more answers true). False only when both were
+-- read whole.
+CREATE OR REPLACE FUNCTION qn.maybe_pending(p_qid UUID, p_group TEXT, p_floor TIMESTAMPTZ)
+RETURNS BOOL
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_n   INT8;
+    v_any BOOL;
+BEGIN
+    SELECT count(*), bool_or(e.ok) INTO v_n, v_any
+    FROM (SELECT pp.partition_id AS id FROM qn.partition_pending pp
+          WHERE pp.queue_id = p_qid
+          ORDER BY pp.queue_id, pp.ord LIMIT 4097) h
+    CROSS JOIN LATERAL (
+        SELECT (k.partition_id IS NULL AND p.last_offset >= p.log_start)
+               OR p.last_offset > greatest(k.committed, p.log_start - 1) AS ok
+        FROM queen.log_partitions p
+        LEFT JOIN queen.log_consumers k
+               ON k.partition_id = p.id AND k.consumer_group = p_group
+        WHERE p.id = h.id
+        OFFSET 0) e;
+    IF coalesce(v_any, false) OR v_n > 4096 THEN
+        RETURN true;
+    END IF;
+    SELECT count(*), bool_or(e.ok) INTO v_n, v_any
+    FROM (SELECT p.id, p.last_offset, p.log_start
+          FROM queen.log_partitions p
+          WHERE p.queue_id = p_qid AND p.last_write_at >= p_floor - interval '2 minutes'
+          ORDER BY p.queue_id, p.last_write_at DESC LIMIT 1025 OFFSET 0) h
+    CROSS JOIN LATERAL (
+        SELECT (k.partition_id IS NULL AND h.last_offset >= h.log_start)
+               OR h.last_offset > greatest(k.committed, h.log_start - 1) AS ok
+        FROM (SELECT 1) one
+        LEFT JOIN queen.log_consumers k
+               ON k.partition_id = h.id AND k.consumer_group = p_group
+        OFFSET 0) e;
+    RETURN coalesce(v_any, false) OR v_n > 1024;
 END;
 $$;
 
@@ -895,6 +936,10 @@ DECLARE
     v_first   BOOL := true;
     v_claimed INT4 := 0;
     v_got     INT4;
+    v_want    INT4;
+    v_pick    INT4;
+    v_startq  UUID;
+    v_cands   UUID[];
     q         RECORD;
     c         RECORD;
     s         RECORD;
@@ -975,27 +1020,62 @@ BEGIN
             v_group USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
+    -- Candidates, bounded as pop_v1's (DESIGN.md, Scale; the scan it replaces
+    -- read every partition of every matching queue written since the
+    -- group's floor, ordered at random):
+    -- 1. the index of partitions with data (qn.partition_pending) of the
+    --    matching queues, from a random queue id onwards (wrapping around), at
+    --    most 4096 entries, the first v_pick this group may claim (no cursor
+    --    yet, or data past an unleased cursor), tried in random order;
+    -- 2. only when phase 1 offered nothing: one step of the fallback sweep
+    --    (qn.sweep_step) of at most 4 matching queues taken at random.
+    v_want := CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END;
+    v_pick := least(v_want, greatest(v_maxp * 2, 8));
+    v_startq := gen_random_uuid();
+    v_cands := ARRAY(
+        SELECT x.id FROM (
+            SELECT h.id
+            FROM (SELECT w.id
+                  FROM ((SELECT pp.partition_id AS id FROM qn.partition_pending pp
+                         WHERE pp.queue_id = ANY (v_qids) AND pp.queue_id >= v_startq
+                         LIMIT 4096)
+                        UNION ALL
+                        (SELECT pp.partition_id FROM qn.partition_pending pp
+                         WHERE pp.queue_id = ANY (v_qids) AND pp.queue_id < v_startq
+                         LIMIT 4096)) w
+                  LIMIT 4096) h
+            CROSS JOIN LATERAL (
+                SELECT 1
+                FROM queen.log_partitions p
+                LEFT JOIN queen.log_consumers k
+                       ON k.partition_id = p.id AND k.consumer_group = v_group
+                WHERE p.id = h.id
+                  AND (k.partition_id IS NULL
+                       OR (p.last_offset > k.committed
+                           AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
+                OFFSET 0) e
+            LIMIT v_pick) x
+        ORDER BY random());
+    IF cardinality(v_cands) = 0 THEN
+        FOR q IN SELECT u.id FROM unnest(v_qids) AS u(id) ORDER BY random() LIMIT 4 LOOP
+            SELECT v_cands || coalesce(w.o_ids, '{}') INTO v_cands
+            FROM qn.sweep_step(q.id, v_group, v_want, '{}') w;
+            EXIT WHEN cardinality(v_cands) > 0;
+        END LOOP;
+    END IF;
+
     FOR c IN
         SELECT p.id, p.name, x.name AS qname, coalesce(x.lease_time, 60) AS lease_time,
                coalesce(x.delayed_processing, 0) AS delayed_processing,
                coalesce(x.window_buffer, 0) AS window_buffer, m.subscription_mode,
                m.subscription_timestamp
-        FROM queen.queues x
+        FROM unnest(v_cands) WITH ORDINALITY AS u(id, ord)
+        JOIN queen.log_partitions p ON p.id = u.id
+        JOIN queen.queues x ON x.id = p.queue_id
         JOIN queen.consumer_groups_metadata m
           ON m.tenant_id = p_tenant AND m.consumer_group = v_group AND m.queue_id = x.id
          AND m.partition_name = '' AND m.namespace = '' AND m.task = ''
-        JOIN queen.log_partitions p ON p.queue_id = x.id
-        LEFT JOIN queen.log_consumers k ON k.partition_id = p.id AND k.consumer_group = v_group
-        WHERE x.id = ANY (v_qids)
-          AND p.last_write_at >= coalesce(
-                  (SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                   WHERE w.queue_id = x.id AND w.consumer_group = v_group),
-                  'epoch') - interval '2 minutes'
-          AND (k.partition_id IS NULL
-               OR (p.last_offset > k.committed
-                   AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())))
-        ORDER BY random()
-        LIMIT CASE WHEN v_maxp >= 128 THEN 512 ELSE least(greatest(v_maxp * 4, 64), 512) END
+        ORDER BY u.ord
     LOOP
         v_got := 0;
         FOR s IN
@@ -1136,9 +1216,14 @@ $$;
 -- pop_gate_v1: what a pop of a queue with min_pop_wait_time needs before it
 -- claims anything: the queue's min_pop_wait_time (ms) and how many retained
 -- messages the group has not consumed in partitions whose lease is free (the
--- named one, or all). Watermark arithmetic only, no segment is read; a group with
--- no cursor on a partition counts its whole retained range (a hint: the pop that
--- follows decides). Missing queue: (0, 0).
+-- named one, or, for any partition, those of the first 4096 entries of the
+-- index of partitions with data, qn.partition_pending, in its order: a sum
+-- over every partition of the queue read a million rows per gated pop).
+-- Watermark arithmetic only, no segment is read; a group with no cursor on a
+-- partition counts its whole retained range (a hint: the pop that follows
+-- decides; past 4096 entries, or for data the index does not hold, it is a
+-- lower bound, and an under-full pop is then held at most min_pop_wait_time).
+-- Missing queue: (0, 0).
 CREATE OR REPLACE FUNCTION qn.pop_gate_v1(
     p_queue     TEXT,
     p_partition TEXT,
@@ -1147,24 +1232,44 @@ CREATE OR REPLACE FUNCTION qn.pop_gate_v1(
 RETURNS TABLE (r_pending INT8, r_min_wait INT4)
 LANGUAGE plpgsql STABLE
 AS $$
+DECLARE
+    v_group TEXT := coalesce(nullif(p_group, ''), '__QUEUE_MODE__');
+    v_part  TEXT := nullif(p_partition, '');
+    v_qid   UUID;
+    v_wait  INT4;
 BEGIN
+    SELECT q.id, q.min_pop_wait_time INTO v_qid, v_wait
+    FROM queen.queues q
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 0::INT8, 0;
+        RETURN;
+    END IF;
+    IF v_part IS NOT NULL THEN
+        RETURN QUERY
+            SELECT coalesce(sum(greatest(p.last_offset
+                                         - greatest(coalesce(k.committed, -1), p.log_start - 1),
+                                         0)), 0)::INT8, v_wait
+            FROM queen.log_partitions p
+            LEFT JOIN queen.log_consumers k
+                   ON k.partition_id = p.id AND k.consumer_group = v_group
+            WHERE p.queue_id = v_qid AND p.name = v_part
+              AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now());
+        RETURN;
+    END IF;
     RETURN QUERY
-        SELECT coalesce((
-                   SELECT sum(greatest(p.last_offset
-                                       - greatest(coalesce(k.committed, -1), p.log_start - 1), 0))
-                   FROM queen.log_partitions p
-                   LEFT JOIN queen.log_consumers k
-                     ON k.partition_id = p.id
-                    AND k.consumer_group = coalesce(nullif(p_group, ''), '__QUEUE_MODE__')
-                   WHERE p.queue_id = q.id
-                     AND (nullif(p_partition, '') IS NULL OR p.name = p_partition)
-                     AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())), 0)::INT8,
-               q.min_pop_wait_time
-        FROM queen.queues q
-        WHERE q.tenant_id = p_tenant AND q.name = p_queue
-        UNION ALL
-        SELECT 0::INT8, 0
-        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
-                          WHERE q.tenant_id = p_tenant AND q.name = p_queue);
+        SELECT coalesce(sum(e.n), 0)::INT8, v_wait
+        FROM (SELECT pp.partition_id AS id FROM qn.partition_pending pp
+              WHERE pp.queue_id = v_qid
+              ORDER BY pp.queue_id, pp.ord LIMIT 4096) h
+        CROSS JOIN LATERAL (
+            SELECT greatest(p.last_offset
+                            - greatest(coalesce(k.committed, -1), p.log_start - 1), 0) AS n
+            FROM queen.log_partitions p
+            LEFT JOIN queen.log_consumers k
+                   ON k.partition_id = p.id AND k.consumer_group = v_group
+            WHERE p.id = h.id
+              AND (k.lease_expires_at IS NULL OR k.lease_expires_at <= now())
+            OFFSET 0) e;
 END;
 $$;

@@ -1225,6 +1225,87 @@ START_TEST(test_sweep_finds_uncovered_data)
 }
 END_TEST
 
+/* Shared buffers one statement touched, nested statements included. */
+static int64_t stmt_blocks(PGconn *c, const char *sql)
+{
+    PQclear(qt_q(c, "CREATE OR REPLACE FUNCTION pg_temp.sblks(s TEXT) RETURNS INT8 "
+                    "LANGUAGE plpgsql AS $f$ DECLARE j JSON; BEGIN "
+                    "EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ' || s INTO j; "
+                    "RETURN (j->0->'Plan'->>'Shared Hit Blocks')::INT8 "
+                    "+ (j->0->'Plan'->>'Shared Read Blocks')::INT8; END $f$"));
+    return qt_i(c, "SELECT pg_temp.sblks($q$%s$q$)", sql);
+}
+
+/* The most buffers of three runs of sql (%s: the queue's namespace). */
+static int64_t most_blocks(PGconn *c, const char *fmt, const char *arg)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, fmt, arg);
+    int64_t most = 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t b = stmt_blocks(c, sql);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+/* Discovery, its empty-scan check and the pop gate do bounded work whatever
+ * the partition count: an empty discovery pop of a group at the end of every
+ * partition, and the gate of a group with no cursor, touch about as many
+ * buffers at 20,000 partitions as at 2,000. Before, the discovery candidate
+ * scan read every partition written since the floor (ordered at random),
+ * note_empty_scan every such partition once more, and pop_gate_v1 every
+ * partition of the queue. */
+START_TEST(test_discover_and_gate_bounded)
+{
+    PGconn *c = qt_connect();
+    wide_queue(c, "dsmall.t", 2000);
+    wide_queue(c, "dlarge.t", 20000);
+    PQclear(qt_q(c, "ANALYZE queen.log_partitions"));
+    PQclear(qt_q(c, "ANALYZE qn.partition_pending"));
+    static const char gate[] = "SELECT * FROM qn.pop_gate_v1('%s.t', NULL, 'gate')";
+    int64_t gs = most_blocks(c, gate, "dsmall"), gl = most_blocks(c, gate, "dlarge");
+    ck_assert_msg(gs > 0 && gl <= 3 * gs, "pop gate: %lld buffers at 2,000, %lld at 20,000",
+                  (long long)gs, (long long)gl);
+    ck_assert_int_ge(qt_i(c, "SELECT r_pending FROM qn.pop_gate_v1('dsmall.t', NULL, 'gate')"),
+                     2001);
+    static const char disc[] = "SELECT * FROM qn.pop_discover_v1('%s', 't', 'ge', 10, 0, 0, 0, 0, "
+                               "'w', false, 1, 'all', NULL)";
+    const char *qs[2] = {"dsmall", "dlarge"};
+    for (int i = 0; i < 2; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, disc, qs[i]);
+        PQclear(qt_q(c, "%s", sql));
+        ck_assert_int_gt(
+            qt_i(c, "SELECT qn.seek_consumer_group_v1('ge', '%s.t', NULL, true, NULL)", qs[i]),
+            2000);
+        char qn[64];
+        snprintf(qn, sizeof qn, "%s.t", qs[i]);
+        ck_assert_int_eq(pending_rows(c, qn), 0);
+        /* the floor's check runs again: stale watermarks */
+        PQclear(qt_q(c, "UPDATE queen.consumer_watermarks SET updated_at = now() - interval '1 "
+                        "hour' WHERE consumer_group = 'ge'"));
+    }
+    /* the seeks' deleted index entries vacuumed, as autovacuum will */
+    PQclear(qt_q(c, "VACUUM qn.partition_pending"));
+    int64_t ds = most_blocks(c, disc, "dsmall"), dl = most_blocks(c, disc, "dlarge");
+    ck_assert_msg(ds > 0 && dl <= 2 * ds, "empty discovery: %lld buffers at 2,000, %lld at 20,000",
+                  (long long)ds, (long long)dl);
+    char sql[512];
+    snprintf(sql, sizeof sql, disc, "dlarge");
+    PGresult *r = qt_q(c, "%s", sql);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    /* new data is found through the index */
+    qt_push1(c, "dlarge.t", "zz", "n", 0, 2);
+    r = qt_q(c, "%s", sql);
+    ck_assert_int_eq(qt_taken(r), 2);
+    ck_assert_str_eq(qt_gs(r, 0, "r_partition"), "zz");
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 Suite *qt_suite_pop(void)
 {
     Suite *s = suite_create("pop");
@@ -1253,6 +1334,7 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_empty_pop_bounded_at_the_end);
     tcase_add_test(tc, test_sweep_finds_uncovered_data);
     tcase_add_test(tc, test_has_pending_past_the_windows);
+    tcase_add_test(tc, test_discover_and_gate_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
