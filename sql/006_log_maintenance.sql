@@ -34,6 +34,8 @@
 -- (cost follows deletable work, not the partition count). Cutoffs are computed
 -- from the queue's configuration and the caller's single p_now per cycle.
 -- Phase 1 retention, 2 sidecar purge, 3 max-wait eviction. NULL cutoff = rule off.
+-- Queues DeleteQueue is deleting (the reserved tenant ...dead) are left to its
+-- steps (a retention step there would only contend for the same rows).
 CREATE OR REPLACE FUNCTION qn.maint_worklist_v1(p_now TIMESTAMPTZ, p_phase INT2, p_limit INT4)
 RETURNS TABLE (r_pid UUID, r_all_cutoff TIMESTAMPTZ, r_completed_cutoff TIMESTAMPTZ,
                r_cutoff TIMESTAMPTZ)
@@ -53,7 +55,8 @@ BEGIN
                           THEN p_now - make_interval(secs => y.completed_retention_seconds) END AS comp_c
               FROM queen.queues y
               WHERE y.retention_enabled
-                AND (y.retention_seconds > 0 OR y.completed_retention_seconds > 0)) q
+                AND (y.retention_seconds > 0 OR y.completed_retention_seconds > 0)
+                AND y.tenant_id <> '00000000-0000-0000-0000-00000000dead') q
         CROSS JOIN LATERAL (
             SELECT p.id, p.oldest_live_at
             FROM queen.log_partitions p
@@ -74,7 +77,8 @@ BEGIN
                      p_now - make_interval(secs => greatest(y.dedup_window_seconds,
                                                             y.completed_retention_seconds,
                                                             900)) AS cut
-              FROM queen.queues y) q
+              FROM queen.queues y
+              WHERE y.tenant_id <> '00000000-0000-0000-0000-00000000dead') q
         CROSS JOIN LATERAL (
             SELECT p.id, p.oldest_txn_at
             FROM queen.log_partitions p
@@ -90,7 +94,8 @@ BEGIN
         SELECT x.id, NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ, q.cut
         FROM (SELECT y.id, p_now - make_interval(secs => y.max_wait_time_seconds) AS cut
               FROM queen.queues y
-              WHERE y.max_wait_time_seconds > 0) q
+              WHERE y.max_wait_time_seconds > 0
+                AND y.tenant_id <> '00000000-0000-0000-0000-00000000dead') q
         CROSS JOIN LATERAL (
             SELECT p.id, p.oldest_live_at
             FROM queen.log_partitions p
