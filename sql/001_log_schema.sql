@@ -136,7 +136,13 @@ CREATE TABLE IF NOT EXISTS qn.queue_deleting (
     name       TEXT NOT NULL,
     started_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS queue_deleting_name ON qn.queue_deleting (tenant_id, name);
+DO $$
+BEGIN
+    IF to_regclass('qn.queue_deleting_name') IS NULL THEN
+        CREATE INDEX queue_deleting_name ON qn.queue_deleting (tenant_id, name);
+    END IF;
+END;
+$$;
 
 CREATE TABLE IF NOT EXISTS qn.stats_sweep (
     one     BOOL PRIMARY KEY DEFAULT true CHECK (one),
