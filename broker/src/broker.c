@@ -1,8 +1,17 @@
 /*
- * broker.c - the serving process: one libevent loop with the gRPC server, the
- * health and reflection services, the HTTP side port (metrics, health, the web
- * console, gRPC-Web: http_routes.c), the metrics registry, the modules it is
- * given (the product's are in modules.c) and the signals that end it.
+ * broker.c - the serving process: QUEEN_WORKERS libevent loops, each on its own
+ * thread with its own gRPC server, health and reflection services, credentials
+ * and an instance of every module it is given (the product's are in modules.c);
+ * worker 0 runs on the main thread and also holds the listeners, the HTTP side
+ * port (metrics, health, the web console, gRPC-Web: http_routes.c), the metrics
+ * registry and the signals that end the process.
+ *
+ * Workers: worker 0 accepts every connection and hands them round-robin to the
+ * loops (a socket travels to its loop's inbox and is served there for its whole
+ * life; a full inbox keeps it on worker 0). Each worker is started and has
+ * published its module state (loops.h) before the next starts and before
+ * anything listens. With QUEEN_WORKERS=1 there is no thread, no inbox and no
+ * handoff: the process is the single loop it always was.
  *
  * Does: load the credentials and keys (security.h) and put their gate on the
  * server (gRPC and gRPC-Web calls alike), start the modules in order, listen,
@@ -15,6 +24,10 @@
  * loop), block once the loop runs, know what a module does.
  *
  * Invariants:
+ *   0. A worker k > 0 is torn down on its own thread when its loop ends: inbox
+ *      closed (queued messages run, later posts are refused), server, modules,
+ *      services, loop; the main thread frees the inboxes only after joining
+ *      every worker, so no post ever reaches a freed inbox.
  *   1. Teardown runs in reverse: side port and server (cancel every call) ->
  *      modules -> routes, health and reflection -> metrics -> security ->
  *      loop, so no handler or collector runs on freed state and no call
@@ -22,17 +35,22 @@
  *   2. The loop ends within QUEEN_SHUTDOWN_TIMEOUT_MS of the first signal (the
  *      server's shutdown is bounded by it).
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 
 #include "broker.h"
+#include "engine/inbox.h"
 #include "http_routes.h"
 #include "log.h"
+#include "loops.h"
 #include "obs/metrics.h"
 #include "queen/error.h"
 #include "queen/store.h"
@@ -48,10 +66,37 @@
  * QUEEN_METRICS_MAX_QUEUES / _GROUPS well below this). */
 #define MAX_SERIES_PER_FAMILY 200000
 
+struct run;
+
+/* One event loop and what it owns. Worker 0's fields live in struct run too. */
+struct worker {
+    struct run *r;
+    unsigned idx;
+    pthread_t thread;
+    bool thread_started;
+    struct qn_broker_ctx ctx;
+    qn_reflection *refl;
+    void *state[MAX_MODULES];
+    size_t nstarted;
+    struct event *shutdown_ev; /* activated by the main thread: the first signal */
+    struct event *hup_ev;      /* activated by the main thread: SIGHUP */
+    int64_t shutdown_left_ms;  /* written before shutdown_ev is activated */
+    /* start handshake with the main thread (under r->mu) */
+    bool start_done;
+    int start_rc;
+};
+
+struct qn_loops {
+    unsigned n;
+    struct qn_inbox *inbox[QN_MAX_WORKERS]; /* NULL with one worker */
+    void *module_state[QN_MAX_WORKERS];     /* published at start */
+};
+
 struct run {
     struct qn_broker_ctx ctx;
     const struct qn_broker_module *mods[MAX_MODULES];
     void *state[MAX_MODULES];
+    size_t nmods;
     size_t nstarted;
     int signals;       /* signals received */
     int64_t signal_ms; /* when the first arrived */
@@ -59,7 +104,247 @@ struct run {
     bool wrote_port_file;
     qn_side *side;                 /* the HTTP side port */
     struct qn_http_routes *routes; /* its plain routes */
+    /* workers 1..n-1 (worker 0 is the fields above, on the main thread) */
+    struct qn_loops loops;
+    struct worker *workers[QN_MAX_WORKERS];
+    uint64_t next_loop; /* round-robin position of the next accepted socket (worker 0 only) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 };
+
+unsigned qn_loops_count(const struct qn_loops *l)
+{
+    return l->n;
+}
+
+int qn_loops_post(struct qn_loops *l, unsigned k, qn_inbox_fn fn, void *arg)
+{
+    if (k >= l->n || l->inbox[k] == NULL)
+        return QN_EINVAL;
+    return qn_inbox_post(l->inbox[k], fn, arg);
+}
+
+void *qn_loops_module_state(const struct qn_loops *l, unsigned k)
+{
+    return k < l->n ? l->module_state[k] : NULL;
+}
+
+void qn_loops_set_module_state(struct qn_loops *l, unsigned k, void *state)
+{
+    if (k < l->n)
+        l->module_state[k] = state;
+}
+
+/* ---------------------------------------------------------------- workers > 0 */
+
+/* A socket on its way to another loop. */
+struct adopt_msg {
+    struct worker *w;
+    int fd;
+    bool tls;
+    int salen;
+    struct sockaddr_storage sa;
+};
+
+static void adopt_run(void *arg)
+{
+    struct adopt_msg *a = arg;
+    qn_rpc_server_adopt(a->w->ctx.server, a->fd, (struct sockaddr *)&a->sa, a->salen, a->tls);
+    free(a);
+}
+
+/* Worker 0's listener accepted a socket: every n-th stays, the others go to
+ * their loop's inbox in turn. A socket whose inbox is full stays here. */
+static bool handoff(void *ud, int fd, const struct sockaddr *sa, int salen, bool tls)
+{
+    struct run *r = ud;
+    unsigned k = (unsigned)(r->next_loop++ % r->loops.n);
+    if (k == 0 || salen < 0 || (size_t)salen > sizeof(struct sockaddr_storage))
+        return false;
+    struct adopt_msg *a = malloc(sizeof *a);
+    if (a == NULL)
+        return false;
+    a->w = r->workers[k];
+    a->fd = fd;
+    a->tls = tls;
+    a->salen = salen;
+    memcpy(&a->sa, sa, (size_t)salen);
+    if (qn_loops_post(&r->loops, k, adopt_run, a) != QN_OK) {
+        free(a);
+        return false;
+    }
+    return true;
+}
+
+static void worker_drained(void *ud)
+{
+    struct worker *w = ud;
+    event_base_loopexit(w->ctx.base, NULL);
+}
+
+/* The first signal, on worker w's loop: the same steps as worker 0's. */
+static void worker_on_shutdown(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct worker *w = arg;
+    qn_health_set_all(w->ctx.health, false);
+    for (size_t i = 0; i < w->nstarted; i++)
+        if (w->r->mods[i]->shutdown)
+            w->r->mods[i]->shutdown(w->state[i]);
+    qn_rpc_server_shutdown(w->ctx.server, (int)w->shutdown_left_ms, worker_drained, w);
+}
+
+static void worker_on_hup(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct worker *w = arg;
+    qn_security_reload(w->ctx.security);
+}
+
+static int worker_setup(struct worker *w)
+{
+    const struct qn_config *cfg = w->ctx.cfg;
+    int rc;
+    w->ctx.base = event_base_new();
+    if (w->ctx.base == NULL)
+        return QN_EINTERNAL;
+    /* a registry of its own: no series is shared between threads (the side
+     * port renders worker 0's) */
+    if ((rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &w->ctx.metrics)) != QN_OK)
+        return rc;
+    if ((rc = qn_rpc_server_new(w->ctx.base, cfg, &w->ctx.server)) != QN_OK)
+        return rc;
+    if ((rc = qn_rpc_server_set_metrics(w->ctx.server, w->ctx.metrics)) != QN_OK)
+        return rc;
+    if ((rc = qn_security_new(w->ctx.base, cfg, &w->ctx.security)) != QN_OK)
+        return rc;
+    if (qn_security_auth_on(w->ctx.security))
+        qn_rpc_server_set_gate(w->ctx.server, qn_security_gate, w->ctx.security);
+    if ((rc = qn_health_new(w->ctx.server, &w->ctx.health)) != QN_OK)
+        return rc;
+    if ((rc = qn_reflection_new(w->ctx.server, &w->refl)) != QN_OK)
+        return rc;
+    qn_health_set_serving(w->ctx.health, "", true);
+    if ((rc = qn_health_set_serving(w->ctx.health, "grpc.health.v1.Health", true)) != QN_OK)
+        return rc;
+    w->shutdown_ev = event_new(w->ctx.base, -1, 0, worker_on_shutdown, w);
+    w->hup_ev = event_new(w->ctx.base, -1, 0, worker_on_hup, w);
+    if (w->shutdown_ev == NULL || w->hup_ev == NULL)
+        return QN_ENOMEM;
+    if ((rc = qn_inbox_new(w->ctx.base, (size_t)cfg->worker_inbox, &w->r->loops.inbox[w->idx])) !=
+        QN_OK)
+        return rc;
+    for (size_t i = 0; i < w->r->nmods; i++) {
+        rc = w->r->mods[i]->start(&w->ctx, &w->state[i]);
+        if (rc != QN_OK) {
+            QN_ERROR("module %s failed to start on worker %u: %s", w->r->mods[i]->name, w->idx,
+                     qn_strerror(rc));
+            return rc;
+        }
+        w->nstarted++;
+    }
+    return QN_OK;
+}
+
+static void worker_teardown(struct worker *w)
+{
+    /* queued messages run while the server and the modules are alive; later
+     * posts are refused */
+    qn_inbox_close(w->r->loops.inbox[w->idx]);
+    qn_rpc_server_free(w->ctx.server);
+    w->ctx.server = NULL;
+    while (w->nstarted > 0) {
+        w->nstarted--;
+        if (w->r->mods[w->nstarted]->stop)
+            w->r->mods[w->nstarted]->stop(w->state[w->nstarted]);
+    }
+    qn_reflection_free(w->refl);
+    qn_health_free(w->ctx.health);
+    qn_metrics_free(w->ctx.metrics);
+    qn_security_free(w->ctx.security);
+    if (w->shutdown_ev)
+        event_free(w->shutdown_ev);
+    if (w->hup_ev)
+        event_free(w->hup_ev);
+    w->shutdown_ev = w->hup_ev = NULL;
+    if (w->ctx.base)
+        event_base_free(w->ctx.base);
+    w->ctx.base = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    int rc = worker_setup(w);
+    pthread_mutex_lock(&w->r->mu);
+    w->start_done = true;
+    w->start_rc = rc;
+    pthread_cond_broadcast(&w->r->cv);
+    pthread_mutex_unlock(&w->r->mu);
+    /* the loop has no listener: it lives on its inbox and timers until told */
+    if (rc == QN_OK && event_base_loop(w->ctx.base, EVLOOP_NO_EXIT_ON_EMPTY) < 0)
+        QN_ERROR("event loop of worker %u failed", w->idx);
+    worker_teardown(w);
+    return NULL;
+}
+
+/* Starts worker k and waits until its modules started (or failed). */
+static int worker_start(struct run *r, unsigned k)
+{
+    struct worker *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return QN_ENOMEM;
+    r->workers[k] = w;
+    w->r = r;
+    w->idx = k;
+    w->ctx.cfg = r->ctx.cfg;
+    w->ctx.worker = k;
+    w->ctx.nworkers = r->loops.n;
+    w->ctx.loops = &r->loops;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        QN_ERROR("cannot start worker %u", k);
+        return QN_EINTERNAL;
+    }
+    w->thread_started = true;
+    pthread_mutex_lock(&r->mu);
+    while (!w->start_done)
+        pthread_cond_wait(&r->cv, &r->mu);
+    int rc = w->start_rc;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* Ends every worker's loop (at once when `now`, else after its drain) and joins. */
+static void workers_stop(struct run *r, bool now)
+{
+    for (unsigned k = 1; k < r->loops.n; k++) {
+        struct worker *w = r->workers[k];
+        if (w == NULL || !w->thread_started)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        bool up = w->start_done && w->start_rc == QN_OK;
+        pthread_mutex_unlock(&r->mu);
+        if (up && now)
+            event_base_loopbreak(w->ctx.base);
+        else if (up && r->signals == 0)
+            event_base_loopexit(w->ctx.base, NULL); /* failed start or loop error: no drain */
+    }
+    for (unsigned k = 1; k < r->loops.n; k++) {
+        struct worker *w = r->workers[k];
+        if (w != NULL && w->thread_started)
+            pthread_join(w->thread, NULL);
+    }
+    for (unsigned k = 0; k < r->loops.n; k++) {
+        qn_inbox_free(r->loops.inbox[k]);
+        r->loops.inbox[k] = NULL;
+        free(r->workers[k]);
+        r->workers[k] = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- worker 0 */
 
 static void on_all_drained(void *ud)
 {
@@ -82,11 +367,18 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (r->signals++ > 0) {
         QN_WARN("second signal %d: stopping now", (int)sig);
         event_base_loopbreak(r->ctx.base);
+        for (unsigned k = 1; k < r->loops.n; k++)
+            event_base_loopbreak(r->workers[k]->ctx.base);
         return;
     }
     r->signal_ms = qn_store_now_ms();
     QN_INFO("signal %d: shutting down (up to %lld ms)", (int)sig,
             (long long)r->ctx.cfg->shutdown_timeout_ms);
+    /* every other loop drains its own connections in the same time */
+    for (unsigned k = 1; k < r->loops.n; k++) {
+        r->workers[k]->shutdown_left_ms = r->ctx.cfg->shutdown_timeout_ms;
+        event_active(r->workers[k]->shutdown_ev, 0, 0);
+    }
     qn_health_set_all(r->ctx.health, false);
     qn_http_routes_shutdown(r->routes);
     qn_side_shutdown(r->side);
@@ -102,6 +394,8 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
     (void)what;
     struct run *r = arg;
     qn_security_reload(r->ctx.security);
+    for (unsigned k = 1; k < r->loops.n; k++)
+        event_active(r->workers[k]->hup_ev, 0, 0);
 }
 
 static int write_port_file(const char *path, int port, int tls_port, int http_port)
@@ -135,6 +429,20 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     int rc = QN_OK;
 
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write is an error return, not a signal */
+
+    r.loops.n = cfg->workers < 1 ? 1 : (unsigned)cfg->workers;
+    r.ctx.worker = 0;
+    r.ctx.nworkers = r.loops.n;
+    r.ctx.loops = &r.loops;
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    /* loops wake each other (inboxes, shutdown): libevent's locks, before any base */
+    if (r.loops.n > 1 && evthread_use_pthreads() != 0) {
+        QN_ERROR("QUEEN_WORKERS=%u: libevent has no thread support", r.loops.n);
+        pthread_cond_destroy(&r.cv);
+        pthread_mutex_destroy(&r.mu);
+        return QN_EINTERNAL;
+    }
 
     r.ctx.base = event_base_new();
     if (r.ctx.base == NULL) {
@@ -182,6 +490,12 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         }
         r.mods[nmods++] = m;
     }
+    r.nmods = nmods;
+    if (r.loops.n > 1) {
+        rc = qn_inbox_new(r.ctx.base, (size_t)cfg->worker_inbox, &r.loops.inbox[0]);
+        if (rc != QN_OK)
+            goto out;
+    }
     for (size_t i = 0; i < nmods; i++) {
         rc = r.mods[i]->start(&r.ctx, &r.state[i]);
         if (rc != QN_OK) {
@@ -190,6 +504,18 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         }
         r.nstarted++;
     }
+    /* the other loops, one after the other: each has published its module state
+     * before the next starts and before anything listens (loops.h) */
+    for (unsigned k = 1; k < r.loops.n; k++) {
+        rc = worker_start(&r, k);
+        if (rc != QN_OK) {
+            QN_ERROR("worker %u failed to start: %s", k, qn_strerror(rc));
+            goto out;
+        }
+    }
+    if (r.loops.n > 1)
+        qn_rpc_server_set_handoff(r.ctx.server, handoff, &r);
+    QN_INFO("event loops workers=%u", r.loops.n);
 
     /* Before the ports are announced: a SIGTERM sent as soon as the port file
      * appears is a shutdown, never the default action. */
@@ -224,6 +550,9 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     }
 
 out:
+    /* queued messages run while worker 0's server and modules are alive; from
+     * now on other loops' posts to worker 0 are refused */
+    qn_inbox_close(r.loops.inbox[0]);
     qn_side_free(r.side); /* its calls live in the server's call set */
     qn_rpc_server_free(r.ctx.server);
     while (r.nstarted > 0) {
@@ -231,6 +560,8 @@ out:
         if (r.mods[r.nstarted]->stop)
             r.mods[r.nstarted]->stop(r.state[r.nstarted]);
     }
+    /* the other loops drained in the same time (on_signal), or end now */
+    workers_stop(&r, r.signals > 1);
     qn_http_routes_free(r.routes);
     qn_reflection_free(refl);
     qn_health_free(r.ctx.health);
@@ -245,5 +576,7 @@ out:
     event_base_free(r.ctx.base);
     if (r.wrote_port_file)
         unlink(cfg->port_file);
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
     return rc;
 }

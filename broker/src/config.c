@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "queen/error.h"
@@ -212,6 +213,12 @@ const struct qn_config_var qn_config_vars[] = {
      "the policy file's)"},
     {"QUEEN_ENCRYPTION_KEYRING", QN_CFG_STRING, "", 0, 0, OFF(encryption_keyring),
      "key ring file for queues with encryption_enabled (last key encrypts, all decrypt)"},
+    /* ---- workers: event loops (threads) and the inboxes between them */
+    {"QUEEN_WORKERS", QN_CFG_INT, "0", 0, QN_MAX_WORKERS, OFF(workers),
+     "event loops (threads), each with its own connections and database pool; 0 = the number "
+     "of online cores"},
+    {"QUEEN_WORKER_INBOX", QN_CFG_INT, "8192", 16, 1048576, OFF(worker_inbox),
+     "messages one loop's inbox holds (work from other loops); a full inbox is back-pressure"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 
@@ -420,6 +427,10 @@ int qn_config_load_from(struct qn_config *cfg, const char *(*get)(const char *na
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
         snprintf(err, errcap, "QUEEN_TLS_CERT and QUEEN_TLS_KEY must be set together");
         return QN_EINVAL;
+    }
+    if (cfg->workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->workers = n < 1 ? 1 : n > QN_MAX_WORKERS ? QN_MAX_WORKERS : n;
     }
     return check_security(cfg, err, errcap);
 }

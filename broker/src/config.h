@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Most event loops one broker runs (QUEEN_WORKERS). */
+#define QN_MAX_WORKERS 256
+
 struct qn_config {
     /* database */
     char *database_url;      /* QUEEN_DATABASE_URL, libpq conninfo */
@@ -110,6 +113,9 @@ struct qn_config {
     char *encryption_keyring;   /* QUEEN_ENCRYPTION_KEYRING */
     bool auth_jwt;              /* derived from QUEEN_AUTH: tokens accepted */
     bool auth_mtls;             /* derived from QUEEN_AUTH: client certificates accepted */
+    /* workers */
+    int64_t workers;      /* QUEEN_WORKERS (0 at load = online cores; >= 1 after) */
+    int64_t worker_inbox; /* QUEEN_WORKER_INBOX */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };

@@ -12,6 +12,7 @@
 #include "transport/health.h"
 
 struct event_base;
+struct qn_loops;
 struct qn_security;
 
 /* What a module gets at start: borrowed for the whole run. */
@@ -23,12 +24,19 @@ struct qn_broker_ctx {
     /* the process's metrics registry (the side port's /metrics) */
     qn_metrics *metrics;
     struct qn_security *security; /* credentials and keys (security.h) */
+    /* the loop this module instance runs on (QUEEN_WORKERS): worker 0 is the main
+     * thread with the side port, the signals and the process-wide duties (the
+     * maintenance loop); loops reaches the others (loops.h) */
+    unsigned worker;
+    unsigned nworkers;
+    struct qn_loops *loops;
 };
 
 /*
  * A part of the broker with a lifetime. Modules start in order after the server
  * is made (before it listens) and stop in reverse order after the server was
- * freed.
+ * freed. With several workers every worker starts its own instance of every
+ * module, on its own thread (ctx->worker), worker 0 first.
  */
 struct qn_broker_module {
     const char *name; /* NULL ends a module array */

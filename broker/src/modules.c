@@ -46,6 +46,7 @@
 #include "engine/waiters.h"
 #include "engine/cfusion.h"
 #include "log.h"
+#include "loops.h"
 #include "modules.h"
 #include "queen/error.h"
 #include "queen/segment.h"
@@ -61,6 +62,9 @@
 
 struct queue_module {
     struct qn_app app;
+    struct qn_loops *loops; /* the process's loops (loops.h) */
+    unsigned worker;        /* this instance's loop */
+    unsigned nworkers;
     qn_health *health;
     qn_boot_schema *boot;        /* applies the schema; NULL once it did */
     bool db_up;                  /* the pool has a connection (qn_store_on_state) */
@@ -122,12 +126,18 @@ static void on_store_state(void *ud, bool up)
         qn_fusion_store_up(m->app.fusion); /* pushes in doubt resolve now */
 }
 
-/* The pool's settings from the broker's configuration (QUEEN_DB_*). */
-static void store_config_from(struct qn_store_config *sc, const struct qn_config *cfg)
+/* The pool's settings from the broker's configuration (QUEEN_DB_*). With
+ * several workers QUEEN_DB_POOL_SIZE is the process's total, split evenly
+ * (rounded up) over the loops, each at least QUEEN_DB_WRITE_RESERVE + 1. */
+static void store_config_from(struct qn_store_config *sc, const struct qn_config *cfg,
+                              unsigned nworkers)
 {
     qn_store_config_defaults(sc);
     sc->conninfo = cfg->database_url;
-    sc->pool_size = (int)cfg->db_pool_size;
+    int64_t pool = (cfg->db_pool_size + nworkers - 1) / nworkers;
+    if (pool <= cfg->db_write_reserve)
+        pool = cfg->db_write_reserve + 1;
+    sc->pool_size = (int)pool;
     sc->stmt_timeout_ms = (int)cfg->stmt_timeout_ms;
     sc->write_reserve = (int)cfg->db_write_reserve;
     sc->call_timeout_ms = (int)cfg->db_call_timeout_ms;
@@ -180,8 +190,57 @@ static void schema_done(void *ud)
     set_serving(m);
     if (m->db_up)
         QN_INFO("database connected");
+    if (m->worker != 0)
+        return; /* one maintenance loop per process: worker 0's */
     if (maint_start(&m->app) != QN_OK)
         QN_ERROR("the broker serves without its maintenance loop (retention, cleanup)");
+}
+
+/* A commit on another loop, on its way to this one. */
+struct peer_commit {
+    struct qn_app *app; /* the receiving loop's */
+    uint8_t tenant[16];
+    char *queue;
+    char *partition;
+};
+
+static void peer_commit_run(void *arg)
+{
+    struct peer_commit *pc = arg;
+    if (pc->app->notifier != NULL && !pc->app->shutting_down)
+        qn_notifier_peer_committed(pc->app->notifier, pc->tenant, pc->queue, pc->partition);
+    free(pc->queue);
+    free(pc->partition);
+    free(pc);
+}
+
+/* Every commit of this loop wakes the waiters of the others (notifier.h). A
+ * full inbox drops the hint: the other loop hears the NOTIFY a moment later,
+ * and its waiters re-check anyway. */
+static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *queue,
+                             const char *partition)
+{
+    struct queue_module *m = ud;
+    for (unsigned k = 0; k < m->nworkers; k++) {
+        if (k == m->worker)
+            continue;
+        struct qn_app *peer = qn_loops_module_state(m->loops, k);
+        if (peer == NULL)
+            continue;
+        struct peer_commit *pc = calloc(1, sizeof *pc);
+        if (pc == NULL)
+            return;
+        pc->app = peer;
+        memcpy(pc->tenant, tenant, 16);
+        pc->queue = strdup(queue);
+        pc->partition = partition ? strdup(partition) : NULL;
+        if (pc->queue == NULL || (partition && pc->partition == NULL) ||
+            qn_loops_post(m->loops, k, peer_commit_run, pc) != QN_OK) {
+            free(pc->queue);
+            free(pc->partition);
+            free(pc);
+        }
+    }
 }
 
 static int queue_start(struct qn_broker_ctx *ctx, void **state)
@@ -194,6 +253,9 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     int rc;
     *state = m;
     m->health = ctx->health;
+    m->loops = ctx->loops;
+    m->worker = ctx->worker;
+    m->nworkers = ctx->nworkers < 1 ? 1 : ctx->nworkers;
     app->base = ctx->base;
     app->cfg = cfg;
     app->rpc = ctx->server;
@@ -208,7 +270,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return rc;
 
     struct qn_store_config sc;
-    store_config_from(&sc, cfg);
+    store_config_from(&sc, cfg, m->nworkers);
     sc.log = store_log;
     if ((rc = qn_store_new(ctx->base, &sc, &app->store)) != QN_OK) {
         QN_ERROR("cannot set up the database pool: %s", qn_strerror(rc));
@@ -228,7 +290,9 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return rc;
     if (cfg->dedup_cache) {
         struct qn_dedup_config dc;
-        qn_dedup_config_defaults(&dc, (size_t)cfg->dedup_cache_mb << 20);
+        /* QUEEN_DEDUP_CACHE_MB is the process's: each loop's shard gets its share */
+        size_t mb = (size_t)cfg->dedup_cache_mb / m->nworkers;
+        qn_dedup_config_defaults(&dc, (mb < 1 ? 1 : mb) << 20);
         if ((rc = qn_dedup_new(app->base, app->store, &dc, &app->dedup)) != QN_OK)
             return rc;
         struct qn_fusion_dedup_hooks hooks = {qn_dedup_verified, qn_dedup_vouched_for,
@@ -241,6 +305,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     }
     qn_notifier_set_cfusion(app->notifier, app->cfusion);
     qn_fusion_on_commit(app->fusion, qn_notifier_committed, app->notifier);
+    if (m->nworkers > 1 && m->loops != NULL)
+        qn_notifier_set_peers(app->notifier, broadcast_commit, m);
     if ((rc = qn_pop_gates_new(&app->gates)) != QN_OK)
         return rc;
     if ((rc = qn_crypt_new(app, &app->crypt)) != QN_OK)
@@ -259,6 +325,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return QN_ENOMEM;
     struct timeval tv = {RATES_INTERVAL_S, 0};
     event_add(m->rates, &tv);
+    if (m->nworkers > 1 && m->loops != NULL)
+        qn_loops_set_module_state(m->loops, m->worker, app);
     /* Listening starts now; the schema is applied off the loop, retried until
      * the database answers (schema_done). */
     if ((rc = qn_boot_schema_start(ctx->base, cfg->database_url, cfg->db_start_retry_max_ms,

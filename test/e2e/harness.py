@@ -18,6 +18,7 @@ A suite needs only:
 
 import collections
 import os
+import re
 import shutil
 import signal
 import socket
@@ -194,6 +195,9 @@ class Broker:
     def start(self, timeout=60):
         binary = os.environ["QN_TEST_BROKER" if self.kind == "test" else "QN_BROKER"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
+        # the suites run with the event loops of the caller (`QUEEN_WORKERS=1 ctest`)
+        if os.environ.get("QUEEN_WORKERS"):
+            env["QUEEN_WORKERS"] = os.environ["QUEEN_WORKERS"]
         port_file = os.path.join(self.dir, "ports")
         env.update({
             "QUEEN_PORT": "0",
@@ -229,7 +233,9 @@ class Broker:
         if self.kind == "product" and self.extra.get("QN_NO_WAIT_DB") is None:
             # The product listens before its database pool is up and reports
             # NOT_SERVING meanwhile; tests start from a serving broker.
-            while not self._logged(b"database connected"):
+            # every event loop has its own pool: wait for each (broker.c logs
+            # "event loops workers=N" before it listens)
+            while not self._all_loops_connected():
                 if self.proc.poll() is not None:
                     raise RuntimeError("broker exited with %d:\n%s" % (self.proc.returncode, self.log_text()))
                 if time.monotonic() > deadline:
@@ -237,6 +243,17 @@ class Broker:
                     raise RuntimeError("broker never connected to its database:\n" + self.log_text())
                 time.sleep(0.02)
         return self
+
+    def workers(self):
+        """The broker's event loops, from its "event loops workers=N" line (None before)."""
+        m = re.search(rb"event loops workers=(\d+)", open(self.log_path, "rb").read())
+        return int(m.group(1)) if m else None
+
+    def _all_loops_connected(self):
+        n = self.workers()
+        if n is None:
+            return False
+        return open(self.log_path, "rb").read().count(b"database connected") >= n
 
     def _logged(self, needle):
         with open(self.log_path, "rb") as f:

@@ -32,6 +32,8 @@ struct qn_notifier {
     qn_store *store;            /* borrowed */
     struct qn_waiters *waiters; /* borrowed */
     struct qn_cfusion *cfusion; /* borrowed; NULL allowed */
+    qn_notifier_peer_fn peers;  /* the process's other loops; NULL: none */
+    void *peers_ud;
     struct event *timer;
     bool armed;
     char *queues[QN_NOTIFY_MAX_QUEUES];        /* owned copies */
@@ -80,18 +82,32 @@ static void notify_flush(evutil_socket_t fd, short what, void *ud)
     drop_queues(nt);
 }
 
-void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue,
-                           const char *partition)
+void qn_notifier_peer_committed(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,
+                                const char *partition)
 {
-    struct qn_notifier *nt = ud;
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h), and nobody of a group whose
-     * lease there a consumer of this broker holds (its release hints: cfusion.h) */
+     * lease there a consumer of this loop holds (its release hints: cfusion.h) */
     if (nt->cfusion != NULL)
         qn_cfusion_commit_feed(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
                                qn_store_now_ms());
     else
         qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
+}
+
+void qn_notifier_set_peers(struct qn_notifier *nt, qn_notifier_peer_fn fn, void *ud)
+{
+    nt->peers = fn;
+    nt->peers_ud = ud;
+}
+
+void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue,
+                           const char *partition)
+{
+    struct qn_notifier *nt = ud;
+    qn_notifier_peer_committed(nt, tenant, queue, partition);
+    if (nt->peers != NULL)
+        nt->peers(nt->peers_ud, tenant, queue, partition);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
         known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;

@@ -54,6 +54,23 @@ void qn_notifier_set_cfusion(struct qn_notifier *n, struct qn_cfusion *cf);
 void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue,
                            const char *partition);
 
+/*
+ * The other event loops of this process (QUEEN_WORKERS > 1): every commit
+ * qn_notifier_committed hears is also given to fn (ud borrowed until
+ * qn_notifier_free; NULL fn: none), which carries it to the other loops, where
+ * qn_notifier_peer_committed wakes their waiters at once instead of after the
+ * NOTIFY round trip.
+ */
+typedef void (*qn_notifier_peer_fn)(void *ud, const uint8_t tenant[16], const char *queue,
+                                    const char *partition);
+void qn_notifier_set_peers(struct qn_notifier *n, qn_notifier_peer_fn fn, void *ud);
+
+/* Another loop of this process committed to (tenant, queue, partition): wakes
+ * this loop's waiters as a local commit would (no NOTIFY: the committing loop
+ * sends it). */
+void qn_notifier_peer_committed(struct qn_notifier *n, const uint8_t tenant[16], const char *queue,
+                                const char *partition);
+
 /* Stops listening, drops what was queued for NOTIFY and frees. Before the store
  * and the waiters are freed. NULL allowed. */
 void qn_notifier_free(struct qn_notifier *n);

@@ -163,6 +163,8 @@ struct qn_net {
     uint64_t closed_slow;   /* closed by the handshake or preface deadline */
     uint64_t closed_output; /* closed by the output limits */
     struct qn_net_stats stats;
+    qn_net_handoff_fn handoff; /* NULL: every accepted socket stays here */
+    void *handoff_ud;
 };
 
 static int64_t now_ms(void)
@@ -699,10 +701,10 @@ static void peer_name(const struct sockaddr *sa, socklen_t len, char *out, size_
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
-static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
-                      int salen, void *arg)
+/* A socket accepted here or handed over by another loop's net: caps, then a
+ * connection on this net's loop. Takes fd. */
+static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *sa, int salen)
 {
-    struct listener *li = arg;
     qn_net *n = li->net;
     if (n->nlive >= n->max_connections) {
         if (n->refused++ % 1000 == 0)
@@ -780,6 +782,41 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     if (c->state == CONN_OPEN)
         conn_flush(c);
+}
+
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)lev;
+    struct listener *li = arg;
+    qn_net *n = li->net;
+    /* another loop's turn (broker.c spreads connections round-robin) */
+    if (n->handoff != NULL && n->handoff(n->handoff_ud, fd, sa, salen, li->tls))
+        return;
+    accept_fd(li, fd, sa, salen);
+}
+
+void qn__net_set_handoff(qn_net *n, qn_net_handoff_fn fn, void *ud)
+{
+    n->handoff = fn;
+    n->handoff_ud = ud;
+}
+
+void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls)
+{
+    struct listener *li = tls ? &n->secure : &n->plain;
+    if ((tls && n->ssl_ctx == NULL) || salen < 0 ||
+        (size_t)salen > sizeof(struct sockaddr_storage)) {
+        evutil_closesocket(fd);
+        return;
+    }
+    struct sockaddr_storage ss;
+    memcpy(&ss, sa, (size_t)salen);
+    if (evutil_make_socket_nonblocking(fd) != 0) {
+        evutil_closesocket(fd);
+        return;
+    }
+    accept_fd(li, fd, (struct sockaddr *)&ss, salen);
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *arg)

@@ -32,6 +32,7 @@
 #include <sys/types.h>
 
 struct event_base;
+struct sockaddr;
 struct qn_config;
 
 typedef struct qn_net qn_net;
@@ -87,6 +88,18 @@ struct qn_net_handler {
  * (logged). */
 int qn__net_new(struct event_base *base, const struct qn_config *cfg,
                 const struct qn_net_handler *h, qn_net **out);
+/*
+ * A socket just accepted on this net's listener (tls: the TLS one): return true
+ * to take it (fd, and sa copied before returning, are the callee's: it hands them
+ * to another loop's net, qn__net_adopt), false to let this net serve it.
+ */
+typedef bool (*qn_net_handoff_fn)(void *ud, int fd, const struct sockaddr *sa, int salen, bool tls);
+/* Installs the handoff (NULL: none). Before listening. */
+void qn__net_set_handoff(qn_net *n, qn_net_handoff_fn fn, void *ud);
+/* Serves a socket another loop's listener accepted (on this net's loop): the
+ * same caps and setup as one accepted here. Takes fd (closed on failure). */
+void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls);
+
 /* Binds the listeners. QN_OK or QN_EIO (logged). */
 int qn__net_listen(qn_net *n);
 /* Bound port of the plain / TLS listener, -1 when none. */

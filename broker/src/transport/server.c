@@ -22,6 +22,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -144,6 +145,20 @@ bool qn_rpc_has_service(const qn_rpc_server *s, const char *service)
 int qn_rpc_server_listen(qn_rpc_server *s)
 {
     return qn__net_listen(s->net);
+}
+
+void qn_rpc_server_set_handoff(qn_rpc_server *s, qn_rpc_handoff_fn fn, void *ud)
+{
+    qn__net_set_handoff(s->net, fn, ud);
+}
+
+void qn_rpc_server_adopt(qn_rpc_server *s, int fd, const struct sockaddr *sa, int salen, bool tls)
+{
+    if (s->shutting_down) {
+        close(fd);
+        return;
+    }
+    qn__net_adopt(s->net, fd, sa, salen, tls);
 }
 
 int qn_rpc_server_port(const qn_rpc_server *s)

@@ -17,6 +17,7 @@
 #include "transport/call.h"
 
 struct event_base;
+struct sockaddr;
 struct qn_config;
 
 /*
@@ -43,6 +44,18 @@ bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
  * free port) and the TLS listener (when a certificate is configured). Returns
  * QN_OK or QN_EIO with a logged reason. */
 int qn_rpc_server_listen(qn_rpc_server *s);
+
+/*
+ * Spreading connections over loops (broker.c): the handoff hears every socket
+ * this server's listeners accept and returns true to take it (fd and sa are the
+ * callee's; it gives them to another loop's server with qn_rpc_server_adopt),
+ * false to let this server serve it. Install before listening; NULL: none.
+ */
+typedef bool (*qn_rpc_handoff_fn)(void *ud, int fd, const struct sockaddr *sa, int salen, bool tls);
+void qn_rpc_server_set_handoff(qn_rpc_server *s, qn_rpc_handoff_fn fn, void *ud);
+/* On s's loop: serves a socket another server accepted, under s's limits (a
+ * server shutting down closes it). Takes fd. */
+void qn_rpc_server_adopt(qn_rpc_server *s, int fd, const struct sockaddr *sa, int salen, bool tls);
 
 /* The ports actually bound (useful when the configured port was 0). -1 if none. */
 int qn_rpc_server_port(const qn_rpc_server *s);
