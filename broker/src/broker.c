@@ -107,7 +107,8 @@ struct run {
     /* workers 1..n-1 (worker 0 is the fields above, on the main thread) */
     struct qn_loops loops;
     struct worker *workers[QN_MAX_WORKERS];
-    uint64_t next_loop; /* round-robin position of the next accepted socket (worker 0 only) */
+    _Atomic size_t conns; /* live gRPC connections of every loop (QUEEN_MAX_CONNECTIONS) */
+    uint64_t next_loop;   /* round-robin position of the next accepted socket (worker 0 only) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -218,6 +219,7 @@ static int worker_setup(struct worker *w)
         return rc;
     if ((rc = qn_rpc_server_set_metrics(w->ctx.server, w->ctx.metrics)) != QN_OK)
         return rc;
+    qn_rpc_server_share_conn_count(w->ctx.server, &w->r->conns);
     if ((rc = qn_security_new(w->ctx.base, cfg, &w->ctx.security)) != QN_OK)
         return rc;
     if (qn_security_auth_on(w->ctx.security))
@@ -513,8 +515,10 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
             goto out;
         }
     }
-    if (r.loops.n > 1)
+    if (r.loops.n > 1) {
+        qn_rpc_server_share_conn_count(r.ctx.server, &r.conns);
         qn_rpc_server_set_handoff(r.ctx.server, handoff, &r);
+    }
     QN_INFO("event loops workers=%u", r.loops.n);
 
     /* Before the ports are announced: a SIGTERM sent as soon as the port file

@@ -12,6 +12,7 @@
  *   Bidi     echoes each message with a sequence number
  *   Stats    what the handlers saw (cancel reasons, pending peaks, open calls)
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "broker.h"
 #include "config.h"
 #include "log.h"
+#include "loops.h"
 #include "queen/error.h"
 #include "transport/call.h"
 #include "transport/server.h"
@@ -31,15 +33,22 @@
 typedef Queen__Test__V1__EchoRequest echo_req;
 typedef Queen__Test__V1__EchoReply echo_reply;
 
+/* What the handlers saw, for the whole process: every loop's module instance
+ * (QUEEN_WORKERS) counts into worker 0's. */
+struct test_counters {
+    _Atomic int64_t cancels[4]; /* closed, deadline, shutdown, badrequest */
+    _Atomic int64_t max_pending;
+    _Atomic int64_t drains;
+    _Atomic int64_t messages;
+    _Atomic int64_t open_calls;
+};
+
 struct test_state {
     struct event_base *base;
     qn_rpc_server *server;
     struct qn_method methods[6];
-    int64_t cancels[4]; /* closed, deadline, shutdown, badrequest */
-    int64_t max_pending;
-    int64_t drains;
-    int64_t messages;
-    int64_t open_calls;
+    struct test_counters own;    /* worker 0's: the process's */
+    struct test_counters *count; /* &own of worker 0's instance */
 };
 
 /* Per-call state of Hang, Stream, Collect and Bidi. */
@@ -63,7 +72,7 @@ static struct tcall *tcall_new(qn_call *call)
         abort(); /* test binary */
     t->ts = state_of(call);
     t->call = call;
-    t->ts->open_calls++;
+    t->ts->count->open_calls++;
     qn_call_set_data(call, t);
     return t;
 }
@@ -74,7 +83,7 @@ static void tcall_free(struct tcall *t)
         return;
     if (t->timer)
         event_free(t->timer);
-    t->ts->open_calls--;
+    t->ts->count->open_calls--;
     qn_call_set_data(t->call, NULL);
     free(t);
 }
@@ -91,16 +100,16 @@ static void on_cancel(qn_call *call, int reason)
     struct test_state *ts = state_of(call);
     switch (reason) {
     case QN_ECLOSED:
-        ts->cancels[0]++;
+        ts->count->cancels[0]++;
         break;
     case QN_EDEADLINE:
-        ts->cancels[1]++;
+        ts->count->cancels[1]++;
         break;
     case QN_ESHUTDOWN:
-        ts->cancels[2]++;
+        ts->count->cancels[2]++;
         break;
     case QN_EBADREQUEST:
-        ts->cancels[3]++;
+        ts->count->cancels[3]++;
         break;
     default:
         break;
@@ -123,7 +132,7 @@ static int reply(qn_call *call, const uint8_t *data, size_t len, int32_t seq, in
 static void echo(qn_call *call, ProtobufCMessage *msg)
 {
     echo_req *req = (echo_req *)msg;
-    state_of(call)->messages++;
+    state_of(call)->count->messages++;
     if (req->payload.len > 7 && memcmp(req->payload.data, "status:", 7) == 0) {
         char text[512];
         size_t n = req->payload.len - 7 < sizeof text - 1 ? req->payload.len - 7 : sizeof text - 1;
@@ -156,7 +165,7 @@ static void hang(qn_call *call, ProtobufCMessage *msg)
 {
     echo_req *req = (echo_req *)msg;
     struct tcall *t = tcall_new(call);
-    t->ts->messages++;
+    t->ts->count->messages++;
     if (req->delay_ms > 0) {
         t->timer = evtimer_new(t->ts->base, hang_timer, t);
         struct timeval tv = {req->delay_ms / 1000, (req->delay_ms % 1000) * 1000};
@@ -173,7 +182,7 @@ static void stream_drained(qn_call *call)
 {
     struct tcall *t = qn_call_data(call);
     if (t != NULL)
-        t->ts->drains++;
+        t->ts->count->drains++;
     stream_produce(call);
 }
 
@@ -188,8 +197,10 @@ static void stream_produce(qn_call *call)
     memset(buf, 's', (size_t)t->size);
     while (t->repeat == 0 || t->seq < t->repeat) {
         size_t pending = qn_call_pending_bytes(call);
-        if ((int64_t)pending > t->ts->max_pending)
-            t->ts->max_pending = (int64_t)pending;
+        int64_t peak = atomic_load(&t->ts->count->max_pending);
+        while ((int64_t)pending > peak &&
+               !atomic_compare_exchange_weak(&t->ts->count->max_pending, &peak, (int64_t)pending))
+            ;
         if (pending >= STREAM_HIGH) {
             free(buf);
             if (qn_call_on_drain(call, stream_drained) != QN_OK)
@@ -211,7 +222,7 @@ static void stream(qn_call *call, ProtobufCMessage *msg)
 {
     echo_req *req = (echo_req *)msg;
     struct tcall *t = tcall_new(call);
-    t->ts->messages++;
+    t->ts->count->messages++;
     t->repeat = req->repeat < 0 ? 0 : req->repeat;
     t->size = req->size < 0 ? 0 : req->size > (1 << 20) ? (1 << 20) : req->size;
     protobuf_c_message_free_unpacked(msg, NULL);
@@ -225,7 +236,7 @@ static void collect(qn_call *call, ProtobufCMessage *msg)
     struct tcall *t = qn_call_data(call);
     if (t == NULL)
         t = tcall_new(call);
-    t->ts->messages++;
+    t->ts->count->messages++;
     t->total += (int64_t)((echo_req *)msg)->payload.len;
     protobuf_c_message_free_unpacked(msg, NULL);
 }
@@ -244,7 +255,7 @@ static void bidi(qn_call *call, ProtobufCMessage *msg)
     struct tcall *t = qn_call_data(call);
     if (t == NULL)
         t = tcall_new(call);
-    t->ts->messages++;
+    t->ts->count->messages++;
     echo_req *req = (echo_req *)msg;
     int rc = reply(call, req->payload.data, req->payload.len, t->seq++, 0);
     protobuf_c_message_free_unpacked(msg, NULL);
@@ -271,16 +282,16 @@ static void stats(qn_call *call, ProtobufCMessage *msg)
     struct qn_rpc_stats rs;
     qn_rpc_server_stats(ts->server, &rs);
     Queen__Test__V1__StatsReply r = QUEEN__TEST__V1__STATS_REPLY__INIT;
-    r.cancel_closed = ts->cancels[0];
-    r.cancel_deadline = ts->cancels[1];
-    r.cancel_shutdown = ts->cancels[2];
-    r.cancel_badrequest = ts->cancels[3];
-    r.max_pending = ts->max_pending;
-    r.drains = ts->drains;
-    r.messages = ts->messages;
+    r.cancel_closed = ts->count->cancels[0];
+    r.cancel_deadline = ts->count->cancels[1];
+    r.cancel_shutdown = ts->count->cancels[2];
+    r.cancel_badrequest = ts->count->cancels[3];
+    r.max_pending = ts->count->max_pending;
+    r.drains = ts->count->drains;
+    r.messages = ts->count->messages;
     r.calls_open = rs.calls_open;
     r.connections_open = rs.connections_open;
-    r.open_test_calls = ts->open_calls;
+    r.open_test_calls = ts->count->open_calls;
     qn_call_send(call, &r.base);
     qn_call_finish(call, QN_GRPC_OK, NULL);
 }
@@ -294,6 +305,9 @@ static int test_start(struct qn_broker_ctx *ctx, void **state)
         return QN_ENOMEM;
     ts->base = ctx->base;
     ts->server = ctx->server;
+    /* worker 0 starts first and publishes its instance (loops.h) */
+    struct test_state *first = ctx->worker == 0 ? ts : qn_loops_module_state(ctx->loops, 0);
+    ts->count = first != NULL ? &first->own : &ts->own;
     const ProtobufCMessageDescriptor *req = &queen__test__v1__echo_request__descriptor;
     ts->methods[0] = (struct qn_method){
         .path = "/queen.test.v1.TestService/Echo", .request = req, .on_message = echo, .data = ts};
@@ -332,6 +346,8 @@ static int test_start(struct qn_broker_ctx *ctx, void **state)
         free(ts);
         return rc;
     }
+    if (ctx->worker == 0)
+        qn_loops_set_module_state(ctx->loops, 0, ts);
     *state = ts;
     return QN_OK;
 }

@@ -52,6 +52,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -163,7 +164,9 @@ struct qn_net {
     uint64_t closed_slow;   /* closed by the handshake or preface deadline */
     uint64_t closed_output; /* closed by the output limits */
     struct qn_net_stats stats;
-    qn_net_handoff_fn handoff; /* NULL: every accepted socket stays here */
+    _Atomic size_t *shared_live; /* the process's live connections (every loop's net);
+                                    NULL: nlive is the count QUEEN_MAX_CONNECTIONS caps */
+    qn_net_handoff_fn handoff;   /* NULL: every accepted socket stays here */
     void *handoff_ud;
 };
 
@@ -307,6 +310,8 @@ static void conn_kill(qn_conn *c, const char *why)
     peer_release(n, c);
     list_unlink(&n->live, c);
     n->nlive--;
+    if (n->shared_live != NULL)
+        atomic_fetch_sub(n->shared_live, 1);
     list_push(&n->dead, c);
     n->ndead++;
     event_active(n->reap_ev, 0, 0);
@@ -701,17 +706,19 @@ static void peer_name(const struct sockaddr *sa, socklen_t len, char *out, size_
     snprintf(out, cap, "%s:%s", host, serv);
 }
 
-/* A socket accepted here or handed over by another loop's net: caps, then a
- * connection on this net's loop. Takes fd. */
-static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *sa, int salen)
+static void refuse_over_max(qn_net *n, evutil_socket_t fd)
+{
+    if (n->refused++ % 1000 == 0)
+        QN_WARN("connection refused: QUEEN_MAX_CONNECTIONS (%zu) reached", n->max_connections);
+    evutil_closesocket(fd);
+}
+
+/* A socket accepted here or handed over by another loop's net, past the
+ * QUEEN_MAX_CONNECTIONS check: the per-peer cap, then a connection on this
+ * net's loop. Takes fd. True once it is a live connection (counted). */
+static bool conn_accept(struct listener *li, evutil_socket_t fd, struct sockaddr *sa, int salen)
 {
     qn_net *n = li->net;
-    if (n->nlive >= n->max_connections) {
-        if (n->refused++ % 1000 == 0)
-            QN_WARN("connection refused: QUEEN_MAX_CONNECTIONS (%zu) reached", n->max_connections);
-        evutil_closesocket(fd);
-        return;
-    }
     struct peer_key key;
     bool capped = n->peers != NULL && peer_key_of(sa, &key);
     if (capped && peer_count(n, &key) >= n->max_per_peer) {
@@ -722,7 +729,7 @@ static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *
                     n->max_per_peer, who);
         }
         evutil_closesocket(fd);
-        return;
+        return false;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -730,7 +737,7 @@ static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *
     qn_conn *c = calloc(1, sizeof *c);
     if (c == NULL) {
         evutil_closesocket(fd);
-        return;
+        return false;
     }
     c->net = n;
     c->h = li->h;
@@ -741,7 +748,7 @@ static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *
         if (ssl == NULL) {
             evutil_closesocket(fd);
             free(c);
-            return;
+            return false;
         }
         c->bev = bufferevent_openssl_socket_new(n->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                                 BEV_OPT_CLOSE_ON_FREE);
@@ -761,12 +768,12 @@ static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *
         if (c->bev == NULL)
             evutil_closesocket(fd);
         conn_free(c);
-        return;
+        return false;
     }
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
     list_push(&n->live, c);
-    n->nlive++;
+    n->nlive++; /* the shared count was raised by the acceptor (on_accept) */
     n->stats.connections_accepted++;
     if (li->tls) {
         c->state = CONN_HANDSHAKE;
@@ -776,12 +783,26 @@ static void accept_fd(struct listener *li, evutil_socket_t fd, struct sockaddr *
         int rc = conn_start_session(c);
         if (rc != QN_OK) {
             conn_kill(c, qn_strerror(rc));
-            return;
+            return true;
         }
     }
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     if (c->state == CONN_OPEN)
         conn_flush(c);
+    return true;
+}
+
+/* A socket that holds a place in the shared count (or, without one, before the
+ * cap check): becomes a connection, or gives the place back. */
+static void accept_counted(struct listener *li, evutil_socket_t fd, struct sockaddr *sa, int salen)
+{
+    qn_net *n = li->net;
+    if (n->shared_live == NULL && n->nlive >= n->max_connections) {
+        refuse_over_max(n, fd);
+        return;
+    }
+    if (!conn_accept(li, fd, sa, salen) && n->shared_live != NULL)
+        atomic_fetch_sub(n->shared_live, 1);
 }
 
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
@@ -790,10 +811,17 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     (void)lev;
     struct listener *li = arg;
     qn_net *n = li->net;
+    /* one place in the process's count, taken here by the only acceptor, so
+     * sockets on their way to another loop count too */
+    if (n->shared_live != NULL && atomic_fetch_add(n->shared_live, 1) >= n->max_connections) {
+        atomic_fetch_sub(n->shared_live, 1);
+        refuse_over_max(n, fd);
+        return;
+    }
     /* another loop's turn (broker.c spreads connections round-robin) */
     if (n->handoff != NULL && n->handoff(n->handoff_ud, fd, sa, salen, li->tls))
         return;
-    accept_fd(li, fd, sa, salen);
+    accept_counted(li, fd, sa, salen);
 }
 
 void qn__net_set_handoff(qn_net *n, qn_net_handoff_fn fn, void *ud)
@@ -802,21 +830,25 @@ void qn__net_set_handoff(qn_net *n, qn_net_handoff_fn fn, void *ud)
     n->handoff_ud = ud;
 }
 
-void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls)
+void qn__net_share_live_count(qn_net *n, _Atomic size_t *count)
+{
+    n->shared_live = count;
+}
+
+void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls, bool refuse)
 {
     struct listener *li = tls ? &n->secure : &n->plain;
-    if ((tls && n->ssl_ctx == NULL) || salen < 0 ||
-        (size_t)salen > sizeof(struct sockaddr_storage)) {
-        evutil_closesocket(fd);
-        return;
-    }
     struct sockaddr_storage ss;
-    memcpy(&ss, sa, (size_t)salen);
-    if (evutil_make_socket_nonblocking(fd) != 0) {
+    if (refuse || (tls && n->ssl_ctx == NULL) || salen < 0 ||
+        (size_t)salen > sizeof(struct sockaddr_storage) ||
+        evutil_make_socket_nonblocking(fd) != 0) {
         evutil_closesocket(fd);
+        if (n->shared_live != NULL)
+            atomic_fetch_sub(n->shared_live, 1);
         return;
     }
-    accept_fd(li, fd, (struct sockaddr *)&ss, salen);
+    memcpy(&ss, sa, (size_t)salen);
+    accept_counted(li, fd, (struct sockaddr *)&ss, salen);
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *arg)

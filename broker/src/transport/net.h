@@ -97,8 +97,14 @@ typedef bool (*qn_net_handoff_fn)(void *ud, int fd, const struct sockaddr *sa, i
 /* Installs the handoff (NULL: none). Before listening. */
 void qn__net_set_handoff(qn_net *n, qn_net_handoff_fn fn, void *ud);
 /* Serves a socket another loop's listener accepted (on this net's loop): the
- * same caps and setup as one accepted here. Takes fd (closed on failure). */
-void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls);
+ * same caps and setup as one accepted here; refuse closes it instead (shutting
+ * down). Takes fd (closed on failure) and its place in the shared count
+ * (qn__net_share_live_count), given back when it does not become a connection. */
+void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool tls, bool refuse);
+
+/* Several loops' nets share one QUEEN_MAX_CONNECTIONS: count (borrowed until
+ * the net is freed) holds the live connections of all of them. Before listening. */
+void qn__net_share_live_count(qn_net *n, _Atomic size_t *count);
 
 /* Binds the listeners. QN_OK or QN_EIO (logged). */
 int qn__net_listen(qn_net *n);

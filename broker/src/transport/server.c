@@ -22,7 +22,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -154,11 +153,12 @@ void qn_rpc_server_set_handoff(qn_rpc_server *s, qn_rpc_handoff_fn fn, void *ud)
 
 void qn_rpc_server_adopt(qn_rpc_server *s, int fd, const struct sockaddr *sa, int salen, bool tls)
 {
-    if (s->shutting_down) {
-        close(fd);
-        return;
-    }
-    qn__net_adopt(s->net, fd, sa, salen, tls);
+    qn__net_adopt(s->net, fd, sa, salen, tls, s->shutting_down);
+}
+
+void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count)
+{
+    qn__net_share_live_count(s->net, count);
 }
 
 int qn_rpc_server_port(const qn_rpc_server *s)

@@ -57,6 +57,10 @@ void qn_rpc_server_set_handoff(qn_rpc_server *s, qn_rpc_handoff_fn fn, void *ud)
  * server shutting down closes it). Takes fd. */
 void qn_rpc_server_adopt(qn_rpc_server *s, int fd, const struct sockaddr *sa, int salen, bool tls);
 
+/* Servers of several loops share one QUEEN_MAX_CONNECTIONS: count (borrowed
+ * until s is freed) holds the live connections of all of them. Before listening. */
+void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count);
+
 /* The ports actually bound (useful when the configured port was 0). -1 if none. */
 int qn_rpc_server_port(const qn_rpc_server *s);
 int qn_rpc_server_tls_port(const qn_rpc_server *s);
