@@ -26,6 +26,7 @@ struct qn_cfusion;
 struct qn_crypt;
 struct qn_dedup;
 struct qn_fusion;
+struct qn_loops;
 struct qn_method;
 struct qn_notifier;
 struct qn_pop_gates;
@@ -53,6 +54,8 @@ struct qn_app {
     struct qn_method *methods;       /* the registered method table (rpc/methods.c) */
     struct qn_pop_release *releases; /* lease releases retried in the background
                                         (rpc/svc_batch.c) */
+    struct qn_loops *loops;          /* the process's loops (loops.h); NULL in unit tests */
+    unsigned worker;                 /* this app's loop */
     int64_t started_ms;              /* qn_store_now_ms() at start */
     bool shutting_down;
     bool schema_ready; /* the schema was applied at start: the services may use the store */

@@ -50,6 +50,7 @@
 #include "engine/inbox.h"
 #include "http_routes.h"
 #include "log.h"
+#include "app_stats.h"
 #include "loops.h"
 #include "obs/metrics.h"
 #include "queen/error.h"
@@ -90,6 +91,8 @@ struct qn_loops {
     unsigned n;
     struct qn_inbox *inbox[QN_MAX_WORKERS]; /* NULL with one worker */
     void *module_state[QN_MAX_WORKERS];     /* published at start */
+    pthread_mutex_t counters_mu;            /* guards counters */
+    struct qn_loop_counters counters[QN_MAX_WORKERS];
 };
 
 struct run {
@@ -134,6 +137,24 @@ void qn_loops_set_module_state(struct qn_loops *l, unsigned k, void *state)
 {
     if (k < l->n)
         l->module_state[k] = state;
+}
+
+void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c)
+{
+    if (k >= l->n)
+        return;
+    pthread_mutex_lock(&l->counters_mu);
+    l->counters[k] = *c;
+    pthread_mutex_unlock(&l->counters_mu);
+}
+
+void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc)
+{
+    pthread_mutex_lock(&l->counters_mu);
+    for (unsigned k = 0; k < l->n; k++)
+        if (k != self)
+            qn_loop_counters_add(acc, &l->counters[k]);
+    pthread_mutex_unlock(&l->counters_mu);
 }
 
 /* ---------------------------------------------------------------- workers > 0 */
@@ -438,9 +459,11 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     r.ctx.loops = &r.loops;
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
+    pthread_mutex_init(&r.loops.counters_mu, NULL);
     /* loops wake each other (inboxes, shutdown): libevent's locks, before any base */
     if (r.loops.n > 1 && evthread_use_pthreads() != 0) {
         QN_ERROR("QUEEN_WORKERS=%u: libevent has no thread support", r.loops.n);
+        pthread_mutex_destroy(&r.loops.counters_mu);
         pthread_cond_destroy(&r.cv);
         pthread_mutex_destroy(&r.mu);
         return QN_EINTERNAL;
@@ -580,6 +603,7 @@ out:
     event_base_free(r.ctx.base);
     if (r.wrote_port_file)
         unlink(cfg->port_file);
+    pthread_mutex_destroy(&r.loops.counters_mu);
     pthread_cond_destroy(&r.cv);
     pthread_mutex_destroy(&r.mu);
     return rc;

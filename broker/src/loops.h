@@ -17,9 +17,30 @@
 #ifndef QN_BROKER_LOOPS_H
 #define QN_BROKER_LOOPS_H
 
+#include <stdint.h>
+
+#include "engine/dedup.h"
+#include "engine/fusion.h"
 #include "engine/inbox.h"
+#include "engine/maint_loop.h"
+#include "queen/store.h"
 
 struct qn_loops;
+
+/* One loop's counters, as GetStats and /metrics report them (summed over the
+ * loops: app_stats.h). */
+struct qn_loop_counters {
+    uint64_t rpcs;
+    uint64_t pushed; /* outside fusion (Transact, replays) */
+    uint64_t pushed_bytes;
+    uint64_t delivered;
+    uint64_t delivered_bytes;
+    uint64_t parked; /* parked pops and streams now */
+    struct qn_fusion_stats fusion;
+    struct qn_dedup_stats dedup;
+    struct qn_store_stats store;
+    struct qn_maint_stats maint; /* worker 0's loop only */
+};
 
 /* Workers of the process (>= 1). */
 unsigned qn_loops_count(const struct qn_loops *l);
@@ -32,5 +53,11 @@ int qn_loops_post(struct qn_loops *l, unsigned k, qn_inbox_fn fn, void *arg);
  * published at start; NULL before. */
 void *qn_loops_module_state(const struct qn_loops *l, unsigned k);
 void qn_loops_set_module_state(struct qn_loops *l, unsigned k, void *state);
+
+/* Loop k's latest counters (each loop publishes its own a few times a second,
+ * app_stats.h), copied under a lock: the only state loops read of each other. */
+void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c);
+/* Adds every loop's published counters but `self`'s to *acc. */
+void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc);
 
 #endif

@@ -35,6 +35,7 @@
 #include <event2/event.h>
 
 #include "app.h"
+#include "app_stats.h"
 #include "boot_schema.h"
 #include "config.h"
 #include "engine/conn_budget.h"
@@ -69,6 +70,7 @@ struct queue_module {
     qn_boot_schema *boot;        /* applies the schema; NULL once it did */
     bool db_up;                  /* the pool has a connection (qn_store_on_state) */
     struct event *rates;         /* periodic rate line */
+    struct event *publish;       /* counters for the other loops (app_stats.h); NULL with one */
     struct qn_fusion_stats last; /* fusion counters at the previous line */
     uint64_t last_delivered;
     struct qn_queue_metrics *metrics; /* docs/metrics.md; NULL without a registry */
@@ -98,6 +100,17 @@ static void rates_cb(evutil_socket_t fd, short what, void *ud)
                 (unsigned long long)(now.duplicates - m->last.duplicates));
     m->last = now;
     m->last_delivered = m->app.delivered;
+}
+
+/* This loop's counters, for the other loops' GetStats and /metrics. */
+static void publish_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct queue_module *m = ud;
+    struct qn_loop_counters c;
+    qn_app_counters_own(&m->app, &c);
+    qn_loops_publish(m->loops, m->worker, &c);
 }
 
 /* The queen.v1 services serve once the schema is applied and while the pool
@@ -256,6 +269,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     m->loops = ctx->loops;
     m->worker = ctx->worker;
     m->nworkers = ctx->nworkers < 1 ? 1 : ctx->nworkers;
+    app->loops = ctx->loops;
+    app->worker = ctx->worker;
     app->base = ctx->base;
     app->cfg = cfg;
     app->rpc = ctx->server;
@@ -315,7 +330,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         QN_ERROR("cannot register the queue services: %s", qn_strerror(rc));
         return rc;
     }
-    if (ctx->metrics != NULL &&
+    /* /metrics is worker 0's (it sums every loop's counters: app_stats.h) */
+    if (ctx->metrics != NULL && m->worker == 0 &&
         (rc = qn_queue_metrics_new(app, ctx->metrics, &m->metrics)) != QN_OK) {
         QN_ERROR("cannot set up the queue metrics: %s", qn_strerror(rc));
         return rc;
@@ -325,8 +341,14 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         return QN_ENOMEM;
     struct timeval tv = {RATES_INTERVAL_S, 0};
     event_add(m->rates, &tv);
-    if (m->nworkers > 1 && m->loops != NULL)
+    if (m->nworkers > 1 && m->loops != NULL) {
         qn_loops_set_module_state(m->loops, m->worker, app);
+        m->publish = event_new(ctx->base, -1, EV_PERSIST, publish_cb, m);
+        if (m->publish == NULL)
+            return QN_ENOMEM;
+        struct timeval ptv = {0, QN_APP_STATS_PUBLISH_MS * 1000};
+        event_add(m->publish, &ptv);
+    }
     /* Listening starts now; the schema is applied off the loop, retried until
      * the database answers (schema_done). */
     if ((rc = qn_boot_schema_start(ctx->base, cfg->database_url, cfg->db_start_retry_max_ms,
@@ -360,6 +382,10 @@ static void queue_stop(void *state)
     app->maint = NULL;
     if (m->rates)
         event_free(m->rates);
+    if (m->publish) {
+        publish_cb(-1, 0, m); /* the last word of this loop's counters */
+        event_free(m->publish);
+    }
     qn_queue_metrics_free(m->metrics); /* before the store: it may have a read in flight */
     m->metrics = NULL;
     qn_notifier_free(app->notifier);

@@ -38,6 +38,7 @@
 #include <event2/event.h>
 
 #include "app.h"
+#include "app_stats.h"
 #include "config.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
@@ -130,51 +131,46 @@ static void collect(void *ud)
 {
     struct qn_queue_metrics *qm = ud;
     struct qn_app *app = qm->app;
-    struct qn_fusion_stats fs;
-    qn_fusion_stats(app->fusion, &fs);
-    qn_metric_set_total(qm->push_msgs.s, app->pushed + fs.committed);
-    qn_metric_set_total(qm->push_bytes.s, app->pushed_bytes + fs.committed_bytes);
-    qn_metric_set_total(qm->push_dups.s, fs.duplicates);
-    qn_metric_set_total(qm->commits.s, fs.flushes);
-    qn_metric_set_total(qm->segments.s, fs.segments);
-    qn_metric_set(qm->inflight.s, (double)fs.inflight);
-    qn_metric_set(qm->pending_bytes.s, (double)fs.pending_bytes);
-    qn_metric_set_total(qm->pop_msgs.s, app->delivered);
-    qn_metric_set_total(qm->pop_bytes.s, app->delivered_bytes);
-    qn_metric_set(qm->parked.s, (double)qn_waiters_count(app->waiters));
+    /* every loop's counters (app_stats.h) */
+    struct qn_loop_counters c;
+    qn_app_counters_all(app, &c);
+    const struct qn_fusion_stats *fs = &c.fusion;
+    qn_metric_set_total(qm->push_msgs.s, c.pushed + fs->committed);
+    qn_metric_set_total(qm->push_bytes.s, c.pushed_bytes + fs->committed_bytes);
+    qn_metric_set_total(qm->push_dups.s, fs->duplicates);
+    qn_metric_set_total(qm->commits.s, fs->flushes);
+    qn_metric_set_total(qm->segments.s, fs->segments);
+    qn_metric_set(qm->inflight.s, (double)fs->inflight);
+    qn_metric_set(qm->pending_bytes.s, (double)fs->pending_bytes);
+    qn_metric_set_total(qm->pop_msgs.s, c.delivered);
+    qn_metric_set_total(qm->pop_bytes.s, c.delivered_bytes);
+    qn_metric_set(qm->parked.s, (double)c.parked);
 
-    struct qn_dedup_stats ds;
-    memset(&ds, 0, sizeof ds);
-    if (app->dedup != NULL)
-        qn_dedup_stats(app->dedup, &ds);
-    qn_metric_set_total(qm->dd_hits.s, ds.vouched);
-    qn_metric_set_total(qm->dd_misses.s, ds.declined);
-    qn_metric_set(qm->dd_bytes.s, (double)ds.bytes);
-    qn_metric_set(qm->dd_hashes.s, (double)ds.hashes);
-    qn_metric_set(qm->dd_parts.s, (double)ds.entries);
-    qn_metric_set_total(qm->dd_evictions.s, ds.evictions);
+    const struct qn_dedup_stats *ds = &c.dedup;
+    qn_metric_set_total(qm->dd_hits.s, ds->vouched);
+    qn_metric_set_total(qm->dd_misses.s, ds->declined);
+    qn_metric_set(qm->dd_bytes.s, (double)ds->bytes);
+    qn_metric_set(qm->dd_hashes.s, (double)ds->hashes);
+    qn_metric_set(qm->dd_parts.s, (double)ds->entries);
+    qn_metric_set_total(qm->dd_evictions.s, ds->evictions);
 
-    struct qn_store_stats ss;
-    qn_store_get_stats(app->store, &ss);
-    qn_metric_set(qm->db_up.s, ss.connections_up);
-    qn_metric_set(qm->db_inflight.s, ss.in_flight);
-    qn_metric_set(qm->db_waiting.s, ss.waiting);
-    qn_metric_set_total(qm->db_calls.s, ss.calls);
-    qn_metric_set_total(qm->db_doubt.s, ss.in_doubt);
-    qn_metric_set_total(qm->db_hung.s, ss.hung);
-    qn_metric_set_total(qm->db_reconnects.s, ss.reconnects);
-    qn_metric_set_total(qm->db_retries.s, ss.retries);
+    const struct qn_store_stats *ss = &c.store;
+    qn_metric_set(qm->db_up.s, ss->connections_up);
+    qn_metric_set(qm->db_inflight.s, ss->in_flight);
+    qn_metric_set(qm->db_waiting.s, ss->waiting);
+    qn_metric_set_total(qm->db_calls.s, ss->calls);
+    qn_metric_set_total(qm->db_doubt.s, ss->in_doubt);
+    qn_metric_set_total(qm->db_hung.s, ss->hung);
+    qn_metric_set_total(qm->db_reconnects.s, ss->reconnects);
+    qn_metric_set_total(qm->db_retries.s, ss->retries);
 
-    struct qn_maint_stats ms;
-    memset(&ms, 0, sizeof ms);
-    if (app->maint != NULL)
-        qn_maint_get_stats(app->maint, &ms);
-    set_labelled(&qm->mt_cycles, "ran", ms.cycles_run, true);
-    set_labelled(&qm->mt_cycles, "skipped", ms.cycles_skipped, true);
-    qn_metric_set_total(qm->mt_failures.s, ms.cycles_failed);
+    const struct qn_maint_stats *ms = &c.maint;
+    set_labelled(&qm->mt_cycles, "ran", ms->cycles_run, true);
+    set_labelled(&qm->mt_cycles, "skipped", ms->cycles_skipped, true);
+    qn_metric_set_total(qm->mt_failures.s, ms->cycles_failed);
     for (int k = 0; k < QN_MAINT_NKINDS; k++) {
-        set_labelled(&qm->mt_steps, step_names[k], ms.steps[k], true);
-        set_labelled(&qm->mt_deleted, step_names[k], ms.deleted[k], true);
+        set_labelled(&qm->mt_steps, step_names[k], ms->steps[k], true);
+        set_labelled(&qm->mt_deleted, step_names[k], ms->deleted[k], true);
     }
 }
 

@@ -25,6 +25,7 @@ Suite *qn_test_dedup_suite(void);
 Suite *qn_test_fusion_suite(void);
 Suite *qn_test_waiters_suite(void);
 Suite *qn_test_pop_gate_suite(void);
+Suite *qn_test_inbox_suite(void);
 Suite *qn_test_conn_budget_suite(void);
 Suite *qn_test_cfusion_suite(void);
 

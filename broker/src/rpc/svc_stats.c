@@ -7,11 +7,13 @@
  * grants cover (its tenant's), and the broker's own counters (shared by every
  * tenant) are reported only to a caller with an admin grant on every queue
  * ("admin:*"); others get zeros there.
+ * The broker's counters are the sum of its event loops' (app_stats.h).
  * Does not: aggregate other brokers' counters (each broker reports its own).
  */
 #include <string.h>
 
 #include "app.h"
+#include "app_stats.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
 #include "engine/maint_loop.h"
@@ -69,35 +71,29 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
         return;
     }
     resp.uptime_seconds = (qn_store_now_ms() - a->app->started_ms) / 1000;
-    resp.rpcs = (int64_t)a->app->rpcs;
-    struct qn_fusion_stats fs;
-    qn_fusion_stats(a->app->fusion, &fs);
-    resp.pushed = (int64_t)(a->app->pushed + fs.committed);
-    resp.delivered = (int64_t)a->app->delivered;
-    resp.push_commits = (int64_t)fs.flushes;
-    resp.push_segments = (int64_t)fs.segments;
+    /* every loop's counters (app_stats.h) */
+    struct qn_loop_counters c;
+    qn_app_counters_all(a->app, &c);
+    resp.rpcs = (int64_t)c.rpcs;
+    resp.pushed = (int64_t)(c.pushed + c.fusion.committed);
+    resp.delivered = (int64_t)c.delivered;
+    resp.push_commits = (int64_t)c.fusion.flushes;
+    resp.push_segments = (int64_t)c.fusion.segments;
     if (a->app->dedup != NULL) {
-        struct qn_dedup_stats ds;
-        qn_dedup_stats(a->app->dedup, &ds);
-        resp.dedup_partitions = (int64_t)ds.entries;
-        resp.dedup_vouching = (int64_t)ds.vouching;
-        resp.dedup_hashes = (int64_t)ds.hashes;
-        resp.dedup_bytes = (int64_t)ds.bytes;
-        resp.dedup_vouched = (int64_t)ds.vouched;
-        resp.dedup_declined = (int64_t)ds.declined;
-        resp.dedup_suppressed = (int64_t)ds.suppressed;
+        resp.dedup_partitions = (int64_t)c.dedup.entries;
+        resp.dedup_vouching = (int64_t)c.dedup.vouching;
+        resp.dedup_hashes = (int64_t)c.dedup.hashes;
+        resp.dedup_bytes = (int64_t)c.dedup.bytes;
+        resp.dedup_vouched = (int64_t)c.dedup.vouched;
+        resp.dedup_declined = (int64_t)c.dedup.declined;
+        resp.dedup_suppressed = (int64_t)c.dedup.suppressed;
     }
-    qn_maint *m = a->app->maint;
-    if (m != NULL) {
-        struct qn_maint_stats ms;
-        qn_maint_get_stats(m, &ms);
-        resp.maint_cycles = (int64_t)ms.cycles_run;
-        resp.maint_skipped = (int64_t)ms.cycles_skipped;
-        resp.maint_segments_deleted =
-            (int64_t)(ms.deleted[QN_MAINT_RETENTION] + ms.deleted[QN_MAINT_MAX_WAIT]);
-        resp.maint_txns_purged = (int64_t)ms.deleted[QN_MAINT_TXNS_PURGE];
-        resp.maint_partitions_deleted = (int64_t)ms.deleted[QN_MAINT_CLEANUP];
-    }
+    resp.maint_cycles = (int64_t)c.maint.cycles_run;
+    resp.maint_skipped = (int64_t)c.maint.cycles_skipped;
+    resp.maint_segments_deleted =
+        (int64_t)(c.maint.deleted[QN_MAINT_RETENTION] + c.maint.deleted[QN_MAINT_MAX_WAIT]);
+    resp.maint_txns_purged = (int64_t)c.maint.deleted[QN_MAINT_TXNS_PURGE];
+    resp.maint_partitions_deleted = (int64_t)c.maint.deleted[QN_MAINT_CLEANUP];
     qn_admin_reply(a, &resp.base);
 }
 
