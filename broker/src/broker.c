@@ -110,8 +110,10 @@ struct run {
     /* workers 1..n-1 (worker 0 is the fields above, on the main thread) */
     struct qn_loops loops;
     struct worker *workers[QN_MAX_WORKERS];
-    _Atomic size_t conns; /* live gRPC connections of every loop (QUEEN_MAX_CONNECTIONS) */
-    uint64_t next_loop;   /* round-robin position of the next accepted socket (worker 0 only) */
+    _Atomic size_t conns;       /* live gRPC connections of every loop (QUEEN_MAX_CONNECTIONS) */
+    _Atomic size_t inbound;     /* unfinished request bytes of every loop (..._RECV_BUFFER_BYTES) */
+    struct qn_net_peers *peers; /* every loop's connections per peer; NULL with one loop */
+    uint64_t next_loop; /* round-robin position of the next accepted socket (worker 0 only) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -171,6 +173,7 @@ struct adopt_msg {
 static void adopt_run(void *arg)
 {
     struct adopt_msg *a = arg;
+    QN_DEBUG("connection on worker=%u", a->w->idx);
     qn_rpc_server_adopt(a->w->ctx.server, a->fd, (struct sockaddr *)&a->sa, a->salen, a->tls);
     free(a);
 }
@@ -181,8 +184,10 @@ static bool handoff(void *ud, int fd, const struct sockaddr *sa, int salen, bool
 {
     struct run *r = ud;
     unsigned k = (unsigned)(r->next_loop++ % r->loops.n);
-    if (k == 0 || salen < 0 || (size_t)salen > sizeof(struct sockaddr_storage))
+    if (k == 0 || salen < 0 || (size_t)salen > sizeof(struct sockaddr_storage)) {
+        QN_DEBUG("connection on worker=0");
         return false;
+    }
     struct adopt_msg *a = malloc(sizeof *a);
     if (a == NULL)
         return false;
@@ -192,6 +197,7 @@ static bool handoff(void *ud, int fd, const struct sockaddr *sa, int salen, bool
     a->salen = salen;
     memcpy(&a->sa, sa, (size_t)salen);
     if (qn_loops_post(&r->loops, k, adopt_run, a) != QN_OK) {
+        QN_DEBUG("connection on worker=0 (worker %u's inbox is full)", k);
         free(a);
         return false;
     }
@@ -241,6 +247,8 @@ static int worker_setup(struct worker *w)
     if ((rc = qn_rpc_server_set_metrics(w->ctx.server, w->ctx.metrics)) != QN_OK)
         return rc;
     qn_rpc_server_share_conn_count(w->ctx.server, &w->r->conns);
+    qn_rpc_server_share_peers(w->ctx.server, w->r->peers);
+    qn_rpc_server_share_recv_count(w->ctx.server, &w->r->inbound);
     if ((rc = qn_security_new(w->ctx.base, cfg, &w->ctx.security)) != QN_OK)
         return rc;
     if (qn_security_auth_on(w->ctx.security))
@@ -516,6 +524,8 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         r.mods[nmods++] = m;
     }
     r.nmods = nmods;
+    if (r.loops.n > 1 && (rc = qn_rpc_peers_new(cfg, &r.peers)) != QN_OK)
+        goto out;
     if (r.loops.n > 1) {
         rc = qn_inbox_new(r.ctx.base, (size_t)cfg->worker_inbox, &r.loops.inbox[0]);
         if (rc != QN_OK)
@@ -540,6 +550,8 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     }
     if (r.loops.n > 1) {
         qn_rpc_server_share_conn_count(r.ctx.server, &r.conns);
+        qn_rpc_server_share_peers(r.ctx.server, r.peers);
+        qn_rpc_server_share_recv_count(r.ctx.server, &r.inbound);
         qn_rpc_server_set_handoff(r.ctx.server, handoff, &r);
     }
     QN_INFO("event loops workers=%u", r.loops.n);
@@ -589,6 +601,7 @@ out:
     }
     /* the other loops drained in the same time (on_signal), or end now */
     workers_stop(&r, r.signals > 1);
+    qn_rpc_peers_free(r.peers); /* every server that shared it is gone */
     qn_http_routes_free(r.routes);
     qn_reflection_free(refl);
     qn_health_free(r.ctx.health);

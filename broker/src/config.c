@@ -215,8 +215,8 @@ const struct qn_config_var qn_config_vars[] = {
      "key ring file for queues with encryption_enabled (last key encrypts, all decrypt)"},
     /* ---- workers: event loops (threads) and the inboxes between them */
     {"QUEEN_WORKERS", QN_CFG_INT, "0", 0, QN_MAX_WORKERS, OFF(workers),
-     "event loops (threads), each with its own connections and database pool; 0 = the number "
-     "of online cores"},
+     "event loops (threads), each with its own connections and its share of QUEEN_DB_POOL_SIZE "
+     "and QUEEN_DEDUP_CACHE_MB; 0 = the number of online cores; 1 = one loop, no threads"},
     {"QUEEN_WORKER_INBOX", QN_CFG_INT, "8192", 16, 1048576, OFF(worker_inbox),
      "messages one loop's inbox holds (work from other loops); a full inbox is back-pressure"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},

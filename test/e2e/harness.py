@@ -246,7 +246,7 @@ class Broker:
 
     def workers(self):
         """The broker's event loops, from its "event loops workers=N" line (None before)."""
-        m = re.search(rb"event loops workers=(\d+)", open(self.log_path, "rb").read())
+        m = re.search(rb'event loops"?,? ?"?workers"?[=:](\d+)', open(self.log_path, "rb").read())
         return int(m.group(1)) if m else None
 
     def _all_loops_connected(self):

@@ -8,6 +8,9 @@ and sidecar purges is run against fresh databases with
               are evicted and suppressed while the sequence runs
     two       two brokers with the cache on, requests alternating between them
               (every commit of one is a gap for the other)
+    w1 w2 w4  one broker with QUEEN_WORKERS=1, 2 and 4 event loops, requests
+              alternating over as many client connections (one per loop: each
+              loop's cache shard sees the others' commits as gaps)
 
 and every verdict (status, original offset, original message id) must be the
 same in all four runs, and the same as an independent model of the semantics
@@ -333,10 +336,14 @@ def configure(stub, window):
         queue=QUEUE, options=C.QueueOptions(dedup_window_seconds=window)), timeout=30)
 
 
-def run(ops, brokers, url):
-    """Runs the sequence; requests alternate between the brokers. Returns, per
-    push, [(status, offset, label)] with message ids turned into labels."""
-    chans = [b.channel() for b in brokers]
+def run(ops, brokers, url, conns=1):
+    """Runs the sequence; requests alternate between the brokers, and between
+    `conns` connections to each (a broker spreads its connections over its event
+    loops in turn). Returns, per push, [(status, offset, label)] with message ids
+    turned into labels."""
+    # a channel of its own subchannel pool: its own TCP connection
+    chans = [b.channel(options=[("grpc.use_local_subchannel_pool", 1)])
+             for _ in range(conns) for b in brokers]
     qs = [QG.QueueServiceStub(c) for c in chans]
     ads = [AG.AdminServiceStub(c) for c in chans]
     labels = {ZERO_ID: "zero"}
@@ -428,7 +435,7 @@ class Differential(unittest.TestCase):
             self.fail("seed %d, run %s, push #%d item %d %s: model %s, broker %s"
                       % (seed, name, k, i, item, want, got))
 
-    def one(self, name, check, env=None, brokers=1):
+    def one(self, name, check, env=None, brokers=1, conns=1):
         """Runs every seed against fresh databases with `brokers` brokers of
         this configuration, checks the model, then check(brokers)."""
         for seed in SEEDS:
@@ -444,7 +451,7 @@ class Differential(unittest.TestCase):
                     bs.append(Broker("product", db="%s_scratch%d" % (db, k),
                                      env=dict(extra, QUEEN_DATABASE_URL=db_url(db))).start())
                 t0 = time.monotonic()
-                results = run(ops, bs, db_url(db))
+                results = run(ops, bs, db_url(db), conns)
                 took = time.monotonic() - t0
                 self.runs.setdefault(seed, {})[name] = results
                 try:
@@ -489,6 +496,26 @@ class Differential(unittest.TestCase):
                 c = wait_stats(b, lambda s: s.get("catchups", 0) > 0)
                 self.assertIsNotNone(c, "no gap was ever caught up:\n" + "\n".join(stats_lines(b)))
         self.one("two", check, brokers=2)
+
+    def workers(self, n):
+        def check(bs):
+            b = bs[0]
+            self.assertEqual(b.workers(), n)
+            for k in range(n if n > 1 else 0):
+                self.assertIn("connection on worker=%d" % k, b.log_text(),
+                              "no client connection was served by loop %d" % k)
+            c = wait_stats(b, lambda s: s.get("vouched", 0) > 0)
+            self.assertIsNotNone(c, "no loop's cache ever vouched:\n" + "\n".join(stats_lines(b)))
+        self.one("w%d" % n, check, env={"QUEEN_WORKERS": str(n)}, conns=n)
+
+    def test_4a_workers_1(self):
+        self.workers(1)
+
+    def test_4b_workers_2(self):
+        self.workers(2)
+
+    def test_4c_workers_4(self):
+        self.workers(4)
 
     def test_5_identical(self):
         for seed in SEEDS:

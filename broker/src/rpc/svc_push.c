@@ -39,6 +39,7 @@
 #include "queen/error.h"
 #include "rpc/authz.h"
 #include "rpc/crypt.h"
+#include "rpc/push_route.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -402,7 +403,7 @@ static void push_submit(struct push_rpc *p)
                strcmp(p->job.items[order[e]].partition, a->partition) == 0)
             e++;
         size_t nl = layer1(p, order + s, e - s);
-        int rc = qn_fusion_submit(app->fusion, &p->job, order + s, nl);
+        int rc = qn_push_route(app, &p->job, order + s, nl); /* the partition's loop */
         if (rc != QN_OK) {
             int err = rc == QN_ELIMIT ? QN_EBUSY : rc;
             for (size_t k = 0; k < nl; k++)

@@ -56,6 +56,7 @@
 #include "queen/segment.h"
 #include "rpc/authz.h"
 #include "rpc/crypt.h"
+#include "rpc/push_route.h"
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
@@ -407,7 +408,7 @@ static void segs_submit(struct segs_rpc *p)
     p->submitted = true;
     for (size_t i = 0; i < p->n; i++) {
         uint32_t idx = (uint32_t)i;
-        int rc = qn_fusion_submit(p->app->fusion, &p->job, &idx, 1);
+        int rc = qn_push_route(p->app, &p->job, &idx, 1); /* the partition's loop */
         if (rc != QN_OK)
             qn_push_item_resolve(&p->job, idx, QN_ITEM_FAILED, -1, NULL, NULL,
                                  rc == QN_ELIMIT ? QN_EBUSY : rc);

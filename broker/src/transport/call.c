@@ -76,6 +76,7 @@
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -173,14 +174,15 @@ struct qn_calls {
     struct event_base *base;
     qn_rpc_server *owner;
     size_t max_recv, max_send, max_pending;
-    size_t max_conn_recv;       /* QUEEN_MAX_CONN_RECV_BYTES */
-    size_t max_recv_buffer;     /* QUEEN_MAX_RECV_BUFFER_BYTES */
-    size_t max_conn_send;       /* QUEEN_MAX_CONN_SEND_BYTES */
-    size_t max_send_buffer;     /* QUEEN_MAX_SEND_BUFFER_BYTES */
-    size_t inbound;             /* every connection's cc->inbound */
-    size_t queued;              /* every connection's cc->queued */
-    size_t reserved;            /* every connection's cc->reserved */
-    qn_call *bw_head, *bw_tail; /* calls waiting for budget, oldest first */
+    size_t max_conn_recv;           /* QUEEN_MAX_CONN_RECV_BYTES */
+    size_t max_recv_buffer;         /* QUEEN_MAX_RECV_BUFFER_BYTES */
+    size_t max_conn_send;           /* QUEEN_MAX_CONN_SEND_BYTES */
+    size_t max_send_buffer;         /* QUEEN_MAX_SEND_BUFFER_BYTES */
+    size_t inbound;                 /* every connection's cc->inbound */
+    _Atomic size_t *shared_inbound; /* every loop's inbound (QUEEN_WORKERS); NULL: inbound */
+    size_t queued;                  /* every connection's cc->queued */
+    size_t reserved;                /* every connection's cc->reserved */
+    qn_call *bw_head, *bw_tail;     /* calls waiting for budget, oldest first */
     size_t nbw;
     struct event *budget_ev; /* wakes budget waiters after room was freed */
     uint64_t max_stream_slots, stream_slots;
@@ -324,6 +326,12 @@ static void reader_account(qn_call *c)
     if (c->cc != NULL)
         c->cc->inbound = c->cc->inbound - c->accounted + now;
     c->set->inbound = c->set->inbound - c->accounted + now;
+    if (c->set->shared_inbound != NULL) {
+        if (now >= c->accounted)
+            atomic_fetch_add(c->set->shared_inbound, now - c->accounted);
+        else
+            atomic_fetch_sub(c->set->shared_inbound, c->accounted - now);
+    }
     c->accounted = (uint32_t)now;
 }
 
@@ -865,7 +873,9 @@ void qn__call_data(qn_call *c, const uint8_t *data, size_t len)
                      "the connection holds more than %zu bytes of unfinished requests",
                      c->set->max_conn_recv);
             call_abort(c, QN_GRPC_RESOURCE_EXHAUSTED, msg, QN_EBADREQUEST);
-        } else if (rc == QN_OK && !ready && c->set->inbound > c->set->max_recv_buffer) {
+        } else if (rc == QN_OK && !ready &&
+                   (c->set->shared_inbound != NULL ? atomic_load(c->set->shared_inbound)
+                                                   : c->set->inbound) > c->set->max_recv_buffer) {
             /* the same over every connection together */
             char msg[200];
             snprintf(msg, sizeof msg,
@@ -1053,6 +1063,11 @@ void qn__calls_end(struct qn_calls *set, bool all)
         else
             call_abort(c, QN_GRPC_UNAVAILABLE, "the server is shutting down", QN_ESHUTDOWN);
     }
+}
+
+void qn__calls_share_inbound(struct qn_calls *set, _Atomic size_t *count)
+{
+    set->shared_inbound = count;
 }
 
 int qn__calls_set_metrics(struct qn_calls *set, qn_metrics *m)

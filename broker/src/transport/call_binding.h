@@ -70,6 +70,9 @@ const struct qn_method *qn__calls_route(const struct qn_calls *set, const char *
  * (borrowed until the set is freed). Returns QN_OK, or the registry's error
  * (then nothing is counted). */
 int qn__calls_set_metrics(struct qn_calls *set, struct qn_metrics *m);
+/* Several loops' call sets share one QUEEN_MAX_RECV_BUFFER_BYTES: count (borrowed
+ * until the set is freed) holds the unfinished request bytes of all of them. */
+void qn__calls_share_inbound(struct qn_calls *set, _Atomic size_t *count);
 
 /* The call set of a gRPC server (server.c), for a second binding (the HTTP
  * side port's gRPC-Web) to make its calls in. */

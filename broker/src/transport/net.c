@@ -47,6 +47,7 @@
  *      without one.
  */
 #include <assert.h>
+#include <pthread.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -164,9 +165,10 @@ struct qn_net {
     uint64_t closed_slow;   /* closed by the handshake or preface deadline */
     uint64_t closed_output; /* closed by the output limits */
     struct qn_net_stats stats;
-    _Atomic size_t *shared_live; /* the process's live connections (every loop's net);
-                                    NULL: nlive is the count QUEEN_MAX_CONNECTIONS caps */
-    qn_net_handoff_fn handoff;   /* NULL: every accepted socket stays here */
+    _Atomic size_t *shared_live;       /* the process's live connections (every loop's net);
+                                          NULL: nlive is the count QUEEN_MAX_CONNECTIONS caps */
+    qn_net_handoff_fn handoff;         /* NULL: every accepted socket stays here */
+    struct qn_net_peers *shared_peers; /* the process's per-peer counts; NULL: peers above */
     void *handoff_ud;
 };
 
@@ -242,39 +244,78 @@ static bool peer_key_of(const struct sockaddr *sa, struct peer_key *k)
     return false;
 }
 
-static struct peer **peer_slot(qn_net *n, const struct peer_key *k)
+/* Several loops' nets share one per-peer count (qn__net_share_peers). */
+struct qn_net_peers {
+    pthread_mutex_t mu;
+    struct peer **b; /* buckets */
+    size_t nb;       /* a power of two */
+};
+
+/* The table n counts in (its own, or the shared one) and its lock (NULL: own). */
+static struct peer **peer_table(qn_net *n, size_t *nb, pthread_mutex_t **mu)
+{
+    if (n->shared_peers != NULL) {
+        *nb = n->shared_peers->nb;
+        *mu = &n->shared_peers->mu;
+        return n->shared_peers->b;
+    }
+    *nb = n->npeer_buckets;
+    *mu = NULL;
+    return n->peers;
+}
+
+static struct peer **peer_slot(struct peer **b, size_t nb, const struct peer_key *k)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
     h = (h ^ k->len) * 16777619u;
     for (uint8_t i = 0; i < k->len; i++)
         h = (h ^ k->addr[i]) * 16777619u;
-    struct peer **pp = &n->peers[h & (n->npeer_buckets - 1)];
+    struct peer **pp = &b[h & (nb - 1)];
     while (*pp != NULL && ((*pp)->key.len != k->len || memcmp((*pp)->key.addr, k->addr, k->len)))
         pp = &(*pp)->next;
     return pp;
 }
 
-/* Live connections from the peer of k. */
+/* Live connections from the peer of k (every loop's, when shared). */
 static uint32_t peer_count(qn_net *n, const struct peer_key *k)
 {
-    struct peer *p = *peer_slot(n, k);
-    return p != NULL ? p->n : 0;
+    size_t nb;
+    pthread_mutex_t *mu;
+    struct peer **b = peer_table(n, &nb, &mu);
+    if (mu)
+        pthread_mutex_lock(mu);
+    struct peer *p = *peer_slot(b, nb, k);
+    uint32_t count = p != NULL ? p->n : 0;
+    if (mu)
+        pthread_mutex_unlock(mu);
+    return count;
 }
 
 /* Counts c as a connection of its peer. QN_OK or QN_ENOMEM. */
 static int peer_acquire(qn_net *n, qn_conn *c, const struct peer_key *k)
 {
-    struct peer **pp = peer_slot(n, k);
+    size_t nb;
+    pthread_mutex_t *mu;
+    struct peer **b = peer_table(n, &nb, &mu);
+    int rc = QN_OK;
+    if (mu)
+        pthread_mutex_lock(mu);
+    struct peer **pp = peer_slot(b, nb, k);
     if (*pp == NULL) {
         struct peer *p = calloc(1, sizeof *p);
-        if (p == NULL)
-            return QN_ENOMEM;
+        if (p == NULL) {
+            rc = QN_ENOMEM;
+            goto out;
+        }
         p->key = *k;
         *pp = p;
     }
     (*pp)->n++;
     c->peer_entry = *pp;
-    return QN_OK;
+out:
+    if (mu)
+        pthread_mutex_unlock(mu);
+    return rc;
 }
 
 static void peer_release(qn_net *n, qn_conn *c)
@@ -283,13 +324,53 @@ static void peer_release(qn_net *n, qn_conn *c)
     if (p == NULL)
         return;
     c->peer_entry = NULL;
+    size_t nb;
+    pthread_mutex_t *mu;
+    struct peer **b = peer_table(n, &nb, &mu);
+    if (mu)
+        pthread_mutex_lock(mu);
     assert(p->n > 0);
-    if (--p->n > 0)
+    if (--p->n == 0) {
+        struct peer **pp = peer_slot(b, nb, &p->key);
+        assert(*pp == p);
+        *pp = p->next;
+        free(p);
+    }
+    if (mu)
+        pthread_mutex_unlock(mu);
+}
+
+int qn__net_peers_new(size_t max_connections, struct qn_net_peers **out)
+{
+    struct qn_net_peers *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return QN_ENOMEM;
+    t->nb = 1;
+    while (t->nb < max_connections && t->nb < MAX_PEER_BUCKETS)
+        t->nb <<= 1;
+    t->b = calloc(t->nb, sizeof *t->b);
+    if (t->b == NULL || pthread_mutex_init(&t->mu, NULL) != 0) {
+        free(t->b);
+        free(t);
+        return QN_ENOMEM;
+    }
+    *out = t;
+    return QN_OK;
+}
+
+void qn__net_peers_free(struct qn_net_peers *t)
+{
+    if (t == NULL)
         return;
-    struct peer **pp = peer_slot(n, &p->key);
-    assert(*pp == p);
-    *pp = p->next;
-    free(p);
+    pthread_mutex_destroy(&t->mu);
+    free(t->b); /* empty: every connection released its entry */
+    free(t);
+}
+
+void qn__net_share_peers(qn_net *n, struct qn_net_peers *t)
+{
+    if (n->max_per_peer > 0)
+        n->shared_peers = t;
 }
 
 /* ---------------------------------------------------------------- closing */
@@ -720,7 +801,7 @@ static bool conn_accept(struct listener *li, evutil_socket_t fd, struct sockaddr
 {
     qn_net *n = li->net;
     struct peer_key key;
-    bool capped = n->peers != NULL && peer_key_of(sa, &key);
+    bool capped = (n->peers != NULL || n->shared_peers != NULL) && peer_key_of(sa, &key);
     if (capped && peer_count(n, &key) >= n->max_per_peer) {
         if (log_due(&n->refused_peer)) {
             char who[64];

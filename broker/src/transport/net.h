@@ -106,6 +106,14 @@ void qn__net_adopt(qn_net *n, int fd, const struct sockaddr *sa, int salen, bool
  * the net is freed) holds the live connections of all of them. Before listening. */
 void qn__net_share_live_count(qn_net *n, _Atomic size_t *count);
 
+/* One QUEEN_MAX_CONNECTIONS_PER_PEER count for several loops' nets: a table
+ * (with its lock) made once; share it before listening; free it after every net
+ * that shares it. */
+struct qn_net_peers;
+int qn__net_peers_new(size_t max_connections, struct qn_net_peers **out);
+void qn__net_peers_free(struct qn_net_peers *t);
+void qn__net_share_peers(qn_net *n, struct qn_net_peers *t);
+
 /* Binds the listeners. QN_OK or QN_EIO (logged). */
 int qn__net_listen(qn_net *n);
 /* Bound port of the plain / TLS listener, -1 when none. */

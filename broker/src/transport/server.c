@@ -161,6 +161,26 @@ void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count)
     qn__net_share_live_count(s->net, count);
 }
 
+void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count)
+{
+    qn__calls_share_inbound(s->calls, count);
+}
+
+int qn_rpc_peers_new(const struct qn_config *cfg, struct qn_net_peers **out)
+{
+    return qn__net_peers_new((size_t)cfg->max_connections, out);
+}
+
+void qn_rpc_peers_free(struct qn_net_peers *t)
+{
+    qn__net_peers_free(t);
+}
+
+void qn_rpc_server_share_peers(qn_rpc_server *s, struct qn_net_peers *t)
+{
+    qn__net_share_peers(s->net, t);
+}
+
 int qn_rpc_server_port(const qn_rpc_server *s)
 {
     return qn__net_port(s->net, false);

@@ -61,6 +61,18 @@ void qn_rpc_server_adopt(qn_rpc_server *s, int fd, const struct sockaddr *sa, in
  * until s is freed) holds the live connections of all of them. Before listening. */
 void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count);
 
+/* Servers of several loops share one QUEEN_MAX_RECV_BUFFER_BYTES: count
+ * (borrowed until s is freed) holds every loop's unfinished request bytes. */
+void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count);
+
+/* Servers of several loops share one QUEEN_MAX_CONNECTIONS_PER_PEER count:
+ * made once (qn_rpc_peers_new, sized for cfg's QUEEN_MAX_CONNECTIONS), shared
+ * before listening, freed after every server that shares it. */
+struct qn_net_peers;
+int qn_rpc_peers_new(const struct qn_config *cfg, struct qn_net_peers **out);
+void qn_rpc_peers_free(struct qn_net_peers *t);
+void qn_rpc_server_share_peers(qn_rpc_server *s, struct qn_net_peers *t);
+
 /* The ports actually bound (useful when the configured port was 0). -1 if none. */
 int qn_rpc_server_port(const qn_rpc_server *s);
 int qn_rpc_server_tls_port(const qn_rpc_server *s);
