@@ -113,6 +113,26 @@ void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out)
         qn_maint_get_stats(app->maint, &out->maint);
 }
 
+static void publish_now(void *arg)
+{
+    struct qn_app *app = arg; /* the receiving loop's: alive while its inbox runs */
+    struct qn_loop_counters c;
+    qn_app_counters_own(app, &c);
+    qn_loops_publish(app->loops, app->worker, &c);
+}
+
+void qn_app_counters_refresh(struct qn_app *app)
+{
+    if (app->loops == NULL)
+        return;
+    unsigned n = qn_loops_count(app->loops);
+    for (unsigned k = 0; k < n; k++) {
+        struct qn_app *other = k == app->worker ? NULL : qn_loops_module_state(app->loops, k);
+        if (other != NULL)
+            (void)qn_loops_post(app->loops, k, publish_now, other); /* full: the timer's */
+    }
+}
+
 void qn_app_counters_all(const struct qn_app *app, struct qn_loop_counters *out)
 {
     qn_app_counters_own(app, out);

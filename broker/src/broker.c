@@ -85,6 +85,7 @@ struct worker {
     /* start handshake with the main thread (under r->mu) */
     bool start_done;
     int start_rc;
+    bool running; /* its loop and events may be poked (under r->mu; false before teardown) */
 };
 
 struct qn_loops {
@@ -312,11 +313,16 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&w->r->mu);
     w->start_done = true;
     w->start_rc = rc;
+    w->running = rc == QN_OK;
     pthread_cond_broadcast(&w->r->cv);
     pthread_mutex_unlock(&w->r->mu);
     /* the loop has no listener: it lives on its inbox and timers until told */
     if (rc == QN_OK && event_base_loop(w->ctx.base, EVLOOP_NO_EXIT_ON_EMPTY) < 0)
         QN_ERROR("event loop of worker %u failed", w->idx);
+    /* from now on the main thread leaves this loop alone (worker_poke) */
+    pthread_mutex_lock(&w->r->mu);
+    w->running = false;
+    pthread_mutex_unlock(&w->r->mu);
     worker_teardown(w);
     return NULL;
 }
@@ -347,20 +353,43 @@ static int worker_start(struct run *r, unsigned k)
     return rc;
 }
 
+enum poke { POKE_SHUTDOWN, POKE_HUP, POKE_BREAK, POKE_EXIT };
+
+/* From the main thread: tells worker k's loop, if it still runs. */
+static void worker_poke(struct run *r, unsigned k, enum poke what)
+{
+    struct worker *w = r->workers[k];
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (w->running) {
+        switch (what) {
+        case POKE_SHUTDOWN:
+            w->shutdown_left_ms = r->ctx.cfg->shutdown_timeout_ms;
+            event_active(w->shutdown_ev, 0, 0);
+            break;
+        case POKE_HUP:
+            event_active(w->hup_ev, 0, 0);
+            break;
+        case POKE_BREAK:
+            event_base_loopbreak(w->ctx.base);
+            break;
+        case POKE_EXIT:
+            event_base_loopexit(w->ctx.base, NULL);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Ends every worker's loop (at once when `now`, else after its drain) and joins. */
 static void workers_stop(struct run *r, bool now)
 {
     for (unsigned k = 1; k < r->loops.n; k++) {
-        struct worker *w = r->workers[k];
-        if (w == NULL || !w->thread_started)
-            continue;
-        pthread_mutex_lock(&r->mu);
-        bool up = w->start_done && w->start_rc == QN_OK;
-        pthread_mutex_unlock(&r->mu);
-        if (up && now)
-            event_base_loopbreak(w->ctx.base);
-        else if (up && r->signals == 0)
-            event_base_loopexit(w->ctx.base, NULL); /* failed start or loop error: no drain */
+        if (now)
+            worker_poke(r, k, POKE_BREAK);
+        else if (r->signals == 0)
+            worker_poke(r, k, POKE_EXIT); /* failed start or loop error: no drain */
     }
     for (unsigned k = 1; k < r->loops.n; k++) {
         struct worker *w = r->workers[k];
@@ -399,17 +428,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         QN_WARN("second signal %d: stopping now", (int)sig);
         event_base_loopbreak(r->ctx.base);
         for (unsigned k = 1; k < r->loops.n; k++)
-            event_base_loopbreak(r->workers[k]->ctx.base);
+            worker_poke(r, k, POKE_BREAK);
         return;
     }
     r->signal_ms = qn_store_now_ms();
     QN_INFO("signal %d: shutting down (up to %lld ms)", (int)sig,
             (long long)r->ctx.cfg->shutdown_timeout_ms);
     /* every other loop drains its own connections in the same time */
-    for (unsigned k = 1; k < r->loops.n; k++) {
-        r->workers[k]->shutdown_left_ms = r->ctx.cfg->shutdown_timeout_ms;
-        event_active(r->workers[k]->shutdown_ev, 0, 0);
-    }
+    for (unsigned k = 1; k < r->loops.n; k++)
+        worker_poke(r, k, POKE_SHUTDOWN);
     qn_health_set_all(r->ctx.health, false);
     qn_http_routes_shutdown(r->routes);
     qn_side_shutdown(r->side);
@@ -426,7 +453,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
     struct run *r = arg;
     qn_security_reload(r->ctx.security);
     for (unsigned k = 1; k < r->loops.n; k++)
-        event_active(r->workers[k]->hup_ev, 0, 0);
+        worker_poke(r, k, POKE_HUP);
 }
 
 static int write_port_file(const char *path, int port, int tls_port, int http_port)

@@ -246,14 +246,16 @@ class Broker:
 
     def workers(self):
         """The broker's event loops, from its "event loops workers=N" line (None before)."""
-        m = re.search(rb'event loops"?,? ?"?workers"?[=:](\d+)', open(self.log_path, "rb").read())
+        with open(self.log_path, "rb") as f:
+            m = re.search(rb'event loops"?,? ?"?workers"?[=:](\d+)', f.read())
         return int(m.group(1)) if m else None
 
     def _all_loops_connected(self):
         n = self.workers()
         if n is None:
             return False
-        return open(self.log_path, "rb").read().count(b"database connected") >= n
+        with open(self.log_path, "rb") as f:
+            return f.read().count(b"database connected") >= n
 
     def _logged(self, needle):
         with open(self.log_path, "rb") as f:

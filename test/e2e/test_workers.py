@@ -196,7 +196,7 @@ class Shutdown(unittest.TestCase):
             futs = [c.q.Pop.future(Q.PopRequest(queue=q, consumer_group="g%d" % k, wait_ms=60000,
                                                 batch=10), timeout=60)
                     for k, c in enumerate(cs)]
-            self.assertEqual(served_by(b, 2), {0, 1})
+            self.assertTrue(wait_until(lambda: served_by(b, 2) == {0, 1}))
             # in flight on both loops: parked, or already answered ("m" for a fresh group)
             self.assertTrue(wait_until(lambda: parked(b) >= 2 or any(f.done() for f in futs)))
             t0 = time.monotonic()

@@ -114,6 +114,7 @@ void qn_svc_get_stats(qn_call *call, ProtobufCMessage *msg)
     sc->all = all == 1;
     if (req->queue && *req->queue && !qn_admin_authorize(a, req->queue))
         return;
+    qn_app_counters_refresh(a->app); /* the other loops publish while the database answers */
     struct qn_call_opts opts = qn_admin_opts(a);
     qn_admin_sent(a, qn_store_stats(a->app->store, req->queue, &opts, stats_done, a, &a->sreq[0]));
 }
