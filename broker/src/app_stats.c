@@ -93,7 +93,7 @@ void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_cou
     add_maint(&acc->maint, &c->maint);
 }
 
-void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out)
+void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters *out)
 {
     memset(out, 0, sizeof *out);
     out->rpcs = app->rpcs;
@@ -105,12 +105,17 @@ void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out)
         out->parked = qn_waiters_count(app->waiters);
     if (app->fusion != NULL)
         qn_fusion_stats(app->fusion, &out->fusion);
-    if (app->dedup != NULL)
-        qn_dedup_stats(app->dedup, &out->dedup);
     if (app->store != NULL)
         qn_store_get_stats(app->store, &out->store);
     if (app->maint != NULL)
         qn_maint_get_stats(app->maint, &out->maint);
+}
+
+void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out)
+{
+    qn_app_counters_own_fast(app, out);
+    if (app->dedup != NULL)
+        qn_dedup_stats(app->dedup, &out->dedup);
 }
 
 static void publish_now(void *arg)

@@ -20,6 +20,9 @@
 /* app's own counters, live (its loop thread). */
 void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out);
 
+/* The same without the dedup cache's (a walk over its entries): left zero. */
+void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters *out);
+
 /* The process's counters: app's live ones plus every other loop's published
  * snapshot (its loop thread). */
 void qn_app_counters_all(const struct qn_app *app, struct qn_loop_counters *out);

@@ -151,6 +151,17 @@ void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_count
     pthread_mutex_unlock(&l->counters_mu);
 }
 
+void qn_loops_publish_fast(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c)
+{
+    if (k >= l->n)
+        return;
+    pthread_mutex_lock(&l->counters_mu);
+    struct qn_dedup_stats keep = l->counters[k].dedup;
+    l->counters[k] = *c;
+    l->counters[k].dedup = keep;
+    pthread_mutex_unlock(&l->counters_mu);
+}
+
 void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc)
 {
     pthread_mutex_lock(&l->counters_mu);

@@ -57,6 +57,9 @@ void qn_loops_set_module_state(struct qn_loops *l, unsigned k, void *state);
 /* Loop k's latest counters (each loop publishes its own a few times a second,
  * app_stats.h), copied under a lock: the only state loops read of each other. */
 void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c);
+/* As qn_loops_publish, but keeps the dedup counters of the last full publish
+ * (reading the dedup cache's costs a walk over its entries). */
+void qn_loops_publish_fast(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c);
 /* Adds every loop's published counters but `self`'s to *acc. */
 void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc);
 

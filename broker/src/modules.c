@@ -71,6 +71,7 @@ struct queue_module {
     bool db_up;                  /* the pool has a connection (qn_store_on_state) */
     struct event *rates;         /* periodic rate line */
     struct event *publish;       /* counters for the other loops (app_stats.h); NULL with one */
+    struct event *publish_soon;  /* after commits: the same, without the dedup walk */
     struct qn_fusion_stats last; /* fusion counters at the previous line */
     uint64_t last_delivered;
     struct qn_queue_metrics *metrics; /* docs/metrics.md; NULL without a registry */
@@ -111,6 +112,18 @@ static void publish_cb(evutil_socket_t fd, short what, void *ud)
     struct qn_loop_counters c;
     qn_app_counters_own(&m->app, &c);
     qn_loops_publish(m->loops, m->worker, &c);
+}
+
+/* After a loop turn with commits: what a scrape or GetStats on another loop
+ * sums includes them before the pushes' answers reach their clients. */
+static void publish_fast_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct queue_module *m = ud;
+    struct qn_loop_counters c;
+    qn_app_counters_own_fast(&m->app, &c);
+    qn_loops_publish_fast(m->loops, m->worker, &c);
 }
 
 /* The queen.v1 services serve once the schema is applied and while the pool
@@ -234,6 +247,8 @@ static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *que
                              const char *partition)
 {
     struct queue_module *m = ud;
+    if (m->publish_soon != NULL)
+        event_active(m->publish_soon, 0, 0); /* once per loop turn, however many commits */
     for (unsigned k = 0; k < m->nworkers; k++) {
         if (k == m->worker)
             continue;
@@ -344,7 +359,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     if (m->nworkers > 1 && m->loops != NULL) {
         qn_loops_set_module_state(m->loops, m->worker, app);
         m->publish = event_new(ctx->base, -1, EV_PERSIST, publish_cb, m);
-        if (m->publish == NULL)
+        m->publish_soon = event_new(ctx->base, -1, 0, publish_fast_cb, m);
+        if (m->publish == NULL || m->publish_soon == NULL)
             return QN_ENOMEM;
         struct timeval ptv = {0, QN_APP_STATS_PUBLISH_MS * 1000};
         event_add(m->publish, &ptv);
@@ -382,6 +398,8 @@ static void queue_stop(void *state)
     app->maint = NULL;
     if (m->rates)
         event_free(m->rates);
+    if (m->publish_soon)
+        event_free(m->publish_soon);
     if (m->publish) {
         publish_cb(-1, 0, m); /* the last word of this loop's counters */
         event_free(m->publish);
