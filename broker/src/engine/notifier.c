@@ -29,10 +29,11 @@
 #include "queen/ids.h"
 
 struct qn_notifier {
-    qn_store *store;            /* borrowed */
-    struct qn_waiters *waiters; /* borrowed */
-    struct qn_cfusion *cfusion; /* borrowed; NULL allowed */
-    qn_notifier_peer_fn peers;  /* the process's other loops; NULL: none */
+    qn_store *store;                            /* borrowed */
+    struct qn_waiters *waiters;                 /* borrowed */
+    struct qn_cfusion *cfusion;                 /* borrowed; NULL allowed */
+    qn_notifier_peer_fn peers;                  /* the process's other loops; NULL: none */
+    uint64_t commits[QN_NOTIFY_COMMIT_BUCKETS]; /* per queue bucket (qn_notifier_commits) */
     void *peers_ud;
     struct event *timer;
     bool armed;
@@ -42,6 +43,16 @@ struct qn_notifier {
 };
 
 static const uint8_t default_tenant[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+
+static size_t bucket(const uint8_t tenant[16], const char *queue)
+{
+    uint32_t h = 2166136261u; /* FNV-1a over tenant and queue */
+    for (size_t i = 0; i < 16; i++)
+        h = (h ^ tenant[i]) * 16777619u;
+    for (const char *s = queue; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h % QN_NOTIFY_COMMIT_BUCKETS;
+}
 
 static void notify_sent(void *ud, const struct qn_store_status *st, int64_t value)
 {
@@ -85,6 +96,7 @@ static void notify_flush(evutil_socket_t fd, short what, void *ud)
 void qn_notifier_peer_committed(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,
                                 const char *partition)
 {
+    nt->commits[bucket(tenant, queue)]++;
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h), and nobody of a group whose
      * lease there a consumer of this loop holds (its release hints: cfusion.h) */
@@ -136,7 +148,14 @@ static void on_listen(void *ud, const char *payload)
     /* "tenant/queue"; a payload without a tenant is the default tenant's */
     if (slash == NULL || qn_uuid_parse(payload, (size_t)(slash - payload), tenant) != QN_OK)
         memcpy(tenant, default_tenant, 16);
+    nt->commits[bucket(tenant, queue)]++;
     qn_waiters_notify(nt->waiters, tenant, queue, NULL, QN_NOTIFY_WAKE_PER_GROUP);
+}
+
+uint64_t qn_notifier_commits(const struct qn_notifier *nt, const uint8_t tenant[16],
+                             const char *queue)
+{
+    return nt != NULL && queue != NULL ? nt->commits[bucket(tenant, queue)] : 0;
 }
 
 int qn_notifier_new(struct event_base *base, qn_store *store, struct qn_waiters *ws,

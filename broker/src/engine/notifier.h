@@ -71,6 +71,15 @@ void qn_notifier_set_peers(struct qn_notifier *n, qn_notifier_peer_fn fn, void *
 void qn_notifier_peer_committed(struct qn_notifier *n, const uint8_t tenant[16], const char *queue,
                                 const char *partition);
 
+/* Commits heard so far to (tenant, queue) (this loop's, other loops', other
+ * brokers' NOTIFYs; counted per bucket of a hash, so another queue's may count
+ * too): a pop that asks the database something compares it before and after,
+ * so that a commit that raced its question (another loop commits in parallel)
+ * is not lost on a pop that was not parked yet. */
+#define QN_NOTIFY_COMMIT_BUCKETS 4096
+uint64_t qn_notifier_commits(const struct qn_notifier *n, const uint8_t tenant[16],
+                             const char *queue);
+
 /* Stops listening, drops what was queued for NOTIFY and frees. Before the store
  * and the waiters are freed. NULL allowed. */
 void qn_notifier_free(struct qn_notifier *n);

@@ -63,6 +63,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "engine/notifier.h"
 #include "engine/pop_gate.h"
 #include "engine/waiters.h"
 #include "log.h"
@@ -95,9 +96,10 @@ struct pop_rpc {
     int64_t wait_until_ms;        /* monotonic; 0 = answer at once */
     qn_store_req *sreq;
     struct qn_waiter waiter;
-    bool waiting;        /* wait_ms > 0: parked from the start (invariant 2) */
-    bool rewake;         /* a commit was seen while a call was in flight */
-    struct event *timer; /* re-check / end of the wait or of the hold */
+    bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
+    bool rewake;           /* a commit was seen while a call was in flight */
+    uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
+    struct event *timer;   /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
      * hold_until_ms passed (0 = not decided yet) */
     bool gated; /* the gate has let this pop through */
@@ -343,7 +345,10 @@ static void pop_gate_done(void *ud, const struct qn_store_status *st, int64_t pe
     p->state = POP_HELD;
     qn_conn_budget_give(p->slot); /* held: no database call in flight */
     p->slot = NULL;
-    if (p->rewake) {
+    /* a commit while the gate was asked (another loop commits in parallel, and
+     * this pop was not parked yet to hear it): ask again now */
+    if (p->rewake ||
+        qn_notifier_commits(p->app->notifier, p->tenant, p->args.queue) != p->gate_commits) {
         pop_issue(p);
         return;
     }
@@ -389,6 +394,7 @@ static void pop_issue(struct pop_rpc *p)
         /* the queue may hold under-full pops: ask before claiming anything */
         struct qn_call_opts gopts = {qn_call_deadline_ms(p->call), p->tenant, NULL};
         p->state = POP_GATING;
+        p->gate_commits = qn_notifier_commits(app->notifier, p->tenant, p->args.queue);
         if (qn_store_pop_gate(app->store, p->args.queue, p->args.partition, p->args.group, &gopts,
                               pop_gate_done, p, &p->sreq) == QN_OK)
             return;
