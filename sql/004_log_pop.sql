@@ -1,4 +1,4 @@
--- 004_log_pop.sql - pop_v1, pop_one_v1, pop_discover_v1, has_pending_v1 and their helpers.
+-- 004_log_pop.sql - pop_v1, pop_one_v1, pop_bundle_v1, pop_discover_v1, has_pending_v1 and their helpers.
 --
 -- Does: subscriptions (first contact of a group with a queue, bulk cursor seed),
 -- the candidate scan of a wildcard pop, the claim of a (partition, group) cursor
@@ -886,6 +886,66 @@ BEGIN
                           CASE WHEN coalesce(p_max_bytes, 0) > 0 THEN p_max_bytes END,
                           true, p_max_bytes, coalesce(p_msg_overhead, 0),
                           coalesce(p_max_msg_bytes, 0)) pp;
+END;
+$$;
+
+-- pop_bundle_v1: see sql/API.md. The broker's bundled lease: several pop_one_v1
+-- requests (one partition id each, for a consumer each) in one call and one
+-- transaction. Members run one by one in partition-id order (then in the order
+-- given), so two bundles lock their partitions in the same order; each member
+-- is exactly one pop_one_v1 call, keyed on its own partition id (nothing here
+-- touches two partitions in one statement). r_member is the member's index
+-- (0-based) in the arrays; a member that leased nothing has no row.
+CREATE OR REPLACE FUNCTION qn.pop_bundle_v1(
+    p_pids           UUID[],
+    p_queues         TEXT[],
+    p_partitions     TEXT[],
+    p_groups         TEXT[],
+    p_budgets        INT4[],
+    p_max_bytes      INT8[],
+    p_msg_overhead   INT4[],
+    p_max_msg_bytes  INT4[],
+    p_lease_seconds  INT4[],
+    p_workers        TEXT[],
+    p_sub_modes      TEXT[],
+    p_sub_from_us    INT8[],
+    p_tenant         UUID)
+RETURNS TABLE (r_member INT4, r_queue TEXT, r_partition TEXT, r_pid UUID, r_base INT8,
+               r_start_idx INT4, r_take INT4, r_created_at TIMESTAMPTZ, r_blob BYTEA,
+               r_lease_expires_at TIMESTAMPTZ)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_n INT4 := coalesce(cardinality(p_pids), 0);
+    v_i INT4;
+BEGIN
+    IF coalesce(cardinality(p_queues), 0) <> v_n OR coalesce(cardinality(p_partitions), 0) <> v_n
+       OR coalesce(cardinality(p_groups), 0) <> v_n OR coalesce(cardinality(p_budgets), 0) <> v_n
+       OR coalesce(cardinality(p_max_bytes), 0) <> v_n
+       OR coalesce(cardinality(p_msg_overhead), 0) <> v_n
+       OR coalesce(cardinality(p_max_msg_bytes), 0) <> v_n
+       OR coalesce(cardinality(p_lease_seconds), 0) <> v_n
+       OR coalesce(cardinality(p_workers), 0) <> v_n OR coalesce(cardinality(p_sub_modes), 0) <> v_n
+       OR coalesce(cardinality(p_sub_from_us), 0) <> v_n THEN
+        RAISE EXCEPTION 'QPOP bundle arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_i IN SELECT o.i FROM unnest(p_pids) WITH ORDINALITY AS o(pid, i) ORDER BY o.pid, o.i LOOP
+        IF p_pids[v_i] IS NULL OR coalesce(p_workers[v_i], '') = '' THEN
+            RAISE EXCEPTION 'QPOP bundle member % has no partition id or worker', v_i - 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN QUERY
+        SELECT v_i - 1, x.r_queue, x.r_partition, x.r_pid, x.r_base, x.r_start_idx, x.r_take,
+               x.r_created_at, x.r_blob, x.r_lease_expires_at
+        FROM qn.pop_one_v1(p_pids[v_i], p_queues[v_i], p_partitions[v_i], p_groups[v_i],
+                           p_budgets[v_i], p_max_bytes[v_i], p_msg_overhead[v_i],
+                           p_max_msg_bytes[v_i], p_lease_seconds[v_i], p_workers[v_i], false,
+                           p_sub_modes[v_i],
+                           CASE WHEN p_sub_from_us[v_i] IS NULL THEN NULL
+                                ELSE 'epoch'::TIMESTAMPTZ
+                                     + p_sub_from_us[v_i] * INTERVAL '1 microsecond' END,
+                           p_tenant) x;
+    END LOOP;
 END;
 $$;
 

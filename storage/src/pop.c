@@ -224,3 +224,178 @@ int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, co
     qn__p_uuid(&s->p, 3, qn__req_tenant(r));
     return qn__call_submit(r, finish_gate, (qn__anyfn)cb, ud, req);
 }
+
+/* ---------------------------------------------------------------- bundled leases */
+
+bool qn_store_pop_pid(qn_store *st, const struct qn_pop_args *a, const uint8_t *tenant,
+                      uint8_t pid[16])
+{
+    struct qn__pidcache *cache = st ? qn__store_pids(st) : NULL;
+    if (cache == NULL || a == NULL || a->auto_ack || a->queue == NULL || a->queue[0] == '\0' ||
+        a->partition == NULL || a->partition[0] == '\0')
+        return false;
+    return qn__pidcache_get(cache, tenant ? tenant : qn__default_tenant, a->queue, a->partition,
+                            pid);
+}
+
+struct bundle_row {
+    int32_t member;
+    struct qn_pop_segment g;
+};
+
+static bool bundle_ok(const void *row)
+{
+    const struct bundle_row *b = row;
+    return b->member >= 0 && b->member < QN_POP_BUNDLE_MAX && pop_ok(&b->g);
+}
+
+#define BR struct bundle_row
+
+static const struct qn__col bundle_cols[] = {
+    QN__I32(BR, member),
+    QN__TEXT(BR, g.queue),
+    QN__TEXT(BR, g.partition),
+    QN__UUID(BR, g.pid),
+    QN__I64(BR, g.base),
+    QN__I32(BR, g.start_idx),
+    QN__I32(BR, g.take),
+    QN__TS(BR, g.created_at_us),
+    QN__BYTEA(BR, g.blob, g.blob_len),
+    QN__TS_OR(BR, g.lease_expires_at_us, 0),
+};
+
+struct bundle_rows {
+    size_t n;
+    const struct bundle_row *rows;
+};
+
+static const struct qn__rowspec bundle_spec = {QN__NCOLS(bundle_cols),
+                                               bundle_cols,
+                                               sizeof(struct bundle_row),
+                                               0,
+                                               -1,
+                                               sizeof(struct bundle_rows),
+                                               offsetof(struct bundle_rows, n),
+                                               offsetof(struct bundle_rows, rows),
+                                               false,
+                                               bundle_ok};
+
+int qn__decode_pop_bundle(qn_store_req *r, int step, const PGresult *res)
+{
+    return qn__decode_rows(r, step, res, &bundle_spec);
+}
+
+/* Splits the rows per member (each member's rows keep their order), teaches
+ * the id cache, delivers. A row naming a member that was not sent means the
+ * committed leases cannot be told apart: every member is in doubt (each
+ * releases its worker's leases). */
+static void finish_bundle(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_pop_bundle_cb cb = (qn_pop_bundle_cb)qn__req_cb(r);
+    size_t n = (size_t)(uintptr_t)qn__req_data(r);
+    if (st->code != QN_OK) {
+        cb(qn__req_ud(r), st, NULL, n);
+        return;
+    }
+    const struct bundle_rows *br = qn__req_out(r, 0);
+    struct qn__arena *ar = qn__req_arena(r);
+    struct qn_pop_result *out = qn__arena_zalloc(ar, sizeof *out * n);
+    struct qn_pop_segment *segs = qn__arena_alloc(ar, sizeof *segs * (br->n ? br->n : 1));
+    size_t count[QN_POP_BUNDLE_MAX] = {0};
+    bool bad = out == NULL || segs == NULL;
+    for (size_t i = 0; !bad && i < br->n; i++) {
+        if ((size_t)br->rows[i].member >= n)
+            bad = true;
+        else
+            count[br->rows[i].member]++;
+    }
+    if (bad) {
+        struct qn_store_status doubt = {QN_EINDOUBT, "", "a bundled lease's rows name no member"};
+        cb(qn__req_ud(r), &doubt, NULL, n);
+        return;
+    }
+    size_t at = 0;
+    for (size_t k = 0; k < n; k++) {
+        out[k].segs = segs + at;
+        at += count[k];
+    }
+    for (size_t i = 0; i < br->n; i++) {
+        struct qn_pop_result *o = &out[br->rows[i].member];
+        ((struct qn_pop_segment *)o->segs)[o->n++] = br->rows[i].g;
+    }
+    struct qn__pidcache *pids = qn__store_pids(qn__req_store(r));
+    for (size_t k = 0; pids != NULL && k < n; k++)
+        if (out[k].n > 0 && out[k].segs[0].queue && out[k].segs[0].partition)
+            qn__pidcache_put(pids, qn__req_tenant(r), out[k].segs[0].queue,
+                             out[k].segs[0].partition, out[k].segs[0].pid);
+    cb(qn__req_ud(r), st, out, n);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+int qn_store_pop_bundle(qn_store *st, const struct qn_pop_member *m, size_t n,
+                        const struct qn_call_opts *opts, qn_pop_bundle_cb cb, void *ud,
+                        qn_store_req **req)
+{
+    if (m == NULL || cb == NULL || n == 0 || n > QN_POP_BUNDLE_MAX)
+        return QN_EINVAL;
+    const uint8_t *pids[QN_POP_BUNDLE_MAX];
+    int32_t lens16[QN_POP_BUNDLE_MAX], lens8[QN_POP_BUNDLE_MAX];
+    const char *queues[QN_POP_BUNDLE_MAX], *parts[QN_POP_BUNDLE_MAX], *groups[QN_POP_BUNDLE_MAX];
+    const char *workers[QN_POP_BUNDLE_MAX], *modes[QN_POP_BUNDLE_MAX];
+    int32_t budgets[QN_POP_BUNDLE_MAX], overhead[QN_POP_BUNDLE_MAX], maxmsg[QN_POP_BUNDLE_MAX];
+    int32_t lease[QN_POP_BUNDLE_MAX];
+    int64_t maxb[QN_POP_BUNDLE_MAX];
+    uint8_t from[QN_POP_BUNDLE_MAX][8];
+    const uint8_t *fromp[QN_POP_BUNDLE_MAX];
+    for (size_t k = 0; k < n; k++) {
+        const struct qn_pop_args *a = m[k].a;
+        if (a == NULL || a->auto_ack || a->budget < 1 || a->queue == NULL || a->queue[0] == '\0' ||
+            a->partition == NULL || a->partition[0] == '\0' || a->worker == NULL ||
+            a->worker[0] == '\0')
+            return QN_EINVAL;
+        pids[k] = m[k].pid;
+        lens16[k] = 16;
+        queues[k] = a->queue;
+        parts[k] = a->partition;
+        groups[k] = a->group ? a->group : "";
+        workers[k] = a->worker;
+        modes[k] = sub_mode_text(a->sub_mode);
+        budgets[k] = a->budget;
+        maxb[k] = a->max_bytes;
+        overhead[k] = a->msg_overhead;
+        maxmsg[k] = a->max_msg_bytes;
+        lease[k] = a->lease_seconds;
+        put_be64(from[k], (uint64_t)a->sub_from_us);
+        fromp[k] = a->sub_mode == QN_SUB_TIMESTAMP ? from[k] : NULL;
+        lens8[k] = a->sub_mode == QN_SUB_TIMESTAMP ? 8 : -1;
+    }
+    qn_store_req *r;
+    int rc;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_POP_BUNDLE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    struct qn__params *p = &s->p;
+    qn__p_array(p, 0, QN_OID_UUID, pids, lens16, n);
+    qn__p_arr_text(p, 1, queues, n, NULL);
+    qn__p_arr_text(p, 2, parts, n, NULL);
+    qn__p_arr_text(p, 3, groups, n, NULL);
+    qn__p_arr_i32(p, 4, budgets, n);
+    qn__p_arr_i64(p, 5, maxb, n);
+    qn__p_arr_i32(p, 6, overhead, n);
+    qn__p_arr_i32(p, 7, maxmsg, n);
+    qn__p_arr_i32(p, 8, lease, n);
+    qn__p_arr_text(p, 9, workers, n, NULL);
+    qn__p_arr_text(p, 10, modes, n, NULL);
+    qn__p_array(p, 11, QN_OID_INT8, fromp, lens8, n);
+    qn__p_uuid(p, 12, qn__req_tenant(r));
+    s->expect = n;
+    qn__req_set_data(r, (void *)(uintptr_t)n);
+    return qn__call_submit(r, finish_bundle, (qn__anyfn)cb, ud, req);
+}

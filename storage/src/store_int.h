@@ -266,6 +266,7 @@ enum qn__stmt_id {
     QN_STMT_POP,
     QN_STMT_POP_DISCOVER,
     QN_STMT_POP_ONE,
+    QN_STMT_POP_BUNDLE,
     QN_STMT_HAS_PENDING,
     QN_STMT_POP_GATE,
     QN_STMT_ACK,
@@ -570,6 +571,7 @@ int qn__decode_scalar_bool(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_void(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_push(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_segments(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_pop_bundle(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pop(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pop_gate(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_ack(qn_store_req *r, int step, const PGresult *res);

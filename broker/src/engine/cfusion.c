@@ -21,6 +21,10 @@
  *      it off the list first.
  *   5. While a lease is held the timer is armed at or before its expiry (+
  *      slack), when a base is set: a lease nobody acks still hints at expiry.
+ *   6. A bundled pop is in exactly one place: the queued list (not sent), a
+ *      bundle in flight (its slot there), or alone in flight (its store
+ *      request); its callback runs once, then it is freed. The flush event is
+ *      active whenever the queued list is not empty and a base is set.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +81,10 @@ struct qn_cfusion {
     size_t nheld;
     struct event *timer; /* expiry; NULL without a base */
     int64_t timer_at;    /* when it fires; 0: not armed */
+    /* bundled leases (invariant 6) */
+    struct qn_cfusion_pop *queued, *queued_tail; /* this turn's, in arrival order */
+    struct event *flush_ev;                      /* NULL without a base */
+    struct qn_cfusion_pop_stats pstats;
 };
 
 static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
@@ -95,6 +103,9 @@ static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
     l->gname = NULL;
     cf->nheld--;
 }
+
+static void pop_free_queued(struct qn_cfusion *cf);
+static void flush_cb(evutil_socket_t fd, short what, void *ud);
 
 int qn_cfusion_new(struct qn_waiters *ws, size_t max_entries, struct qn_cfusion **out)
 {
@@ -135,6 +146,9 @@ void qn_cfusion_free(struct qn_cfusion *cf)
     drop_all(cf);
     if (cf->timer)
         event_free(cf->timer);
+    pop_free_queued(cf);
+    if (cf->flush_ev)
+        event_free(cf->flush_ev);
     qn_map_destroy(&cf->pids);
     qn_map_destroy(&cf->names);
     free(cf);
@@ -312,8 +326,11 @@ int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base)
     if (cf == NULL || base == NULL || cf->timer != NULL)
         return QN_OK;
     cf->timer = evtimer_new(base, expiry_cb, cf);
-    if (cf->timer == NULL)
+    cf->flush_ev = event_new(base, -1, 0, flush_cb, cf);
+    if (cf->timer == NULL || cf->flush_ev == NULL)
         return QN_ENOMEM;
+    if (cf->queued)
+        event_active(cf->flush_ev, 0, 0);
     for (struct cf_lease *l = cf->held; l; l = l->hnext)
         arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
     return QN_OK;
@@ -522,4 +539,266 @@ size_t qn_cfusion_held_count(const struct qn_cfusion *cf)
 size_t qn_cfusion_count(const struct qn_cfusion *cf)
 {
     return cf ? cf->pids.count : 0;
+}
+
+/* ---------------------------------------------------------------- bundled leases */
+
+struct qn_cfusion_pop {
+    struct qn_cfusion *cf;
+    struct qn_cfusion_pop *next; /* queued list */
+    struct pop_bundle *bundle;   /* in flight in a bundle */
+    qn_store_req *sreq;          /* in flight alone */
+    qn_cfusion_pop_cb cb;        /* NULL once cancelled */
+    void *ud;
+    struct qn_pop_args a; /* strings point into names[] */
+    uint8_t pid[16];
+    uint8_t tenant[16];
+    bool has_tenant; /* else the default tenant */
+    const struct qn_name_filter *filter;
+    struct qn_store *store;
+    char names[4 * (NAME_MAX_LEN + 1)]; /* queue, partition, group, worker */
+};
+
+struct pop_bundle {
+    struct qn_cfusion *cf;
+    size_t n;
+    struct qn_cfusion_pop *m[QN_POP_BUNDLE_MAX];
+};
+
+/* Copies s into *at (bounded by end); NULL stays NULL. false when too long. */
+static bool keep_name(char **at, char *end, const char *s, const char **out)
+{
+    if (s == NULL) {
+        *out = NULL;
+        return true;
+    }
+    size_t l = strnlen(s, NAME_MAX_LEN + 1);
+    if (l > NAME_MAX_LEN || (size_t)(end - *at) < l + 1)
+        return false;
+    memcpy(*at, s, l);
+    (*at)[l] = '\0';
+    *out = *at;
+    *at += l + 1;
+    return true;
+}
+
+static void pop_alone_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_pop_result *res)
+{
+    struct qn_cfusion_pop *p = ud;
+    qn_cfusion_pop_cb cb = p->cb;
+    void *cud = p->ud;
+    free(p);
+    if (cb)
+        cb(cud, st, res);
+}
+
+/* Sends p by itself; on a refused submit its callback runs now with the code
+ * (never from inside qn_cfusion_pop: only from the flush). */
+static void pop_send_alone(struct qn_cfusion_pop *p)
+{
+    struct qn_call_opts o = {0, p->has_tenant ? p->tenant : NULL, p->filter};
+    p->cf->pstats.alone++;
+    int rc = qn_store_pop(p->store, &p->a, &o, pop_alone_done, p, &p->sreq);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        p->sreq = NULL;
+        pop_alone_done(p, &st, NULL);
+    }
+}
+
+static void bundle_done(void *ud, const struct qn_store_status *st,
+                        const struct qn_pop_result *res, size_t n)
+{
+    struct pop_bundle *b = ud;
+    (void)n;
+    for (size_t k = 0; k < b->n; k++) {
+        struct qn_cfusion_pop *p = b->m[k];
+        p->bundle = NULL;
+        if (st->code == QN_EDB && p->cb != NULL) {
+            /* refused as a whole (nothing leased): each alone, for its own verdict */
+            b->cf->pstats.retried++;
+            pop_send_alone(p);
+            continue;
+        }
+        qn_cfusion_pop_cb cb = p->cb;
+        void *cud = p->ud;
+        free(p);
+        if (cb)
+            cb(cud, st, st->code == QN_OK ? &res[k] : NULL);
+    }
+    free(b);
+}
+
+/* Sends one tenant's members (1..QN_POP_BUNDLE_MAX, queued order). */
+static void bundle_send(struct qn_cfusion *cf, struct qn_cfusion_pop **m, size_t n)
+{
+    if (n == 1) {
+        pop_send_alone(m[0]);
+        return;
+    }
+    struct pop_bundle *b = calloc(1, sizeof *b);
+    struct qn_pop_member mem[QN_POP_BUNDLE_MAX];
+    int rc = QN_ENOMEM;
+    if (b != NULL) {
+        b->cf = cf;
+        b->n = n;
+        for (size_t k = 0; k < n; k++) {
+            b->m[k] = m[k];
+            m[k]->bundle = b;
+            mem[k].a = &m[k]->a;
+            memcpy(mem[k].pid, m[k]->pid, 16);
+        }
+        struct qn_call_opts o = {0, m[0]->has_tenant ? m[0]->tenant : NULL, NULL};
+        rc = qn_store_pop_bundle(m[0]->store, mem, n, &o, bundle_done, b, NULL);
+        if (rc == QN_OK) {
+            cf->pstats.bundles++;
+            cf->pstats.bundled += n;
+            return;
+        }
+        free(b);
+    }
+    /* not sent: every member as a pop refused at submit */
+    struct qn_store_status st = {rc, "", qn_strerror(rc)};
+    for (size_t k = 0; k < n; k++) {
+        qn_cfusion_pop_cb cb = m[k]->cb;
+        void *cud = m[k]->ud;
+        free(m[k]);
+        if (cb)
+            cb(cud, &st, NULL);
+    }
+}
+
+void qn_cfusion_pop_flush(struct qn_cfusion *cf)
+{
+    if (cf == NULL)
+        return;
+    struct qn_cfusion_pop *list = cf->queued;
+    cf->queued = cf->queued_tail = NULL;
+    /* dropped cancelled ones were unlinked already; group by (store, tenant),
+     * keeping arrival order within each */
+    while (list != NULL) {
+        struct qn_cfusion_pop *m[QN_POP_BUNDLE_MAX];
+        size_t n = 0;
+        struct qn_cfusion_pop *first = list, **link = &list;
+        while (*link != NULL && n < QN_POP_BUNDLE_MAX) {
+            struct qn_cfusion_pop *p = *link;
+            if (p->store == first->store && p->has_tenant == first->has_tenant &&
+                memcmp(p->tenant, first->tenant, 16) == 0) {
+                *link = p->next;
+                p->next = NULL;
+                m[n++] = p;
+            } else {
+                link = &p->next;
+            }
+        }
+        bundle_send(cf, m, n);
+    }
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    qn_cfusion_pop_flush(ud);
+}
+
+int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct qn_pop_args *a,
+                   const struct qn_call_opts *opts, qn_cfusion_pop_cb cb, void *ud,
+                   struct qn_cfusion_pop **out)
+{
+    if (cf == NULL || a == NULL || cb == NULL || out == NULL)
+        return QN_EINVAL;
+    struct qn_cfusion_pop *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return QN_ENOMEM;
+    p->cf = cf;
+    p->store = store;
+    p->cb = cb;
+    p->ud = ud;
+    p->filter = opts ? opts->names : NULL;
+    if (opts != NULL && opts->tenant != NULL) {
+        memcpy(p->tenant, opts->tenant, 16);
+        p->has_tenant = true;
+    }
+    const uint8_t *tenant = opts != NULL ? opts->tenant : NULL;
+    if (!qn_store_pop_pid(store, a, tenant, p->pid)) {
+        /* not by id: at once, as it is (opts' strings live until the callback) */
+        p->a = *a;
+        struct qn_call_opts o = {opts ? opts->deadline_ms : 0, tenant, p->filter};
+        cf->pstats.alone++;
+        int rc = qn_store_pop(store, a, &o, pop_alone_done, p, &p->sreq);
+        if (rc != QN_OK) {
+            free(p);
+            return rc;
+        }
+        *out = p;
+        return QN_OK;
+    }
+    p->a = *a;
+    char *at = p->names, *end = p->names + sizeof p->names;
+    if (!keep_name(&at, end, a->queue, &p->a.queue) ||
+        !keep_name(&at, end, a->partition, &p->a.partition) ||
+        !keep_name(&at, end, a->group, &p->a.group) ||
+        !keep_name(&at, end, a->worker, &p->a.worker)) {
+        free(p);
+        return QN_EINVAL;
+    }
+    p->a.namespace_ = NULL;
+    p->a.task = NULL;
+    if (cf->queued_tail)
+        cf->queued_tail->next = p;
+    else
+        cf->queued = p;
+    cf->queued_tail = p;
+    if (cf->flush_ev != NULL)
+        event_active(cf->flush_ev, 0, 0);
+    *out = p;
+    return QN_OK;
+}
+
+void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p)
+{
+    if (p == NULL)
+        return;
+    if (p->sreq != NULL) {
+        qn_store_cancel(p->sreq);
+        free(p);
+        return;
+    }
+    if (p->bundle != NULL) {
+        p->cb = NULL; /* bundle_done frees it */
+        return;
+    }
+    struct qn_cfusion *cf = p->cf;
+    struct qn_cfusion_pop *prev = NULL;
+    for (struct qn_cfusion_pop *q = cf->queued; q; prev = q, q = q->next) {
+        if (q != p)
+            continue;
+        if (prev)
+            prev->next = p->next;
+        else
+            cf->queued = p->next;
+        if (cf->queued_tail == p)
+            cf->queued_tail = prev;
+        break;
+    }
+    free(p);
+}
+
+static void pop_free_queued(struct qn_cfusion *cf)
+{
+    while (cf->queued) {
+        struct qn_cfusion_pop *p = cf->queued;
+        cf->queued = p->next;
+        free(p);
+    }
+    cf->queued_tail = NULL;
+}
+
+void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cf != NULL)
+        *out = cf->pstats;
 }

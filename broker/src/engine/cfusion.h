@@ -130,6 +130,56 @@ void qn_cfusion_worker_released(struct qn_cfusion *cf, const uint8_t tenant[16],
  * release is. Returns how many. */
 size_t qn_cfusion_expire(struct qn_cfusion *cf, int64_t now_ms);
 
+/*
+ * Bundled leases. A pop that names a partition whose id the store knows
+ * (qn_store_pop_pid: a hinted wake-up, or a Pop naming its partition) is not
+ * sent at once: it joins this turn's bundle, and once the loop has run every
+ * callback of the turn (an event made active), the bundle goes out as one
+ * pop_bundle_v1 call per tenant (up to QN_POP_BUNDLE_MAX members each; a
+ * bundle of one goes out as the pop it is). Every other pop goes out at once.
+ * Each member's callback then runs exactly once with its own result, as if it
+ * had been a qn_store_pop:
+ *   - the bundle leased: each member gets its own rows (maybe none);
+ *   - QN_EDB (the database refused one member, so the bundle's transaction
+ *     rolled back and nothing was leased): every member is sent again alone
+ *     and gets its own verdict;
+ *   - anything else (QN_EINDOUBT, QN_EUNAVAILABLE, ...): every member gets
+ *     that status, and resolves it as a pop does (a pop in doubt releases its
+ *     worker's leases).
+ * A caller whose call ended keeps its pop (its callback releases what it got);
+ * qn_cfusion_pop_cancel drops a pop not sent yet, and otherwise only stops its
+ * callback (what it leases stays until its expiry, as qn_store_cancel).
+ */
+struct qn_store;
+struct qn_pop_args;
+struct qn_call_opts;
+struct qn_store_status;
+struct qn_pop_result;
+struct qn_cfusion_pop;
+typedef void (*qn_cfusion_pop_cb)(void *ud, const struct qn_store_status *st,
+                                  const struct qn_pop_result *res);
+
+/* As qn_store_pop (same arguments, same callback; a and opts are copied, the
+ * name filter of opts is borrowed until the callback). *out is the handle for
+ * qn_cfusion_pop_cancel, valid until the callback runs or the cancel returns.
+ * Without a base (qn_cfusion_set_base) bundled pops wait for
+ * qn_cfusion_pop_flush. */
+int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct qn_pop_args *a,
+                   const struct qn_call_opts *opts, qn_cfusion_pop_cb cb, void *ud,
+                   struct qn_cfusion_pop **out);
+/* NULL allowed. */
+void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p);
+/* Sends this turn's bundles now (the loop does it by itself; tests). */
+void qn_cfusion_pop_flush(struct qn_cfusion *cf);
+
+struct qn_cfusion_pop_stats {
+    uint64_t alone;   /* pops sent by themselves (not by id, or a bundle of one) */
+    uint64_t bundles; /* pop_bundle_v1 calls */
+    uint64_t bundled; /* members of those calls */
+    uint64_t retried; /* members sent again alone after a refused bundle */
+};
+void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_stats *out);
+
 /* Leases held (tests). */
 size_t qn_cfusion_held_count(const struct qn_cfusion *cf);
 

@@ -47,6 +47,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "engine/cfusion.h"
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
@@ -85,7 +86,7 @@ struct consume_rpc {
     struct qn_pop_args args;
     char worker[QN_UUID_STR_LEN]; /* one lease id for the whole stream */
     uint64_t credits;
-    qn_store_req *pop_req;
+    struct qn_cfusion_pop *pop_req; /* engine/cfusion.h: may go out in a bundle */
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
     bool hinted;                 /* pop_req leases in a hinted partition only */
@@ -141,7 +142,7 @@ static void consume_free(struct consume_rpc *c)
         return;
     }
     if (c->pop_req != NULL)
-        qn_store_cancel(c->pop_req);
+        qn_cfusion_pop_cancel(c->pop_req);
     consume_release_free(c);
 }
 
@@ -350,7 +351,8 @@ static void consume_pump(struct consume_rpc *c)
     struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
     struct qn_pop_args a = c->args;
     c->hinted = qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition */
-    rc = qn_store_pop(c->app->store, &a, &popts, consume_pop_done, c, &c->pop_req);
+    rc = qn_cfusion_pop(c->app->cfusion, c->app->store, &a, &popts, consume_pop_done, c,
+                        &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

@@ -15,7 +15,9 @@
  * qn_pop_reserve granted; none granted because the client does not read:
  * RESOURCE_EXHAUSTED; because other reads in flight reserved it: BUDGET).
  *
- * Lifecycle (enum pop_state; the one storage call in flight is p->sreq):
+ * Lifecycle (enum pop_state; the one storage call in flight is p->sreq, the gate,
+ * or p->lreq, the lease: a pop through consume fusion, engine/cfusion.h, which
+ * may go out in a bundle with other consumers' pops):
  *
  *   start --queue may hold pops (gate cache)--> GATING
  *   start --otherwise--> POPPING
@@ -42,7 +44,8 @@
  *   any live state --storage error / no room to park--> (answered; freed)
  *
  * Invariants:
- *   1. p->sreq != NULL exactly in GATING, POPPING and ORPHANED.
+ *   1. p->sreq != NULL exactly in GATING; p->lreq != NULL exactly in POPPING
+ *      and ORPHANED.
  *   5. A pop whose lease may have committed is never answered before a release
  *      of that lease was attempted, and the release goes on until the database
  *      answers it: the group is not blocked until the lease expires.
@@ -63,6 +66,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "engine/cfusion.h"
 #include "engine/notifier.h"
 #include "engine/pop_gate.h"
 #include "engine/waiters.h"
@@ -95,6 +99,7 @@ struct pop_rpc {
     char worker[QN_UUID_STR_LEN]; /* the lease id of this pop */
     int64_t wait_until_ms;        /* monotonic; 0 = answer at once */
     qn_store_req *sreq;
+    struct qn_cfusion_pop *lreq;
     struct qn_waiter waiter;
     bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
     bool rewake;           /* a commit was seen while a call was in flight */
@@ -118,6 +123,7 @@ static void pop_free(struct pop_rpc *p)
 {
     if (p->sreq)
         qn_store_cancel(p->sreq);
+    qn_cfusion_pop_cancel(p->lreq);
     qn_conn_budget_give(p->slot);
     /* a hint this pop got and will not use goes to another parked consumer */
     qn_pop_pass_hint(p->app, p->tenant, &p->waiter, &p->args);
@@ -173,7 +179,7 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     struct pop_rpc *p = ud;
-    if (p->sreq != NULL)
+    if (p->sreq != NULL || p->lreq != NULL)
         return; /* the call in flight decides */
     if (p->state == POP_BUDGET) {
         pop_issue(p);
@@ -191,7 +197,7 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
 static bool pop_ready(const struct qn_waiter *w)
 {
     const struct pop_rpc *p = w->ud;
-    return p->sreq == NULL && (p->state == POP_HELD || p->state == POP_WAITING);
+    return p->sreq == NULL && p->lreq == NULL && (p->state == POP_HELD || p->state == POP_WAITING);
 }
 
 static void pop_wake(struct qn_waiter *w)
@@ -199,7 +205,7 @@ static void pop_wake(struct qn_waiter *w)
     struct pop_rpc *p = w->ud;
     if (p->state == POP_BUDGET)
         return; /* it pops as soon as it has room */
-    if (p->sreq != NULL) {
+    if (p->sreq != NULL || p->lreq != NULL) {
         assert(p->state == POP_GATING || p->state == POP_POPPING);
         p->rewake = true;
         return;
@@ -233,7 +239,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
 {
     struct pop_rpc *p = ud;
     assert(p->state == POP_POPPING || p->state == POP_ORPHANED);
-    p->sreq = NULL;
+    p->lreq = NULL;
     if (p->state == POP_ORPHANED) {
         /* nobody receives what this pop leased: release it now that it has
          * committed, or may have (invariant 3) */
@@ -369,7 +375,7 @@ static void pop_budget(qn_call *call)
 static void pop_issue(struct pop_rpc *p)
 {
     struct qn_app *app = p->app;
-    assert(p->sreq == NULL && p->state != POP_ORPHANED);
+    assert(p->sreq == NULL && p->lreq == NULL && p->state != POP_ORPHANED);
     if (p->waiting && !qn_waiter_parked(&p->waiter)) {
         if (qn_waiters_park(app->waiters, &p->waiter, p->tenant, p->args.queue, p->args.group) !=
             QN_OK) {
@@ -426,10 +432,10 @@ static void pop_issue(struct pop_rpc *p)
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
     struct qn_pop_args a = p->args;
     qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
-    rc = qn_store_pop(app->store, &a, &popts, pop_done, p, &p->sreq);
+    rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
-        p->sreq = NULL;
+        p->lreq = NULL;
         pop_store_error(p, &st);
     }
 }

@@ -348,6 +348,38 @@ typedef void (*qn_pop_cb)(void *ud, const struct qn_store_status *st,
 int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
                  qn_pop_cb cb, void *ud, qn_store_req **req);
 
+/*
+ * Bundled leases (pop_bundle_v1): several pops, each naming one partition whose
+ * id the store's id cache knows, in one call and one transaction. The broker
+ * assembles the bundle (engine/cfusion.c); the database runs each member as
+ * pop_one_v1, one partition at a time in partition-id order.
+ *
+ * qn_store_pop_pid: whether a pop would go by id (queue and partition named,
+ * the id cached for the call's tenant, not auto-ack); fills pid. tenant NULL =
+ * the default tenant.
+ */
+#define QN_POP_BUNDLE_MAX 64
+bool qn_store_pop_pid(qn_store *st, const struct qn_pop_args *a, const uint8_t *tenant,
+                      uint8_t pid[16]);
+
+struct qn_pop_member {
+    const struct qn_pop_args *a; /* as for qn_store_pop; auto_ack false */
+    uint8_t pid[16];             /* from qn_store_pop_pid */
+};
+
+/* res: n results, one per member in the order given (each NULL-free, maybe
+ * empty), NULL on failure. The whole bundle succeeds or fails as one: a member
+ * the database refuses fails the call (QN_EDB, nothing leased: try the members
+ * alone), and QN_EINDOUBT is every member's (each resolves as a pop in doubt
+ * does: release its worker's leases). */
+typedef void (*qn_pop_bundle_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_pop_result *res, size_t n);
+/* 1 <= n <= QN_POP_BUNDLE_MAX, every member with a queue, a partition, a
+ * worker and budget >= 1, not auto-ack; QN_EINVAL otherwise. */
+int qn_store_pop_bundle(qn_store *st, const struct qn_pop_member *m, size_t n,
+                        const struct qn_call_opts *opts, qn_pop_bundle_cb cb, void *ud,
+                        qn_store_req **req);
+
 typedef void (*qn_bool_cb)(void *ud, const struct qn_store_status *st, bool value);
 /* has_pending_v1 */
 int qn_store_has_pending(qn_store *st, const char *queue, const char *partition, const char *group,
