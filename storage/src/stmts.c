@@ -104,8 +104,7 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                             "SELECT r_member, " POP_COLS " FROM qn.pop_bundle_v1($1, $2, $3, "
                             "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                             13,
-                            {QN_OID_UUID_ARR, TA, TA, TA, I4A, I8A, I4A, I4A, I4A, TA, TA, I8A,
-                             U},
+                            {QN_OID_UUID_ARR, TA, TA, TA, I4A, I8A, I4A, I4A, I4A, TA, TA, I8A, U},
                             QN__LANE_READ,
                             true,
                             qn__decode_pop_bundle},

@@ -28,6 +28,7 @@ Suite *qn_test_pop_gate_suite(void);
 Suite *qn_test_inbox_suite(void);
 Suite *qn_test_conn_budget_suite(void);
 Suite *qn_test_cfusion_suite(void);
+Suite *qn_test_cbundle_suite(void);
 
 struct qn_dd_alloc_stats {
     size_t calls;     /* malloc + calloc + realloc calls */

@@ -3,6 +3,7 @@
  * has_pending_v1: leased segments with slicing bounds, a named pop by id once
  * the id is known, auto-ack, discovery, the long-poll gate.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +223,202 @@ START_TEST(empty_and_missing)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- bundled leases */
+
+struct bundle_out {
+    struct qt_status s;
+    size_t n;
+    size_t rows[8];
+    char part[8][4][16];
+    int32_t take[8][4];
+    int64_t expires[8];
+};
+
+static void bundle_cb(void *ud, const struct qn_store_status *st, const struct qn_pop_result *res,
+                      size_t n)
+{
+    struct bundle_out *o = ud;
+    qt_copy_status(&o->s, st);
+    o->n = n;
+    for (size_t k = 0; res != NULL && k < n && k < 8; k++) {
+        o->rows[k] = res[k].n;
+        for (size_t i = 0; i < res[k].n && i < 4; i++) {
+            snprintf(o->part[k][i], sizeof o->part[k][i], "%s", res[k].segs[i].partition);
+            o->take[k][i] = res[k].segs[i].take;
+            o->expires[k] = res[k].segs[i].lease_expires_at_us;
+        }
+    }
+}
+
+static int bundle(const struct qn_pop_member *m, size_t n, const uint8_t *tenant,
+                  struct bundle_out *o)
+{
+    memset(o, 0, sizeof *o);
+    struct qn_call_opts opts = {0, tenant, NULL};
+    int rc = qn_store_pop_bundle(S, m, n, &opts, bundle_cb, o, NULL);
+    if (rc != QN_OK)
+        return rc;
+    ck_assert(qt_run_until(B, &o->s.done, 10000));
+    return o->s.code;
+}
+
+/* The worker holding group's lease on queue's partition, "" when none. */
+static char *holder(const char *queue, const char *part, const char *group)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce((SELECT c.worker_id FROM queen.log_consumers c "
+             "JOIN queen.log_partitions p ON p.id = c.partition_id "
+             "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '%s' AND p.name = '%s' "
+             "AND c.consumer_group = '%s' AND c.lease_expires_at > now()), '')",
+             queue, part, group);
+    return qt_value(CI, sql);
+}
+
+static void assert_holder(const char *queue, const char *part, const char *group,
+                          const char *worker)
+{
+    char *h = holder(queue, part, group);
+    ck_assert_str_eq(h, worker);
+    free(h);
+}
+
+/* One pop_bundle_v1 call leases for every member its own partition's batch
+ * under its own worker; a second member on a partition and group the bundle
+ * already leased gets nothing (one lease per (partition, group)); members
+ * come back in the order given whatever their partition ids. */
+START_TEST(bundle_leases_each_member)
+{
+    struct qt_seg s1, s2, s3;
+    qt_seg_make(&s1, 2, "b1", 0);
+    qt_seg_make(&s2, 3, "b2", 0);
+    qt_seg_make(&s3, 4, "b3", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "bund", "P1", &s1, &po), QN_OK);
+    ck_assert_int_eq(qt_push1(B, S, "bund", "P2", &s2, &po), QN_OK);
+    ck_assert_int_eq(qt_push1(B, S, "bund2", "X", &s3, &po), QN_OK);
+    /* first contact of each group by names (registers the subscription) */
+    static struct qt_pop_out o;
+    struct qn_pop_args g0 = qt_pop_args("bund", "P1", "g", "w-0", 1);
+    ck_assert_int_eq(qt_pop(B, S, &g0, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    struct qn_pop_args r0 = qt_pop_args("bund2", "X", "g", "w-0", 1);
+    ck_assert_int_eq(qt_pop(B, S, &r0, &o), QN_OK);
+    char *rel = qt_value(CI, "SELECT qn.release_lease_v1('w-0')");
+    ck_assert_str_eq(rel, "2");
+    free(rel);
+
+    struct qn_pop_args a[4] = {
+        qt_pop_args("bund2", "X", "g", "w-x", 10),
+        qt_pop_args("bund", "P1", "g", "w-p1", 10),
+        qt_pop_args("bund", "P2", "g", "w-p2", 2),
+        qt_pop_args("bund", "P1", "g", "w-p1b", 10),
+    };
+    struct qn_pop_member m[4];
+    for (int k = 0; k < 4; k++) {
+        m[k].a = &a[k];
+        ck_assert(qn_store_pop_pid(S, &a[k], NULL, m[k].pid));
+    }
+    static struct bundle_out bo;
+    int64_t now_us = (int64_t)qn_now_ms() * 1000;
+    ck_assert_int_eq(bundle(m, 4, NULL, &bo), QN_OK);
+    ck_assert_uint_eq(bo.n, 4);
+    ck_assert_uint_eq(bo.rows[0], 1);
+    ck_assert_str_eq(bo.part[0][0], "X");
+    ck_assert_int_eq(bo.take[0][0], 4);
+    ck_assert_uint_eq(bo.rows[1], 1);
+    ck_assert_str_eq(bo.part[1][0], "P1");
+    ck_assert_int_eq(bo.take[1][0], 2);
+    ck_assert_uint_eq(bo.rows[2], 1);
+    ck_assert_str_eq(bo.part[2][0], "P2");
+    ck_assert_int_eq(bo.take[2][0], 2); /* its own budget */
+    ck_assert_uint_eq(bo.rows[3], 0);   /* P1 leased to the earlier member */
+    ck_assert_int_gt(bo.expires[1], now_us + 50 * 1000000LL);
+    assert_holder("bund2", "X", "g", "w-x");
+    assert_holder("bund", "P1", "g", "w-p1");
+    assert_holder("bund", "P2", "g", "w-p2");
+    qt_seg_free(&s1);
+    qt_seg_free(&s2);
+    qt_seg_free(&s3);
+}
+END_TEST
+
+/* A member the database refuses (a conflating group) fails the whole bundle
+ * with QN_EDB and nothing is leased for the others; another tenant's bundle
+ * with this tenant's ids leases nothing here; bad bundles are refused before
+ * anything is sent; only by-id pops qualify. */
+START_TEST(bundle_refused_whole_and_tenants)
+{
+    struct qt_seg s1, s2;
+    qt_seg_make(&s1, 2, "c1", 0);
+    qt_seg_make(&s2, 2, "c2", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "bref", "A", &s1, &po), QN_OK);
+    ck_assert_int_eq(qt_push1(B, S, "bref", "C", &s2, &po), QN_OK);
+    static struct qt_pop_out o;
+    struct qn_pop_args f = qt_pop_args("bref", "A", "gc", "w-0", 1);
+    ck_assert_int_eq(qt_pop(B, S, &f, &o), QN_OK);
+    f.partition = "C";
+    ck_assert_int_eq(qt_pop(B, S, &f, &o), QN_OK);
+    char *v = qt_value(CI, "SELECT qn.release_lease_v1('w-0')");
+    free(v);
+    v = qt_value(CI, "UPDATE queen.consumer_groups_metadata SET conflation = true "
+                     "WHERE consumer_group = 'gc' RETURNING 'x'");
+    free(v);
+    /* group "ok" is fine, group "gc" conflates */
+    struct qn_pop_args a[2] = {qt_pop_args("bref", "A", "ok", "w-a", 10),
+                               qt_pop_args("bref", "C", "gc", "w-c", 10)};
+    f = qt_pop_args("bref", "A", "ok", "w-1", 1); /* first contact of "ok" */
+    ck_assert_int_eq(qt_pop(B, S, &f, &o), QN_OK);
+    v = qt_value(CI, "SELECT qn.release_lease_v1('w-1')");
+    free(v);
+    struct qn_pop_member m[2];
+    for (int k = 0; k < 2; k++) {
+        m[k].a = &a[k];
+        ck_assert(qn_store_pop_pid(S, &a[k], NULL, m[k].pid));
+    }
+    static struct bundle_out bo;
+    ck_assert_int_eq(bundle(m, 2, NULL, &bo), QN_EDB);
+    assert_holder("bref", "A", "ok", ""); /* rolled back with the refused member */
+    /* alone, the good member leases */
+    a[0].worker = "w-a2";
+    ck_assert_int_eq(qt_pop(B, S, &a[0], &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    assert_holder("bref", "A", "ok", "w-a2");
+
+    /* another tenant: the same ids and names lease nothing of this tenant's */
+    static const uint8_t T2[16] = {0x7e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+    uint8_t pid[16];
+    struct qn_pop_args t = qt_pop_args("bref", "C", "other", "w-t2", 10);
+    ck_assert(!qn_store_pop_pid(S, &t, T2, pid)); /* the id cache is per tenant */
+    struct qn_pop_args t2 = qt_pop_args("bref", "A", "other", "w-t2b", 10);
+    struct qn_pop_member tm[2] = {{&t, {0}}, {&t2, {0}}};
+    memcpy(tm[0].pid, m[1].pid, 16);
+    memcpy(tm[1].pid, m[0].pid, 16);
+    ck_assert_int_eq(bundle(tm, 2, T2, &bo), QN_OK);
+    ck_assert_uint_eq(bo.rows[0], 0);
+    ck_assert_uint_eq(bo.rows[1], 0);
+    assert_holder("bref", "C", "other", "");
+
+    /* refused before sending */
+    struct qn_pop_args bad = a[0];
+    bad.auto_ack = true;
+    struct qn_pop_member bm = {&bad, {0}};
+    ck_assert_int_eq(qn_store_pop_bundle(S, &bm, 1, NULL, bundle_cb, &bo, NULL), QN_EINVAL);
+    ck_assert(!qn_store_pop_pid(S, &bad, NULL, pid));
+    bad = a[0];
+    bad.worker = "";
+    ck_assert_int_eq(qn_store_pop_bundle(S, &bm, 1, NULL, bundle_cb, &bo, NULL), QN_EINVAL);
+    ck_assert_int_eq(qn_store_pop_bundle(S, m, 0, NULL, bundle_cb, &bo, NULL), QN_EINVAL);
+    ck_assert_int_eq(qn_store_pop_bundle(S, m, QN_POP_BUNDLE_MAX + 1, NULL, bundle_cb, &bo, NULL),
+                     QN_EINVAL);
+    struct qn_pop_args unk = qt_pop_args("bref", "nope", "ok", "w", 1);
+    ck_assert(!qn_store_pop_pid(S, &unk, NULL, pid));
+    qt_seg_free(&s1);
+    qt_seg_free(&s2);
+}
+END_TEST
+
 Suite *qn_test_pop_suite(void)
 {
     Suite *s = suite_create("pop");
@@ -233,6 +430,8 @@ Suite *qn_test_pop_suite(void)
     tcase_add_test(t, auto_ack_moves_the_cursor);
     tcase_add_test(t, discovery_and_any_partition);
     tcase_add_test(t, empty_and_missing);
+    tcase_add_test(t, bundle_leases_each_member);
+    tcase_add_test(t, bundle_refused_whole_and_tenants);
     suite_add_tcase(s, t);
     return s;
 }

@@ -607,8 +607,8 @@ static void pop_send_alone(struct qn_cfusion_pop *p)
     }
 }
 
-static void bundle_done(void *ud, const struct qn_store_status *st,
-                        const struct qn_pop_result *res, size_t n)
+static void bundle_done(void *ud, const struct qn_store_status *st, const struct qn_pop_result *res,
+                        size_t n)
 {
     struct pop_bundle *b = ud;
     (void)n;

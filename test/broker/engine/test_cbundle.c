@@ -1,0 +1,408 @@
+/*
+ * test_cbundle.c - suite "cbundle": consume fusion's bundled leases
+ * (broker/src/engine/cfusion.c, qn_cfusion_pop), against fake store calls (the
+ * runner wraps qn_store_pop, qn_store_pop_bundle and qn_store_pop_pid).
+ *
+ * Pops by id wait for the turn's flush and go out as one bundle per tenant in
+ * arrival order (a bundle of one as the pop it is, more than
+ * QN_POP_BUNDLE_MAX in several); other pops go at once. Each member gets its
+ * own result exactly once; a cancelled member gets nothing and is not sent
+ * when it was still queued; a refused bundle (QN_EDB) sends every live
+ * member again alone; in doubt or refused at submit, every member gets that
+ * status.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cfusion.h"
+#include "engine/waiters.h"
+#include "engine_test.h"
+#include "queen/error.h"
+#include "queen/store.h"
+
+int __wrap_qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
+                        qn_pop_cb cb, void *ud, qn_store_req **req);
+int __wrap_qn_store_pop_bundle(qn_store *st, const struct qn_pop_member *m, size_t n,
+                               const struct qn_call_opts *opts, qn_pop_bundle_cb cb, void *ud,
+                               qn_store_req **req);
+bool __wrap_qn_store_pop_pid(qn_store *st, const struct qn_pop_args *a, const uint8_t *tenant,
+                             uint8_t pid[16]);
+
+#define MAXC 16
+#define NP 140
+
+/* what the fakes were asked */
+struct alone_call {
+    char partition[64], worker[64];
+    bool tenant;
+    uint8_t t[16];
+    qn_pop_cb cb;
+    void *ud;
+};
+struct bundle_call {
+    size_t n;
+    char partition[QN_POP_BUNDLE_MAX][64], worker[QN_POP_BUNDLE_MAX][64];
+    uint8_t pid0[16];
+    bool tenant;
+    uint8_t t[16];
+    qn_pop_bundle_cb cb;
+    void *ud;
+};
+
+static struct alone_call alone[MAXC];
+static size_t nalone;
+static struct bundle_call bundles[MAXC];
+static size_t nbundles;
+static int submit_rc; /* what the fakes' submits return */
+
+static qn_store *const FAKE_STORE = (qn_store *)&submit_rc;
+
+int __wrap_qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
+                        qn_pop_cb cb, void *ud, qn_store_req **req)
+{
+    ck_assert_ptr_eq(st, FAKE_STORE);
+    if (submit_rc != QN_OK)
+        return submit_rc;
+    ck_assert_uint_lt(nalone, MAXC);
+    struct alone_call *c = &alone[nalone++];
+    snprintf(c->partition, sizeof c->partition, "%s", a->partition ? a->partition : "");
+    snprintf(c->worker, sizeof c->worker, "%s", a->worker ? a->worker : "");
+    c->tenant = opts != NULL && opts->tenant != NULL;
+    if (c->tenant)
+        memcpy(c->t, opts->tenant, 16);
+    c->cb = cb;
+    c->ud = ud;
+    if (req)
+        *req = NULL; /* never cancelled here: the dedup suite owns the cancel fake */
+    return QN_OK;
+}
+
+int __wrap_qn_store_pop_bundle(qn_store *st, const struct qn_pop_member *m, size_t n,
+                               const struct qn_call_opts *opts, qn_pop_bundle_cb cb, void *ud,
+                               qn_store_req **req)
+{
+    (void)req;
+    ck_assert_ptr_eq(st, FAKE_STORE);
+    if (submit_rc != QN_OK)
+        return submit_rc;
+    ck_assert_uint_ge(n, 2);
+    ck_assert_uint_le(n, QN_POP_BUNDLE_MAX);
+    ck_assert_uint_lt(nbundles, MAXC);
+    struct bundle_call *c = &bundles[nbundles++];
+    c->n = n;
+    for (size_t k = 0; k < n; k++) {
+        snprintf(c->partition[k], sizeof c->partition[k], "%s", m[k].a->partition);
+        snprintf(c->worker[k], sizeof c->worker[k], "%s", m[k].a->worker);
+        ck_assert(!m[k].a->auto_ack);
+        ck_assert_uint_eq(m[k].pid[0], (uint8_t)m[k].a->partition[1]); /* its own id */
+    }
+    memcpy(c->pid0, m[0].pid, 16);
+    c->tenant = opts != NULL && opts->tenant != NULL;
+    if (c->tenant)
+        memcpy(c->t, opts->tenant, 16);
+    c->cb = cb;
+    c->ud = ud;
+    return QN_OK;
+}
+
+/* partitions named "k..." are known by id: pid[0] = the name's second byte */
+bool __wrap_qn_store_pop_pid(qn_store *st, const struct qn_pop_args *a, const uint8_t *tenant,
+                             uint8_t pid[16])
+{
+    (void)st;
+    (void)tenant;
+    if (a->auto_ack || a->partition == NULL || a->partition[0] != 'k')
+        return false;
+    memset(pid, 0, 16);
+    pid[0] = (uint8_t)a->partition[1];
+    return true;
+}
+
+/* the consumers */
+struct consumer {
+    int calls;
+    int code;
+    size_t rows;
+    int64_t base0;
+    char worker[40];
+    char partition[40];
+    struct qn_pop_args a;
+    struct qn_cfusion_pop *h;
+};
+
+static struct qn_waiters *ws;
+static struct qn_cfusion *cf;
+static struct consumer cs[NP];
+
+static void on_pop(void *ud, const struct qn_store_status *st, const struct qn_pop_result *res)
+{
+    struct consumer *c = ud;
+    c->calls++;
+    c->h = NULL;
+    c->code = st->code;
+    c->rows = res ? res->n : 0;
+    c->base0 = res && res->n ? res->segs[0].base : -1;
+}
+
+static void setup(void)
+{
+    ck_assert_int_eq(qn_waiters_new(100, &ws), QN_OK);
+    ck_assert_int_eq(qn_cfusion_new(ws, 0, &cf), QN_OK);
+    memset(cs, 0, sizeof cs);
+    nalone = nbundles = 0;
+    submit_rc = QN_OK;
+}
+
+static void teardown(void)
+{
+    qn_cfusion_free(cf);
+    qn_waiters_free(ws);
+    cf = NULL;
+    ws = NULL;
+}
+
+static const uint8_t T1[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t T2[16] = {0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+
+/* consumer i pops partition (its worker "w-i"); tenant NULL: the default */
+static void pop(int i, const char *partition, const uint8_t *tenant)
+{
+    struct consumer *c = &cs[i];
+    snprintf(c->worker, sizeof c->worker, "w-%d", i);
+    snprintf(c->partition, sizeof c->partition, "%s", partition ? partition : "");
+    memset(&c->a, 0, sizeof c->a);
+    c->a.queue = "q";
+    c->a.partition = partition ? c->partition : NULL;
+    c->a.group = "g";
+    c->a.worker = c->worker;
+    c->a.budget = 10;
+    struct qn_call_opts o = {0, tenant, NULL};
+    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &c->a, &o, on_pop, c, &c->h), QN_OK);
+    /* the caller's strings may change at once: the pop keeps its own */
+    if (partition)
+        memset(c->partition, 'z', 3);
+    memset(c->worker, 'z', 3);
+}
+
+static void answer_bundle(size_t b, const struct qn_store_status *st)
+{
+    struct bundle_call *c = &bundles[b];
+    static struct qn_pop_segment segs[QN_POP_BUNDLE_MAX];
+    struct qn_pop_result res[QN_POP_BUNDLE_MAX];
+    for (size_t k = 0; k < c->n; k++) {
+        /* member k gets k % 2 segments, base 100 + k */
+        segs[k].base = 100 + (int64_t)k;
+        res[k].n = k % 2;
+        res[k].segs = &segs[k];
+    }
+    c->cb(c->ud, st, st->code == QN_OK ? res : NULL, c->n);
+}
+
+static const struct qn_store_status OK = {QN_OK, "", ""};
+
+START_TEST(by_id_pops_wait_for_the_turn_and_go_as_one_bundle)
+{
+    pop(0, "ka", NULL);
+    pop(1, "kb", NULL);
+    pop(2, NULL, NULL);    /* any partition: at once */
+    pop(3, "other", NULL); /* id unknown: at once */
+    pop(4, "kc", NULL);
+    ck_assert_uint_eq(nalone, 2);
+    ck_assert_str_eq(alone[0].worker, "w-2");
+    ck_assert_str_eq(alone[1].partition, "other");
+    ck_assert_uint_eq(nbundles, 0);
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 1);
+    ck_assert_uint_eq(bundles[0].n, 3);
+    /* arrival order, each member its own copies of partition and worker */
+    ck_assert_str_eq(bundles[0].partition[0], "ka");
+    ck_assert_str_eq(bundles[0].worker[0], "w-0");
+    ck_assert_str_eq(bundles[0].partition[1], "kb");
+    ck_assert_str_eq(bundles[0].worker[1], "w-1");
+    ck_assert_str_eq(bundles[0].partition[2], "kc");
+    ck_assert_str_eq(bundles[0].worker[2], "w-4");
+    ck_assert(!bundles[0].tenant);
+    answer_bundle(0, &OK);
+    /* each member its own result, once */
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_uint_eq(cs[0].rows, 0);
+    ck_assert_int_eq(cs[1].calls, 1);
+    ck_assert_uint_eq(cs[1].rows, 1);
+    ck_assert_int_eq(cs[1].base0, 101);
+    ck_assert_int_eq(cs[4].calls, 1);
+    ck_assert_uint_eq(cs[4].rows, 0);
+    ck_assert_int_eq(cs[2].calls, 0); /* alone ones answer through their own calls */
+    static struct qn_pop_segment seg = {.base = 7};
+    struct qn_pop_result r = {1, &seg};
+    alone[0].cb(alone[0].ud, &OK, &r);
+    ck_assert_int_eq(cs[2].calls, 1);
+    ck_assert_int_eq(cs[2].base0, 7);
+    struct qn_cfusion_pop_stats ps;
+    qn_cfusion_pop_stats(cf, &ps);
+    ck_assert_uint_eq(ps.bundles, 1);
+    ck_assert_uint_eq(ps.bundled, 3);
+    ck_assert_uint_eq(ps.alone, 2);
+    /* a flush with nothing queued sends nothing */
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 1);
+}
+END_TEST
+
+START_TEST(one_bundle_per_tenant_and_a_bundle_of_one_goes_alone)
+{
+    pop(0, "ka", T1);
+    pop(1, "kb", T2);
+    pop(2, "kc", T1);
+    pop(3, "kd", NULL);
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 1);
+    ck_assert_uint_eq(bundles[0].n, 2);
+    ck_assert(bundles[0].tenant);
+    ck_assert_mem_eq(bundles[0].t, T1, 16);
+    ck_assert_str_eq(bundles[0].worker[0], "w-0");
+    ck_assert_str_eq(bundles[0].worker[1], "w-2");
+    ck_assert_uint_eq(nalone, 2); /* T2's and the default tenant's: one each */
+    ck_assert_str_eq(alone[0].worker, "w-1");
+    ck_assert(alone[0].tenant);
+    ck_assert_mem_eq(alone[0].t, T2, 16);
+    ck_assert_str_eq(alone[1].worker, "w-3");
+    ck_assert(!alone[1].tenant);
+    answer_bundle(0, &OK);
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_int_eq(cs[2].calls, 1);
+    ck_assert_int_eq(cs[1].calls, 0);
+}
+END_TEST
+
+START_TEST(more_than_the_bound_goes_in_several_bundles)
+{
+    for (int i = 0; i < NP; i++) {
+        char p[8];
+        snprintf(p, sizeof p, "k%c", 'A' + (i % 50));
+        pop(i, p, NULL);
+    }
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 3);
+    ck_assert_uint_eq(bundles[0].n, QN_POP_BUNDLE_MAX);
+    ck_assert_uint_eq(bundles[1].n, QN_POP_BUNDLE_MAX);
+    ck_assert_uint_eq(bundles[2].n, NP - 2 * QN_POP_BUNDLE_MAX);
+    ck_assert_str_eq(bundles[1].worker[0], "w-64");
+    for (size_t b = 0; b < 3; b++)
+        answer_bundle(b, &OK);
+    for (int i = 0; i < NP; i++)
+        ck_assert_int_eq(cs[i].calls, 1);
+}
+END_TEST
+
+/* A consumer that goes away cancels its pop: still queued, it is never sent;
+ * in a bundle in flight, the others get their results and it gets nothing. */
+START_TEST(cancelled_members)
+{
+    pop(0, "ka", NULL);
+    pop(1, "kb", NULL);
+    pop(2, "kc", NULL);
+    qn_cfusion_pop_cancel(cs[1].h);
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 1);
+    ck_assert_uint_eq(bundles[0].n, 2);
+    ck_assert_str_eq(bundles[0].worker[1], "w-2");
+    pop(3, "kd", NULL);
+    qn_cfusion_pop_cancel(cs[3].h); /* the only queued one: nothing to send */
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 1);
+    ck_assert_uint_eq(nalone, 0);
+    qn_cfusion_pop_cancel(cs[2].h); /* in flight */
+    answer_bundle(0, &OK);
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_int_eq(cs[1].calls, 0);
+    ck_assert_int_eq(cs[2].calls, 0);
+    ck_assert_int_eq(cs[3].calls, 0);
+    /* queued ones left at free are freed with it (no callback) */
+    pop(4, "ke", NULL);
+}
+END_TEST
+
+/* Refused as a whole (a member the database refused rolled it back): every
+ * live member goes again alone and gets its own verdict. In doubt: every
+ * member gets QN_EINDOUBT (each releases its worker as a pop in doubt does). */
+START_TEST(refused_bundle_retries_alone_doubt_reaches_everyone)
+{
+    pop(0, "ka", T1);
+    pop(1, "kb", T1);
+    pop(2, "kc", T1);
+    qn_cfusion_pop_flush(cf);
+    qn_cfusion_pop_cancel(cs[2].h);
+    struct qn_store_status edb = {QN_EDB, "55000", "conflates"};
+    answer_bundle(0, &edb);
+    ck_assert_int_eq(cs[0].calls, 0);
+    ck_assert_uint_eq(nalone, 2);
+    ck_assert_str_eq(alone[0].worker, "w-0");
+    ck_assert_str_eq(alone[0].partition, "ka");
+    ck_assert_mem_eq(alone[0].t, T1, 16);
+    ck_assert_str_eq(alone[1].worker, "w-1");
+    struct qn_cfusion_pop_stats ps;
+    qn_cfusion_pop_stats(cf, &ps);
+    ck_assert_uint_eq(ps.retried, 2);
+    alone[0].cb(alone[0].ud, &OK, &(struct qn_pop_result){0, NULL});
+    alone[1].cb(alone[1].ud, &edb, NULL);
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_int_eq(cs[0].code, QN_OK);
+    ck_assert_int_eq(cs[1].calls, 1);
+    ck_assert_int_eq(cs[1].code, QN_EDB);
+    ck_assert_int_eq(cs[2].calls, 0);
+
+    pop(3, "kd", NULL);
+    pop(4, "ke", NULL);
+    qn_cfusion_pop_flush(cf);
+    struct qn_store_status doubt = {QN_EINDOUBT, "", "lost"};
+    answer_bundle(1, &doubt);
+    ck_assert_int_eq(cs[3].calls, 1);
+    ck_assert_int_eq(cs[3].code, QN_EINDOUBT);
+    ck_assert_int_eq(cs[4].calls, 1);
+    ck_assert_int_eq(cs[4].code, QN_EINDOUBT);
+    ck_assert_uint_eq(nalone, 2);
+}
+END_TEST
+
+/* A bundle the store will not take: every member's callback runs from the
+ * flush with that code (never from inside qn_cfusion_pop). */
+START_TEST(refused_at_submit)
+{
+    pop(0, "ka", NULL);
+    pop(1, "kb", NULL);
+    pop(2, "kc", T2);
+    submit_rc = QN_EUNAVAILABLE;
+    ck_assert_int_eq(cs[0].calls, 0);
+    qn_cfusion_pop_flush(cf);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(cs[i].calls, 1);
+        ck_assert_int_eq(cs[i].code, QN_EUNAVAILABLE);
+    }
+    /* a pop not by id is refused at once, as qn_store_pop is */
+    struct qn_pop_args a = {0};
+    a.queue = "q";
+    a.worker = "w";
+    a.budget = 1;
+    struct qn_cfusion_pop *h = NULL;
+    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &a, NULL, on_pop, &cs[9], &h), QN_EUNAVAILABLE);
+    ck_assert_int_eq(cs[9].calls, 0);
+}
+END_TEST
+
+Suite *qn_test_cbundle_suite(void)
+{
+    Suite *s = suite_create("cbundle");
+    TCase *t = tcase_create("core");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, by_id_pops_wait_for_the_turn_and_go_as_one_bundle);
+    tcase_add_test(t, one_bundle_per_tenant_and_a_bundle_of_one_goes_alone);
+    tcase_add_test(t, more_than_the_bound_goes_in_several_bundles);
+    tcase_add_test(t, cancelled_members);
+    tcase_add_test(t, refused_bundle_retries_alone_doubt_reaches_everyone);
+    tcase_add_test(t, refused_at_submit);
+    suite_add_tcase(s, t);
+    return s;
+}
