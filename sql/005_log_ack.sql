@@ -1,4 +1,4 @@
--- 005_log_ack.sql - ack_v1 (positional and by transaction-id hash, one decision
+-- 005_log_ack.sql - ack_v1, ack_bundle_v1 (positional and by transaction-id hash, one decision
 -- procedure), dlq_head_v1, renew_lease_v1, release_lease_v1, check_leases_v1.
 --
 -- Does: move a (partition, group) cursor, release or keep its lease, spend the
@@ -359,6 +359,62 @@ AS $$
     FROM pg_attribute a
     WHERE a.attrelid = 'queen.log_dlq'::regclass AND a.attname = 'payload'
       AND NOT a.attisdropped
+$$;
+
+-- ack_bundle_v1: see sql/API.md. The broker's bundled acks: several ack_v1
+-- calls (one (partition, group, worker) each, from any calls and streams) in
+-- one call and one transaction. Member k's items are the next p_counts[k] of
+-- the flat item arrays. Members run one by one in ascending (partition id,
+-- group) (invariant 5), then in the order given; each is exactly one ack_v1
+-- (not strict), keyed on its own partition. r_member is the member's index
+-- (0-based); every other column is ack_v1's.
+CREATE OR REPLACE FUNCTION qn.ack_bundle_v1(
+    p_pids     UUID[],
+    p_groups   TEXT[],
+    p_workers  TEXT[],
+    p_counts   INT4[],
+    p_hashes   BYTEA[],
+    p_offsets  INT8[],
+    p_statuses INT2[])
+RETURNS TABLE (r_member INT4, r_idx INT4, r_outcome INT2, r_off INT8, r_flags INT4,
+               r_committed INT8, r_base INT8, r_blob BYTEA)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_n     INT4 := coalesce(cardinality(p_pids), 0);
+    v_start INT4[];
+    v_total INT4 := 0;
+    v_i     INT4;
+    v_lo    INT4;
+BEGIN
+    IF coalesce(cardinality(p_groups), 0) <> v_n OR coalesce(cardinality(p_workers), 0) <> v_n
+       OR coalesce(cardinality(p_counts), 0) <> v_n THEN
+        RAISE EXCEPTION 'QACK bundle arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_i IN 1 .. v_n LOOP
+        IF p_pids[v_i] IS NULL OR coalesce(p_counts[v_i], 0) < 1 THEN
+            RAISE EXCEPTION 'QACK bundle member % has no partition id or no item', v_i - 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_start[v_i] := v_total + 1;
+        v_total := v_total + p_counts[v_i];
+    END LOOP;
+    IF coalesce(cardinality(p_hashes), 0) <> v_total OR coalesce(cardinality(p_offsets), 0) <> v_total
+       OR coalesce(cardinality(p_statuses), 0) <> v_total THEN
+        RAISE EXCEPTION 'QACK bundle item arrays do not match the counts'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_i IN SELECT o.i FROM unnest(p_pids, p_groups) WITH ORDINALITY AS o(pid, grp, i)
+               ORDER BY o.pid, coalesce(nullif(o.grp, ''), '__QUEUE_MODE__'), o.i LOOP
+        v_lo := v_start[v_i];
+        RETURN QUERY
+        SELECT v_i - 1, x.r_idx, x.r_outcome, x.r_off, x.r_flags, x.r_committed, x.r_base, x.r_blob
+        FROM qn.ack_v1(p_pids[v_i], p_groups[v_i], p_workers[v_i],
+                       p_hashes[v_lo:v_lo + p_counts[v_i] - 1],
+                       p_offsets[v_lo:v_lo + p_counts[v_i] - 1],
+                       p_statuses[v_lo:v_lo + p_counts[v_i] - 1], false) x;
+    END LOOP;
+END;
 $$;
 
 -- dlq_head_v1: files the dead letter and moves the cursor past it in one

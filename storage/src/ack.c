@@ -146,6 +146,176 @@ int qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call
     return qn__call_submit(r, finish_ack, (qn__anyfn)cb, ud, req);
 }
 
+/* ---------------------------------------------------------------- bundled acks */
+
+struct ack_bundle_ctx {
+    size_t n;
+    size_t total;
+    size_t start[QN_ACK_BUNDLE_MAX]; /* member k's first item in the flat arrays */
+    size_t count[QN_ACK_BUNDLE_MAX];
+};
+
+enum { B_MEMBER, B_IDX, B_OUTCOME, B_OFF, B_FLAGS, B_COMMITTED, B_BASE, B_BLOB, B_N };
+
+/* One outcome row per item of every member and one summary row per member;
+ * anything else is QN_EPROTOCOL_DB (the bundle committed: its caller treats
+ * that as in doubt). */
+int qn__decode_ack_bundle(qn_store_req *r, int step, const PGresult *res)
+{
+    static const uint32_t t[B_N] = {QN_OID_INT4, QN_OID_INT4, QN_OID_INT2, QN_OID_INT8,
+                                    QN_OID_INT4, QN_OID_INT8, QN_OID_INT8, QN_OID_BYTEA};
+    struct qn__arena *a = qn__req_arena(r);
+    const struct ack_bundle_ctx *cx = qn__req_data(r);
+    int nsteps;
+    struct qn__step *s = &qn__req_steps(r, &nsteps)[step];
+    if (cx == NULL || qn__res_shape(res, B_N, t) != QN_OK)
+        return QN_EPROTOCOL_DB;
+    struct qn_ack_result *out = qn__arena_zalloc(a, sizeof *out * cx->n);
+    struct qn_ack_item_result *items = qn__arena_zalloc(a, sizeof *items * cx->total);
+    bool *seen = qn__arena_zalloc(a, cx->total);
+    bool summary[QN_ACK_BUNDLE_MAX] = {false};
+    if (out == NULL || items == NULL || seen == NULL)
+        return QN_ENOMEM;
+    size_t nseen = 0, nsum = 0;
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows; i++) {
+        struct qn__row w = {res, i, a, QN_OK, -1};
+        int32_t m = qn__row_i32(&w, B_MEMBER);
+        int32_t idx = qn__row_i32(&w, B_IDX);
+        if (w.err != QN_OK || m < 0 || (size_t)m >= cx->n)
+            return QN_EPROTOCOL_DB;
+        struct qn_ack_result *o = &out[m];
+        if (idx == -1) {
+            if (summary[m])
+                return QN_EPROTOCOL_DB;
+            summary[m] = true;
+            nsum++;
+            o->committed = qn__row_i64_or(&w, B_COMMITTED, -1);
+            o->flags = (uint32_t)qn__row_i32_or(&w, B_FLAGS, 0);
+            o->dlq_offset = qn__row_i64_or(&w, B_OFF, -1);
+            o->dlq_base = qn__row_i64_or(&w, B_BASE, -1);
+            o->dlq_blob = qn__row_bytea_or(&w, B_BLOB, &o->dlq_blob_len);
+        } else {
+            if (idx < 0 || (size_t)idx >= cx->count[m])
+                return QN_EPROTOCOL_DB;
+            size_t at = cx->start[m] + (size_t)idx;
+            if (seen[at])
+                return QN_EPROTOCOL_DB;
+            seen[at] = true;
+            nseen++;
+            int16_t oc = qn__row_i16(&w, B_OUTCOME);
+            if (oc < QN_ACK_APPLIED || oc > QN_ACK_DEFERRED)
+                return QN_EPROTOCOL_DB;
+            items[at].outcome = oc;
+            items[at].offset = qn__row_i64_or(&w, B_OFF, -1);
+        }
+        if (w.err != QN_OK)
+            return QN_EPROTOCOL_DB;
+    }
+    if (nsum != cx->n || nseen != cx->total)
+        return QN_EPROTOCOL_DB;
+    for (size_t k = 0; k < cx->n; k++) {
+        struct qn_ack_result *o = &out[k];
+        if (!(o->flags & QN_ACKF_DLQ_HANDOFF)) {
+            o->dlq_offset = -1;
+            o->dlq_base = -1;
+            o->dlq_blob = NULL;
+            o->dlq_blob_len = 0;
+        }
+        o->n = cx->count[k];
+        o->items = items + cx->start[k];
+    }
+    s->out = out;
+    return QN_OK;
+}
+
+static void finish_ack_bundle(qn_store_req *r, const struct qn_store_status *st)
+{
+    qn_ack_bundle_cb cb = (qn_ack_bundle_cb)qn__req_cb(r);
+    const struct ack_bundle_ctx *cx = qn__req_data(r);
+    cb(qn__req_ud(r), st, st->code == QN_OK ? qn__req_out(r, 0) : NULL, cx->n);
+}
+
+int qn_store_ack_bundle(qn_store *st, const struct qn_ack_args *a, size_t n,
+                        const struct qn_call_opts *opts, qn_ack_bundle_cb cb, void *ud,
+                        qn_store_req **req)
+{
+    if (a == NULL || cb == NULL || n == 0 || n > QN_ACK_BUNDLE_MAX)
+        return QN_EINVAL;
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (a[k].n == 0 || a[k].items == NULL || a[k].n > (size_t)INT32_MAX / 16 - total)
+            return QN_EINVAL;
+        total += a[k].n;
+    }
+    qn_store_req *r;
+    int rc;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_ACK_BUNDLE, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    struct qn__params *p = &s->p;
+    struct qn__arena *ar = p->arena;
+    struct ack_bundle_ctx *cx = qn__arena_zalloc(ar, sizeof *cx);
+    const uint8_t **pids = qn__arena_alloc(ar, sizeof *pids * n);
+    int32_t *pl = qn__arena_alloc(ar, sizeof *pl * n);
+    const char **groups = qn__arena_alloc(ar, sizeof *groups * n);
+    const char **workers = qn__arena_alloc(ar, sizeof *workers * n);
+    int32_t *counts = qn__arena_alloc(ar, sizeof *counts * n);
+    const uint8_t **hp = qn__arena_alloc(ar, sizeof *hp * total);
+    int32_t *hl = qn__arena_alloc(ar, sizeof *hl * total);
+    const uint8_t **op = qn__arena_alloc(ar, sizeof *op * total);
+    int32_t *ol = qn__arena_alloc(ar, sizeof *ol * total);
+    uint8_t *ov = qn__arena_alloc(ar, 8 * total);
+    int16_t *statuses = qn__arena_alloc(ar, sizeof *statuses * total);
+    if (!cx || !pids || !pl || !groups || !workers || !counts || !hp || !hl || !op || !ol || !ov ||
+        !statuses) {
+        qn__req_discard(r);
+        return QN_ENOMEM;
+    }
+    cx->n = n;
+    cx->total = total;
+    size_t at = 0;
+    for (size_t k = 0; k < n; k++) {
+        pids[k] = a[k].pid;
+        pl[k] = 16;
+        groups[k] = a[k].group ? a[k].group : "";
+        workers[k] = a[k].worker ? a[k].worker : "";
+        counts[k] = (int32_t)a[k].n;
+        cx->start[k] = at;
+        cx->count[k] = a[k].n;
+        for (size_t i = 0; i < a[k].n; i++, at++) {
+            const struct qn_ack_item *it = &a[k].items[i];
+            if (it->status < 0 || it->status > QN_ACK_DLQ) {
+                qn__req_discard(r);
+                return QN_EINVAL;
+            }
+            statuses[at] = (int16_t)it->status;
+            if (it->hash != NULL) {
+                hp[at] = it->hash;
+                hl[at] = 16;
+                op[at] = NULL;
+                ol[at] = -1;
+            } else {
+                hp[at] = NULL;
+                hl[at] = -1;
+                be64(ov + 8 * at, (uint64_t)it->offset);
+                op[at] = ov + 8 * at;
+                ol[at] = 8;
+            }
+        }
+    }
+    qn__p_array(p, 0, QN_OID_UUID, pids, pl, n);
+    qn__p_arr_text(p, 1, groups, n, NULL);
+    qn__p_arr_text(p, 2, workers, n, NULL);
+    qn__p_arr_i32(p, 3, counts, n);
+    qn__p_array(p, 4, QN_OID_BYTEA, hp, hl, total);
+    qn__p_array(p, 5, QN_OID_INT8, op, ol, total);
+    qn__p_arr_i16(p, 6, statuses, total);
+    s->expect = total;
+    qn__req_set_data(r, cx);
+    return qn__call_submit(r, finish_ack_bundle, (qn__anyfn)cb, ud, req);
+}
+
 /* ---------------------------------------------------------------- dlq_head */
 
 struct dlq_head_out {

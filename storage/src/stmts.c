@@ -130,6 +130,14 @@ const struct qn__stmt qn__stmts[QN_STMT_COUNT] = {
                      QN__LANE_WRITE,
                      true,
                      qn__decode_ack},
+    [QN_STMT_ACK_BUNDLE] = {"qn_ack_bundle",
+                            "SELECT r_member, r_idx, r_outcome, r_off, r_flags, r_committed, "
+                            "r_base, r_blob FROM qn.ack_bundle_v1($1, $2, $3, $4, $5, $6, $7)",
+                            7,
+                            {QN_OID_UUID_ARR, TA, TA, I4A, BYA, I8A, I2A},
+                            QN__LANE_WRITE,
+                            true,
+                            qn__decode_ack_bundle},
     [QN_STMT_DLQ_HEAD] = {"qn_dlq_head",
                           "SELECT r_ok, r_id FROM qn.dlq_head_v1($1, $2, $3, $4, $5, $6, "
                           "$7, $8)",

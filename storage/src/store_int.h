@@ -270,6 +270,7 @@ enum qn__stmt_id {
     QN_STMT_HAS_PENDING,
     QN_STMT_POP_GATE,
     QN_STMT_ACK,
+    QN_STMT_ACK_BUNDLE,
     QN_STMT_DLQ_HEAD,
     QN_STMT_RENEW,
     QN_STMT_RELEASE,
@@ -571,6 +572,7 @@ int qn__decode_scalar_bool(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_void(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_push(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_segments(qn_store_req *r, int step, const PGresult *res);
+int qn__decode_ack_bundle(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pop_bundle(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pop(qn_store_req *r, int step, const PGresult *res);
 int qn__decode_pop_gate(qn_store_req *r, int step, const PGresult *res);

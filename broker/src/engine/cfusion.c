@@ -25,7 +25,12 @@
  *      bundle in flight (its slot there), or alone in flight (its store
  *      request); its callback runs once, then it is freed. The flush event is
  *      active whenever the queued list is not empty and a base is set.
+ *   7. At most one ack bundle is in flight (ack_inflight); a queued ack is
+ *      sent when none is: at the turn's flush, or the turn after the one in
+ *      flight answered. An ack's callback runs once, after its bundle's
+ *      outcome; a refused bundle's members go out alone, outside the flight.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -85,6 +90,10 @@ struct qn_cfusion {
     struct qn_cfusion_pop *queued, *queued_tail; /* this turn's, in arrival order */
     struct event *flush_ev;                      /* NULL without a base */
     struct qn_cfusion_pop_stats pstats;
+    /* bundled acks (invariant 7) */
+    struct qn_cfusion_ack *aq, *aq_tail; /* queued, in arrival order */
+    bool ack_inflight;                   /* a bundle (or a bundle of one) is out */
+    struct qn_cfusion_ack_stats astats;
 };
 
 static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
@@ -105,6 +114,7 @@ static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
 }
 
 static void pop_free_queued(struct qn_cfusion *cf);
+static void ack_free_queued(struct qn_cfusion *cf);
 static void flush_cb(evutil_socket_t fd, short what, void *ud);
 
 int qn_cfusion_new(struct qn_waiters *ws, size_t max_entries, struct qn_cfusion **out)
@@ -147,6 +157,7 @@ void qn_cfusion_free(struct qn_cfusion *cf)
     if (cf->timer)
         event_free(cf->timer);
     pop_free_queued(cf);
+    ack_free_queued(cf);
     if (cf->flush_ev)
         event_free(cf->flush_ev);
     qn_map_destroy(&cf->pids);
@@ -329,7 +340,7 @@ int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base)
     cf->flush_ev = event_new(base, -1, 0, flush_cb, cf);
     if (cf->timer == NULL || cf->flush_ev == NULL)
         return QN_ENOMEM;
-    if (cf->queued)
+    if (cf->queued || cf->aq)
         event_active(cf->flush_ev, 0, 0);
     for (struct cf_lease *l = cf->held; l; l = l->hnext)
         arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
@@ -701,6 +712,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     qn_cfusion_pop_flush(ud);
+    qn_cfusion_ack_flush(ud);
 }
 
 int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct qn_pop_args *a,
@@ -801,4 +813,261 @@ void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_sta
     memset(out, 0, sizeof *out);
     if (cf != NULL)
         *out = cf->pstats;
+}
+
+/* ---------------------------------------------------------------- bundled acks */
+
+struct qn_cfusion_ack {
+    struct qn_cfusion *cf;
+    struct qn_cfusion_ack *next; /* queued list */
+    bool in_bundle;              /* in flight in a bundle */
+    qn_store_req *sreq;          /* in flight alone */
+    bool flight;                 /* alone, holding the single flight */
+    qn_cfusion_ack_cb cb;        /* NULL once cancelled */
+    void *ud;
+    struct qn_store *store;
+    struct qn_ack_args a; /* items, group and worker point into this struct */
+    char group[NAME_MAX_LEN + 1];
+    char worker[NAME_MAX_LEN + 1];
+    struct qn_ack_item *items;
+    uint8_t (*hashes)[16];
+};
+
+struct ack_bundle {
+    struct qn_cfusion *cf;
+    size_t n;
+    bool flight; /* holds the single flight */
+    struct qn_cfusion_ack *m[QN_ACK_BUNDLE_MAX];
+};
+
+static void ack_free(struct qn_cfusion_ack *k)
+{
+    free(k->items);
+    free(k->hashes);
+    free(k);
+}
+
+static void ack_deliver(struct qn_cfusion_ack *k, const struct qn_store_status *st,
+                        const struct qn_ack_result *res)
+{
+    qn_cfusion_ack_cb cb = k->cb;
+    void *ud = k->ud;
+    ack_free(k);
+    if (cb)
+        cb(ud, st, res);
+}
+
+/* The flight ended: what queued meanwhile goes at the end of this turn. */
+static void ack_flight_over(struct qn_cfusion *cf)
+{
+    cf->ack_inflight = false;
+    if (cf->aq != NULL && cf->flush_ev != NULL)
+        event_active(cf->flush_ev, 0, 0);
+}
+
+static void ack_alone_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_ack_result *res)
+{
+    struct qn_cfusion_ack *k = ud;
+    struct qn_cfusion *cf = k->cf;
+    bool flight = k->flight;
+    k->sreq = NULL;
+    ack_deliver(k, st, res);
+    if (flight)
+        ack_flight_over(cf);
+}
+
+/* Sends k by itself (flight: it holds the single flight). A refused submit
+ * answers it now (only ever from a flush or a bundle's answer). */
+static void ack_send_alone(struct qn_cfusion_ack *k, bool flight)
+{
+    struct qn_cfusion *cf = k->cf;
+    struct qn_call_opts o = {0, NULL, NULL};
+    cf->astats.alone++;
+    k->flight = flight;
+    int rc = qn_store_ack(k->store, &k->a, &o, ack_alone_done, k, &k->sreq);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", qn_strerror(rc)};
+        k->sreq = NULL;
+        ack_deliver(k, &st, NULL);
+        if (flight)
+            ack_flight_over(cf);
+    }
+}
+
+static void ack_bundle_done(void *ud, const struct qn_store_status *st,
+                            const struct qn_ack_result *res, size_t n)
+{
+    struct ack_bundle *b = ud;
+    struct qn_cfusion *cf = b->cf;
+    (void)n;
+    for (size_t i = 0; i < b->n; i++) {
+        struct qn_cfusion_ack *k = b->m[i];
+        k->in_bundle = false;
+        if (st->code == QN_EDB && k->cb != NULL) {
+            /* refused as a whole (nothing applied): each alone for its verdict */
+            cf->astats.retried++;
+            ack_send_alone(k, false);
+            continue;
+        }
+        ack_deliver(k, st, st->code == QN_OK ? &res[i] : NULL);
+    }
+    bool flight = b->flight;
+    free(b);
+    if (flight)
+        ack_flight_over(cf);
+}
+
+void qn_cfusion_ack_flush(struct qn_cfusion *cf)
+{
+    if (cf == NULL || cf->ack_inflight || cf->aq == NULL)
+        return;
+    struct qn_cfusion_ack *m[QN_ACK_BUNDLE_MAX];
+    size_t n = 0;
+    struct qn_store *store = cf->aq->store;
+    struct qn_cfusion_ack **link = &cf->aq;
+    while (*link != NULL && n < QN_ACK_BUNDLE_MAX) {
+        struct qn_cfusion_ack *k = *link;
+        if (k->store == store) {
+            *link = k->next;
+            k->next = NULL;
+            m[n++] = k;
+        } else {
+            link = &k->next;
+        }
+    }
+    /* the tail is the last one left */
+    cf->aq_tail = NULL;
+    for (struct qn_cfusion_ack *k = cf->aq; k; k = k->next)
+        cf->aq_tail = k;
+    cf->ack_inflight = true;
+    if (n == 1) {
+        ack_send_alone(m[0], true);
+        return;
+    }
+    struct ack_bundle *b = calloc(1, sizeof *b);
+    struct qn_ack_args args[QN_ACK_BUNDLE_MAX];
+    int rc = QN_ENOMEM;
+    if (b != NULL) {
+        b->cf = cf;
+        b->n = n;
+        b->flight = true;
+        for (size_t i = 0; i < n; i++) {
+            b->m[i] = m[i];
+            m[i]->in_bundle = true;
+            args[i] = m[i]->a;
+        }
+        struct qn_call_opts o = {0, NULL, NULL};
+        rc = qn_store_ack_bundle(store, args, n, &o, ack_bundle_done, b, NULL);
+        if (rc == QN_OK) {
+            cf->astats.bundles++;
+            cf->astats.bundled += n;
+            return;
+        }
+        free(b);
+    }
+    struct qn_store_status st = {rc, "", qn_strerror(rc)};
+    for (size_t i = 0; i < n; i++) {
+        m[i]->in_bundle = false;
+        ack_deliver(m[i], &st, NULL);
+    }
+    ack_flight_over(cf);
+}
+
+int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct qn_ack_args *a,
+                   const struct qn_call_opts *opts, qn_cfusion_ack_cb cb, void *ud,
+                   struct qn_cfusion_ack **out)
+{
+    (void)opts;
+    if (cf == NULL || a == NULL || cb == NULL || out == NULL || a->n == 0 || a->items == NULL)
+        return QN_EINVAL;
+    const char *group = a->group ? a->group : "", *worker = a->worker ? a->worker : "";
+    if (strnlen(group, NAME_MAX_LEN + 1) > NAME_MAX_LEN ||
+        strnlen(worker, NAME_MAX_LEN + 1) > NAME_MAX_LEN)
+        return QN_EINVAL;
+    struct qn_cfusion_ack *k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return QN_ENOMEM;
+    k->items = calloc(a->n, sizeof *k->items);
+    k->hashes = calloc(a->n, 16);
+    if (k->items == NULL || k->hashes == NULL) {
+        ack_free(k);
+        return QN_ENOMEM;
+    }
+    k->cf = cf;
+    k->store = store;
+    k->cb = cb;
+    k->ud = ud;
+    k->a = *a;
+    snprintf(k->group, sizeof k->group, "%s", group);
+    snprintf(k->worker, sizeof k->worker, "%s", worker);
+    k->a.group = k->group;
+    k->a.worker = k->worker;
+    for (size_t i = 0; i < a->n; i++) {
+        k->items[i] = a->items[i];
+        if (a->items[i].hash != NULL) {
+            memcpy(k->hashes[i], a->items[i].hash, 16);
+            k->items[i].hash = k->hashes[i];
+        }
+    }
+    k->a.items = k->items;
+    if (cf->aq_tail)
+        cf->aq_tail->next = k;
+    else
+        cf->aq = k;
+    cf->aq_tail = k;
+    if (cf->flush_ev != NULL && !cf->ack_inflight)
+        event_active(cf->flush_ev, 0, 0);
+    *out = k;
+    return QN_OK;
+}
+
+void qn_cfusion_ack_cancel(struct qn_cfusion_ack *k)
+{
+    if (k == NULL)
+        return;
+    if (k->sreq != NULL) {
+        struct qn_cfusion *cf = k->cf;
+        bool flight = k->flight;
+        qn_store_cancel(k->sreq);
+        ack_free(k);
+        if (flight)
+            ack_flight_over(cf);
+        return;
+    }
+    if (k->in_bundle) {
+        k->cb = NULL; /* ack_bundle_done frees it */
+        return;
+    }
+    struct qn_cfusion *cf = k->cf;
+    struct qn_cfusion_ack *prev = NULL;
+    for (struct qn_cfusion_ack *q = cf->aq; q; prev = q, q = q->next) {
+        if (q != k)
+            continue;
+        if (prev)
+            prev->next = k->next;
+        else
+            cf->aq = k->next;
+        if (cf->aq_tail == k)
+            cf->aq_tail = prev;
+        break;
+    }
+    ack_free(k);
+}
+
+static void ack_free_queued(struct qn_cfusion *cf)
+{
+    while (cf->aq) {
+        struct qn_cfusion_ack *k = cf->aq;
+        cf->aq = k->next;
+        ack_free(k);
+    }
+    cf->aq_tail = NULL;
+}
+
+void qn_cfusion_ack_stats(const struct qn_cfusion *cf, struct qn_cfusion_ack_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cf != NULL)
+        *out = cf->astats;
 }

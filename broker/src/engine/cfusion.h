@@ -180,6 +180,46 @@ struct qn_cfusion_pop_stats {
 };
 void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_stats *out);
 
+/*
+ * Bundled acks. Every ack_v1 of this loop (an Ack call's groups, a Consume
+ * stream's in-band acks) joins the ack queue; one bundle is in flight at a time
+ * (single flight on the write lane, as push fusion's slots): the queue goes out
+ * at the end of the turn when none is, else when the one in flight answers, as
+ * one ack_bundle_v1 call of up to QN_ACK_BUNDLE_MAX members (a bundle of one
+ * as the ack_v1 it is). Each member's callback runs exactly once, after the
+ * bundle's transaction committed or failed, as if it had been a qn_store_ack:
+ *   - committed: each member its own result;
+ *   - QN_EDB (refused as a whole, nothing applied): each member alone again;
+ *   - anything else (QN_EINDOUBT, ...): every member gets it and resolves as
+ *     an ack does (rpc/ack_apply.c: re-sends completed-only groups, answers the
+ *     others UNKNOWN).
+ * qn_cfusion_ack_cancel drops an ack not sent yet, and otherwise only stops its
+ * callback (the ack may still commit, as after qn_store_cancel).
+ */
+struct qn_ack_args;
+struct qn_ack_result;
+struct qn_cfusion_ack;
+typedef void (*qn_cfusion_ack_cb)(void *ud, const struct qn_store_status *st,
+                                  const struct qn_ack_result *res);
+/* As qn_store_ack (a is copied, items and hashes too; opts' deadline is not
+ * kept: a bundle has none, the caller's call ends at its own). Returns QN_OK
+ * (cb will run, never inside) or QN_EINVAL / QN_ENOMEM (it will not). */
+int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct qn_ack_args *a,
+                   const struct qn_call_opts *opts, qn_cfusion_ack_cb cb, void *ud,
+                   struct qn_cfusion_ack **out);
+/* NULL allowed. */
+void qn_cfusion_ack_cancel(struct qn_cfusion_ack *k);
+/* Sends the queued acks now if none is in flight (the loop does it; tests). */
+void qn_cfusion_ack_flush(struct qn_cfusion *cf);
+
+struct qn_cfusion_ack_stats {
+    uint64_t alone;   /* ack_v1 calls (a bundle of one, or a refused bundle's retries) */
+    uint64_t bundles; /* ack_bundle_v1 calls */
+    uint64_t bundled; /* members of those calls */
+    uint64_t retried; /* members sent again alone after a refused bundle */
+};
+void qn_cfusion_ack_stats(const struct qn_cfusion *cf, struct qn_cfusion_ack_stats *out);
+
 /* Leases held (tests). */
 size_t qn_cfusion_held_count(const struct qn_cfusion *cf);
 

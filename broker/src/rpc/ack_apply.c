@@ -7,15 +7,14 @@
  * tenant (partition_queues_v1) and check the consume grant on each before any
  * ack is sent (a partition of another tenant reads as unknown: its items are
  * rejected and nothing is sent for them); group ack items by (partition, lease)
- * and apply each group with one ack_v1 call (all groups in flight at once,
- * pipelined by storage); renew leases the same way (qn_renew_run); file the
- * dead letter a group hands off (decode the poison frame from the segment the
- * database returned, then dlq_head_v1); answer per item in request order.
- * A group whose ack_v1 was sent and never answered (QN_EINDOUBT) is sent again,
- * with backoff, until it answers or the op's deadline (30 s without one)
- * passes, when it holds completed acks only (a repeated completed ack is noop:
- * nothing moves twice); a positional item the re-send finds LEASE_INVALID while
- * the cursor is at or past it was acknowledged by the first attempt (which
+ * and apply each group with one ack_v1 (bundled with the loop's other acks,
+ * from any call or stream, into one ack_bundle_v1 call per flush: engine/cfusion.h); renew leases
+ * the same way (qn_renew_run); file the dead letter a group hands off (decode the poison frame from
+ * the segment the database returned, then dlq_head_v1); answer per item in request order. A group
+ * whose ack_v1 was sent and never answered (QN_EINDOUBT) is sent again, with backoff, until it
+ * answers or the op's deadline (30 s without one) passes, when it holds completed acks only (a
+ * repeated completed ack is noop: nothing moves twice); a positional item the re-send finds
+ * LEASE_INVALID while the cursor is at or past it was acknowledged by the first attempt (which
  * released the lease) and is reported NOOP. A group with failed / retry / dlq
  * items is never repeated (the retry budget would be spent twice): in doubt, the
  * op fails with UNKNOWN (outcome unknown), as does a group whose re-sends run
@@ -125,7 +124,7 @@ struct ack_group {
     const char *lease; /* borrowed from the request */
     uint32_t *idx;     /* request item indices */
     size_t n;
-    qn_store_req *sreq;
+    struct qn_cfusion_ack *sreq; /* ack_v1 through consume fusion's bundled acks */
     struct qn_dlq_job dlq;
     long dlq_item;        /* request index of the dead-lettered item, -1 none */
     bool resent;          /* the first ack_v1 was in doubt: this group was sent again */
@@ -178,7 +177,7 @@ void qn_ack_cancel(struct qn_ack_op *op)
         return;
     qn_store_cancel(op->lookup);
     for (size_t g = 0; g < op->ngroups; g++) {
-        qn_store_cancel(op->groups[g].sreq);
+        qn_cfusion_ack_cancel(op->groups[g].sreq);
         qn_store_cancel(op->groups[g].dlq.sreq);
     }
     ack_op_free(op); /* frees the re-send timers too */
@@ -409,7 +408,9 @@ static int group_send(struct ack_group *g)
     /* ack_v1 is keyed on the partition (its tenant was checked before the
      * first send, qn_ack_run); the tenant rides along like every call's */
     struct qn_call_opts opts = qn_authz_opts(op->call, op->deadline);
-    rc = qn_store_ack(op->app->store, &args, &opts, group_done, g, &g->sreq);
+    /* bundled with the loop's other acks into one ack_bundle_v1 per flush
+     * (engine/cfusion.h); group_done runs after that bundle's commit */
+    rc = qn_cfusion_ack(op->app->cfusion, op->app->store, &args, &opts, group_done, g, &g->sreq);
     if (rc != QN_OK)
         g->sreq = NULL;
 out:

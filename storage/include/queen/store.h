@@ -449,6 +449,22 @@ typedef void (*qn_ack_cb)(void *ud, const struct qn_store_status *st,
 int qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
                  qn_ack_cb cb, void *ud, qn_store_req **req);
 
+/*
+ * Bundled acks (ack_bundle_v1): several ack_v1 calls, each its own (pid, group,
+ * worker) and items, in one call and one transaction; the database runs them
+ * one by one in ascending (partition id, group). res: n results in the order
+ * given, each as qn_store_ack's; NULL on failure. The bundle commits or fails
+ * as one: QN_EDB (a member refused, nothing applied: send the members alone),
+ * QN_EINDOUBT for every member (each resolves as an ack in doubt does).
+ * 1 <= n <= QN_ACK_BUNDLE_MAX, each member with >= 1 item; QN_EINVAL otherwise.
+ */
+#define QN_ACK_BUNDLE_MAX 64
+typedef void (*qn_ack_bundle_cb)(void *ud, const struct qn_store_status *st,
+                                 const struct qn_ack_result *res, size_t n);
+int qn_store_ack_bundle(qn_store *st, const struct qn_ack_args *a, size_t n,
+                        const struct qn_call_opts *opts, qn_ack_bundle_cb cb, void *ud,
+                        qn_store_req **req);
+
 struct qn_dlq_head_args {
     uint8_t pid[16];
     const char *group;
