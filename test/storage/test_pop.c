@@ -419,6 +419,101 @@ START_TEST(bundle_refused_whole_and_tenants)
 }
 END_TEST
 
+struct ack_bundle_out {
+    struct qt_status s;
+    size_t n;
+    struct qn_ack_result r[4];
+    struct qn_ack_item_result items[4][4];
+};
+
+static void ack_bundle_cb(void *ud, const struct qn_store_status *st,
+                          const struct qn_ack_result *res, size_t n)
+{
+    struct ack_bundle_out *o = ud;
+    qt_copy_status(&o->s, st);
+    o->n = n;
+    for (size_t k = 0; res != NULL && k < n && k < 4; k++) {
+        o->r[k] = res[k];
+        for (size_t i = 0; i < res[k].n && i < 4; i++)
+            o->items[k][i] = res[k].items[i];
+        o->r[k].items = o->items[k];
+        o->r[k].dlq_blob = NULL;
+    }
+}
+
+/* One ack_bundle_v1 call applies each member's ack_v1 under its own lease and
+ * answers each its own outcomes and summary (cursor, released); a member with
+ * a wrong lease gets LEASE_INVALID without disturbing the others. */
+START_TEST(ack_bundle_each_member_its_result)
+{
+    struct qt_seg s1, s2;
+    qt_seg_make(&s1, 3, "k1", 0);
+    qt_seg_make(&s2, 4, "k2", 0);
+    struct qt_push_out po;
+    ck_assert_int_eq(qt_push1(B, S, "abund", "A", &s1, &po), QN_OK);
+    uint8_t pa[16], pb[16];
+    memcpy(pa, po.segs[0].pid, 16);
+    ck_assert_int_eq(qt_push1(B, S, "abund", "B", &s2, &po), QN_OK);
+    memcpy(pb, po.segs[0].pid, 16);
+    static struct qt_pop_out o;
+    struct qn_pop_args a = qt_pop_args("abund", "A", "g", "w-a", 10);
+    ck_assert_int_eq(qt_pop(B, S, &a, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+    a = qt_pop_args("abund", "B", "g", "w-b", 10);
+    ck_assert_int_eq(qt_pop(B, S, &a, &o), QN_OK);
+    ck_assert_uint_eq(o.n, 1);
+
+    struct qn_ack_item ia[1] = {{NULL, 2, QN_ACK_COMPLETED}}; /* all of A */
+    struct qn_ack_item ib[2] = {{NULL, 0, QN_ACK_COMPLETED}, {NULL, 1, QN_ACK_COMPLETED}};
+    struct qn_ack_item ix[1] = {{NULL, 3, QN_ACK_COMPLETED}}; /* B, wrong lease */
+    struct qn_ack_args m[3];
+    memset(m, 0, sizeof m);
+    memcpy(m[0].pid, pb, 16);
+    m[0].group = "g";
+    m[0].worker = "w-b";
+    m[0].items = ib;
+    m[0].n = 2;
+    memcpy(m[1].pid, pa, 16);
+    m[1].group = "g";
+    m[1].worker = "w-a";
+    m[1].items = ia;
+    m[1].n = 1;
+    memcpy(m[2].pid, pb, 16);
+    m[2].group = "g";
+    m[2].worker = "w-nobody";
+    m[2].items = ix;
+    m[2].n = 1;
+    static struct ack_bundle_out ao;
+    memset(&ao, 0, sizeof ao);
+    ck_assert_int_eq(qn_store_ack_bundle(S, m, 3, NULL, ack_bundle_cb, &ao, NULL), QN_OK);
+    ck_assert(qt_run_until(B, &ao.s.done, 10000));
+    ck_assert_int_eq(ao.s.code, QN_OK);
+    ck_assert_uint_eq(ao.n, 3);
+    /* B: two of four acked, the lease stays */
+    ck_assert_uint_eq(ao.r[0].n, 2);
+    ck_assert_int_eq(ao.r[0].items[0].outcome, QN_ACK_APPLIED);
+    ck_assert_int_eq(ao.r[0].items[1].outcome, QN_ACK_APPLIED);
+    ck_assert_int_eq(ao.r[0].committed, 1);
+    ck_assert(!(ao.r[0].flags & QN_ACKF_RELEASED));
+    /* A: all of it, released */
+    ck_assert_uint_eq(ao.r[1].n, 1);
+    ck_assert_int_eq(ao.r[1].items[0].outcome, QN_ACK_APPLIED);
+    ck_assert_int_eq(ao.r[1].committed, 2);
+    ck_assert(ao.r[1].flags & QN_ACKF_RELEASED);
+    /* the wrong lease: refused, nothing moved */
+    ck_assert_uint_eq(ao.r[2].n, 1);
+    ck_assert_int_eq(ao.r[2].items[0].outcome, QN_ACK_LEASE_INVALID);
+    assert_holder("abund", "A", "g", "");
+    assert_holder("abund", "B", "g", "w-b");
+    /* bad bundles are refused before sending */
+    ck_assert_int_eq(qn_store_ack_bundle(S, m, 0, NULL, ack_bundle_cb, &ao, NULL), QN_EINVAL);
+    m[1].n = 0;
+    ck_assert_int_eq(qn_store_ack_bundle(S, m, 2, NULL, ack_bundle_cb, &ao, NULL), QN_EINVAL);
+    qt_seg_free(&s1);
+    qt_seg_free(&s2);
+}
+END_TEST
+
 Suite *qn_test_pop_suite(void)
 {
     Suite *s = suite_create("pop");
@@ -432,6 +527,7 @@ Suite *qn_test_pop_suite(void)
     tcase_add_test(t, empty_and_missing);
     tcase_add_test(t, bundle_leases_each_member);
     tcase_add_test(t, bundle_refused_whole_and_tenants);
+    tcase_add_test(t, ack_bundle_each_member_its_result);
     suite_add_tcase(s, t);
     return s;
 }

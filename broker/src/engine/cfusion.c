@@ -40,6 +40,7 @@
 #include "engine/cfusion.h"
 #include "engine/map.h"
 #include "engine/waiters.h"
+#include "log.h"
 #include "queen/error.h"
 #include "queen/store.h"
 
@@ -153,6 +154,13 @@ void qn_cfusion_free(struct qn_cfusion *cf)
 {
     if (cf == NULL)
         return;
+    if (cf->pstats.bundles || cf->astats.bundles)
+        QN_INFO("consume fusion: %llu lease bundles of %llu pops (%llu pops alone, %llu retried "
+                "alone); %llu ack bundles of %llu acks (%llu alone, %llu retried alone)",
+                (unsigned long long)cf->pstats.bundles, (unsigned long long)cf->pstats.bundled,
+                (unsigned long long)cf->pstats.alone, (unsigned long long)cf->pstats.retried,
+                (unsigned long long)cf->astats.bundles, (unsigned long long)cf->astats.bundled,
+                (unsigned long long)cf->astats.alone, (unsigned long long)cf->astats.retried);
     drop_all(cf);
     if (cf->timer)
         event_free(cf->timer);

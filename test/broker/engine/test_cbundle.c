@@ -9,7 +9,8 @@
  * own result exactly once; a cancelled member gets nothing and is not sent
  * when it was still queued; a refused bundle (QN_EDB) sends every live
  * member again alone; in doubt or refused at submit, every member gets that
- * status.
+ * status. Acks: one bundle in flight per loop; what comes meanwhile is the
+ * next bundle; the same per-member rules (doubt, refusal, cancel, submit).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,11 @@ int __wrap_qn_store_pop_bundle(qn_store *st, const struct qn_pop_member *m, size
                                qn_store_req **req);
 bool __wrap_qn_store_pop_pid(qn_store *st, const struct qn_pop_args *a, const uint8_t *tenant,
                              uint8_t pid[16]);
+int __wrap_qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
+                        qn_ack_cb cb, void *ud, qn_store_req **req);
+int __wrap_qn_store_ack_bundle(qn_store *st, const struct qn_ack_args *a, size_t n,
+                               const struct qn_call_opts *opts, qn_ack_bundle_cb cb, void *ud,
+                               qn_store_req **req);
 
 #define MAXC 16
 #define NP 140
@@ -392,6 +398,263 @@ START_TEST(refused_at_submit)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- bundled acks */
+
+struct ack_sent {
+    size_t n; /* members (1: qn_store_ack) */
+    char worker[QN_ACK_BUNDLE_MAX][32];
+    size_t items[QN_ACK_BUNDLE_MAX];
+    int64_t off0[QN_ACK_BUNDLE_MAX];
+    uint8_t hash0[QN_ACK_BUNDLE_MAX];
+    qn_ack_cb cb1;
+    qn_ack_bundle_cb cbn;
+    void *ud;
+};
+static struct ack_sent acks[MAXC];
+static size_t nacks;
+
+static void ack_record(const struct qn_ack_args *a, size_t n, struct ack_sent *c)
+{
+    c->n = n;
+    for (size_t k = 0; k < n; k++) {
+        snprintf(c->worker[k], sizeof c->worker[k], "%s", a[k].worker);
+        c->items[k] = a[k].n;
+        c->off0[k] = a[k].items[0].offset;
+        c->hash0[k] = a[k].items[0].hash ? a[k].items[0].hash[0] : 0;
+    }
+}
+
+int __wrap_qn_store_ack(qn_store *st, const struct qn_ack_args *a, const struct qn_call_opts *opts,
+                        qn_ack_cb cb, void *ud, qn_store_req **req)
+{
+    (void)opts;
+    ck_assert_ptr_eq(st, FAKE_STORE);
+    if (submit_rc != QN_OK)
+        return submit_rc;
+    ck_assert_uint_lt(nacks, MAXC);
+    struct ack_sent *c = &acks[nacks++];
+    memset(c, 0, sizeof *c);
+    ack_record(a, 1, c);
+    c->cb1 = cb;
+    c->ud = ud;
+    if (req)
+        *req = NULL;
+    return QN_OK;
+}
+
+int __wrap_qn_store_ack_bundle(qn_store *st, const struct qn_ack_args *a, size_t n,
+                               const struct qn_call_opts *opts, qn_ack_bundle_cb cb, void *ud,
+                               qn_store_req **req)
+{
+    (void)opts;
+    (void)req;
+    ck_assert_ptr_eq(st, FAKE_STORE);
+    if (submit_rc != QN_OK)
+        return submit_rc;
+    ck_assert_uint_ge(n, 2);
+    ck_assert_uint_le(n, QN_ACK_BUNDLE_MAX);
+    ck_assert_uint_lt(nacks, MAXC);
+    struct ack_sent *c = &acks[nacks++];
+    memset(c, 0, sizeof *c);
+    ack_record(a, n, c);
+    c->cbn = cb;
+    c->ud = ud;
+    return QN_OK;
+}
+
+struct acker {
+    int calls, code;
+    int64_t committed;
+    size_t n;
+    struct qn_cfusion_ack *h;
+};
+static struct acker ak[NP];
+
+static void on_ack(void *ud, const struct qn_store_status *st, const struct qn_ack_result *res)
+{
+    struct acker *a = ud;
+    a->calls++;
+    a->h = NULL;
+    a->code = st->code;
+    a->committed = res ? res->committed : -2;
+    a->n = res ? res->n : 0;
+}
+
+/* acker i acks items offsets 10*i .. (worker "w-i"); odd i by hash */
+static void ack(int i, size_t items)
+{
+    struct qn_ack_item it[4];
+    uint8_t h[4][16];
+    char worker[16];
+    snprintf(worker, sizeof worker, "w-%d", i);
+    for (size_t k = 0; k < items; k++) {
+        memset(&it[k], 0, sizeof it[k]);
+        it[k].status = QN_ACK_COMPLETED;
+        it[k].offset = 10 * i + (int64_t)k;
+        memset(h[k], 0xa0 + i, 16);
+        it[k].hash = i % 2 ? h[k] : NULL;
+    }
+    struct qn_ack_args a;
+    memset(&a, 0, sizeof a);
+    a.pid[0] = (uint8_t)i;
+    a.group = "g";
+    a.worker = worker;
+    a.items = it;
+    a.n = items;
+    ck_assert_int_eq(qn_cfusion_ack(cf, FAKE_STORE, &a, NULL, on_ack, &ak[i], &ak[i].h), QN_OK);
+    /* the caller's items, hashes and strings are gone once this returns */
+    memset(it, 0xee, sizeof it);
+    memset(h, 0xee, sizeof h);
+    memset(worker, 'z', sizeof worker - 1);
+}
+
+static void answer_acks(size_t c, const struct qn_store_status *st)
+{
+    struct ack_sent *s = &acks[c];
+    static struct qn_ack_item_result items[4];
+    struct qn_ack_result res[QN_ACK_BUNDLE_MAX];
+    for (size_t k = 0; k < s->n; k++) {
+        memset(&res[k], 0, sizeof res[k]);
+        res[k].n = s->items[k];
+        res[k].items = items;
+        res[k].committed = 1000 + (int64_t)k;
+    }
+    if (s->cb1)
+        s->cb1(s->ud, st, st->code == QN_OK ? &res[0] : NULL);
+    else
+        s->cbn(s->ud, st, st->code == QN_OK ? res : NULL, s->n);
+}
+
+static void ack_setup(void)
+{
+    setup();
+    memset(ak, 0, sizeof ak);
+    memset(acks, 0, sizeof acks);
+    nacks = 0;
+}
+
+/* One bundle in flight: what comes meanwhile waits, then goes as the next
+ * bundle; each member its own result, after its bundle answered; copies of
+ * the items (offsets and hashes) went out, not the caller's memory. */
+START_TEST(acks_single_flight_one_bundle_per_flush)
+{
+    ack(0, 2);
+    ack(1, 1);
+    ack(2, 3);
+    ck_assert_uint_eq(nacks, 0); /* never inside the call */
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 1);
+    ck_assert_uint_eq(acks[0].n, 3);
+    ck_assert_str_eq(acks[0].worker[0], "w-0");
+    ck_assert_uint_eq(acks[0].items[0], 2);
+    ck_assert_int_eq(acks[0].off0[0], 0);
+    ck_assert_str_eq(acks[0].worker[1], "w-1");
+    ck_assert_uint_eq(acks[0].hash0[1], 0xa1);
+    ck_assert_str_eq(acks[0].worker[2], "w-2");
+    ck_assert_int_eq(acks[0].off0[2], 20);
+    /* in flight: the next ones wait */
+    ack(3, 1);
+    ack(4, 1);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 1);
+    ck_assert_int_eq(ak[0].calls, 0);
+    answer_acks(0, &OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ak[i].calls, 1);
+        ck_assert_int_eq(ak[i].code, QN_OK);
+        ck_assert_int_eq(ak[i].committed, 1000 + i);
+    }
+    ck_assert_uint_eq(ak[2].n, 3);
+    ck_assert_int_eq(ak[3].calls, 0);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 2);
+    ck_assert_uint_eq(acks[1].n, 2);
+    ck_assert_str_eq(acks[1].worker[0], "w-3");
+    /* a bundle of one goes as ack_v1, and holds the flight too */
+    ack(5, 1);
+    answer_acks(1, &OK);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 3);
+    ck_assert_ptr_nonnull(acks[2].cb1);
+    ack(6, 1);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 3);
+    answer_acks(2, &OK);
+    ck_assert_int_eq(ak[5].calls, 1);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 4);
+    answer_acks(3, &OK);
+    struct qn_cfusion_ack_stats st;
+    qn_cfusion_ack_stats(cf, &st);
+    ck_assert_uint_eq(st.bundles, 2);
+    ck_assert_uint_eq(st.bundled, 5);
+    ck_assert_uint_eq(st.alone, 2);
+}
+END_TEST
+
+/* In doubt: every member gets QN_EINDOUBT (ack_apply.c re-sends or answers
+ * unknown per group); refused as a whole: each live member alone, in
+ * parallel, its own verdict; cancelled: a queued one is never sent, one in
+ * flight gets no callback; refused at submit: every member gets the code. */
+START_TEST(acks_doubt_refusal_cancel)
+{
+    ack(0, 1);
+    ack(1, 1);
+    ack(2, 1);
+    qn_cfusion_pop_flush(cf); /* pops only: acks stay queued */
+    ck_assert_uint_eq(nacks, 0);
+    qn_cfusion_ack_cancel(ak[1].h);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(acks[0].n, 2);
+    struct qn_store_status doubt = {QN_EINDOUBT, "", "lost"};
+    answer_acks(0, &doubt);
+    ck_assert_int_eq(ak[0].code, QN_EINDOUBT);
+    ck_assert_int_eq(ak[2].code, QN_EINDOUBT);
+    ck_assert_int_eq(ak[1].calls, 0);
+
+    ack(3, 1);
+    ack(4, 2);
+    ack(5, 1);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(acks[1].n, 3);
+    qn_cfusion_ack_cancel(ak[5].h); /* in flight */
+    struct qn_store_status edb = {QN_EDB, "40P01", "deadlock"};
+    answer_acks(1, &edb);
+    ck_assert_uint_eq(nacks, 4); /* 3 and 4 alone again, at once */
+    ck_assert_str_eq(acks[2].worker[0], "w-3");
+    ck_assert_str_eq(acks[3].worker[0], "w-4");
+    ck_assert_uint_eq(acks[3].items[0], 2);
+    ck_assert_int_eq(acks[3].off0[0], 40);
+    answer_acks(2, &OK);
+    answer_acks(3, &OK);
+    ck_assert_int_eq(ak[3].calls, 1);
+    ck_assert_int_eq(ak[4].calls, 1);
+    ck_assert_int_eq(ak[4].code, QN_OK);
+    ck_assert_int_eq(ak[5].calls, 0);
+    struct qn_cfusion_ack_stats st;
+    qn_cfusion_ack_stats(cf, &st);
+    ck_assert_uint_eq(st.retried, 2);
+
+    submit_rc = QN_EUNAVAILABLE;
+    ack(6, 1);
+    ack(7, 1);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_int_eq(ak[6].code, QN_EUNAVAILABLE);
+    ck_assert_int_eq(ak[7].code, QN_EUNAVAILABLE);
+    submit_rc = QN_OK;
+    ack(8, 1); /* the flight is free again */
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nacks, 5);
+    /* bad input: refused at once */
+    struct qn_ack_args a;
+    memset(&a, 0, sizeof a);
+    struct qn_cfusion_ack *h = NULL;
+    ck_assert_int_eq(qn_cfusion_ack(cf, FAKE_STORE, &a, NULL, on_ack, &ak[9], &h), QN_EINVAL);
+    /* left in flight and queued at free: freed with it */
+    ack(9, 1);
+}
+END_TEST
+
 Suite *qn_test_cbundle_suite(void)
 {
     Suite *s = suite_create("cbundle");
@@ -404,5 +667,10 @@ Suite *qn_test_cbundle_suite(void)
     tcase_add_test(t, refused_bundle_retries_alone_doubt_reaches_everyone);
     tcase_add_test(t, refused_at_submit);
     suite_add_tcase(s, t);
+    TCase *a = tcase_create("acks");
+    tcase_add_checked_fixture(a, ack_setup, teardown);
+    tcase_add_test(a, acks_single_flight_one_bundle_per_flush);
+    tcase_add_test(a, acks_doubt_refusal_cancel);
+    suite_add_tcase(s, a);
     return s;
 }
