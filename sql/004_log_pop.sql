@@ -891,8 +891,9 @@ $$;
 
 -- pop_bundle_v1: see sql/API.md. The broker's bundled lease: several pop_one_v1
 -- requests (one partition id each, for a consumer each) in one call and one
--- transaction. Members run one by one in partition-id order (then in the order
--- given), so two bundles lock their partitions in the same order; each member
+-- transaction. Members run one by one in (partition id, group) order (then in
+-- the order given), the order ack_bundle_v1 locks consumer rows in too, so two
+-- bundles lock their partitions in the same order; each member
 -- is exactly one pop_one_v1 call, keyed on its own partition id (nothing here
 -- touches two partitions in one statement). r_member is the member's index
 -- (0-based) in the arrays; a member that leased nothing has no row.
@@ -929,7 +930,8 @@ BEGIN
        OR coalesce(cardinality(p_sub_from_us), 0) <> v_n THEN
         RAISE EXCEPTION 'QPOP bundle arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    FOR v_i IN SELECT o.i FROM unnest(p_pids) WITH ORDINALITY AS o(pid, i) ORDER BY o.pid, o.i LOOP
+    FOR v_i IN SELECT o.i FROM unnest(p_pids, p_groups) WITH ORDINALITY AS o(pid, grp, i)
+               ORDER BY o.pid, coalesce(nullif(o.grp, ''), '__QUEUE_MODE__'), o.i LOOP
         IF p_pids[v_i] IS NULL OR coalesce(p_workers[v_i], '') = '' THEN
             RAISE EXCEPTION 'QPOP bundle member % has no partition id or worker', v_i - 1
                 USING ERRCODE = 'invalid_parameter_value';

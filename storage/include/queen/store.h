@@ -352,7 +352,7 @@ int qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call
  * Bundled leases (pop_bundle_v1): several pops, each naming one partition whose
  * id the store's id cache knows, in one call and one transaction. The broker
  * assembles the bundle (engine/cfusion.c); the database runs each member as
- * pop_one_v1, one partition at a time in partition-id order.
+ * pop_one_v1, one partition at a time in (partition id, group) order.
  *
  * qn_store_pop_pid: whether a pop would go by id (queue and partition named,
  * the id cached for the call's tenant, not auto-ack); fills pid. tenant NULL =
