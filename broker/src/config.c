@@ -114,6 +114,11 @@ const struct qn_config_var qn_config_vars[] = {
      "memory budget of the dedup cache"},
     {"QUEEN_WAKE_RECHECK_MS", QN_CFG_INT, "1000", 50, 60000, OFF(wake_recheck_ms),
      "a parked pop re-checks the database at least this often (cross-broker fallback)"},
+    /* consume fusion: bundled leases and acks (engine/cfusion.h) */
+    {"QUEEN_LEASE_BUNDLE", QN_CFG_BOOL, "true", 0, 0, OFF(lease_bundle),
+     "pops by partition id woken in one loop turn lease through one pop_bundle_v1 call"},
+    {"QUEEN_ACK_BUNDLE", QN_CFG_BOOL, "true", 0, 0, OFF(ack_bundle),
+     "acks of every call and stream go out as one ack_bundle_v1 call at a time (single flight)"},
     {"RETENTION_INTERVAL", QN_CFG_INT, "5000", 100, 86400000, OFF(retention_interval_ms),
      "milliseconds between maintenance cycles"},
     {"RETENTION_BATCH_SIZE", QN_CFG_INT, "1000", 1, 1000000, OFF(retention_batch_size),

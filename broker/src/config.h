@@ -63,6 +63,8 @@ struct qn_config {
     bool dedup_cache;        /* QUEEN_DEDUP_CACHE */
     int64_t dedup_cache_mb;  /* QUEEN_DEDUP_CACHE_MB */
     int64_t wake_recheck_ms; /* QUEEN_WAKE_RECHECK_MS */
+    bool lease_bundle;       /* QUEEN_LEASE_BUNDLE (consume fusion) */
+    bool ack_bundle;         /* QUEEN_ACK_BUNDLE (consume fusion) */
     /* maintenance */
     int64_t retention_interval_ms;  /* RETENTION_INTERVAL */
     int64_t retention_batch_size;   /* RETENTION_BATCH_SIZE */

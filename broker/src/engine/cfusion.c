@@ -95,6 +95,7 @@ struct qn_cfusion {
     struct qn_cfusion_ack *aq, *aq_tail; /* queued, in arrival order */
     bool ack_inflight;                   /* a bundle (or a bundle of one) is out */
     struct qn_cfusion_ack_stats astats;
+    bool no_lease_bundle, no_ack_bundle; /* qn_cfusion_set_bundling */
 };
 
 static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
@@ -742,7 +743,7 @@ int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct q
         p->has_tenant = true;
     }
     const uint8_t *tenant = opts != NULL ? opts->tenant : NULL;
-    if (!qn_store_pop_pid(store, a, tenant, p->pid)) {
+    if (cf->no_lease_bundle || !qn_store_pop_pid(store, a, tenant, p->pid)) {
         /* not by id: at once, as it is (opts' strings live until the callback) */
         p->a = *a;
         struct qn_call_opts o = {opts ? opts->deadline_ms : 0, tenant, p->filter};
@@ -986,7 +987,6 @@ int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct q
                    const struct qn_call_opts *opts, qn_cfusion_ack_cb cb, void *ud,
                    struct qn_cfusion_ack **out)
 {
-    (void)opts;
     if (cf == NULL || a == NULL || cb == NULL || out == NULL || a->n == 0 || a->items == NULL)
         return QN_EINVAL;
     const char *group = a->group ? a->group : "", *worker = a->worker ? a->worker : "";
@@ -1019,6 +1019,18 @@ int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct q
         }
     }
     k->a.items = k->items;
+    if (cf->no_ack_bundle) {
+        /* at once, by itself (no flight) */
+        struct qn_call_opts o = {opts ? opts->deadline_ms : 0, opts ? opts->tenant : NULL, NULL};
+        cf->astats.alone++;
+        int rc = qn_store_ack(store, &k->a, &o, ack_alone_done, k, &k->sreq);
+        if (rc != QN_OK) {
+            ack_free(k);
+            return rc;
+        }
+        *out = k;
+        return QN_OK;
+    }
     if (cf->aq_tail)
         cf->aq_tail->next = k;
     else
@@ -1078,4 +1090,12 @@ void qn_cfusion_ack_stats(const struct qn_cfusion *cf, struct qn_cfusion_ack_sta
     memset(out, 0, sizeof *out);
     if (cf != NULL)
         *out = cf->astats;
+}
+
+void qn_cfusion_set_bundling(struct qn_cfusion *cf, bool leases, bool acks)
+{
+    if (cf == NULL)
+        return;
+    cf->no_lease_bundle = !leases;
+    cf->no_ack_bundle = !acks;
 }

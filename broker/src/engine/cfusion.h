@@ -172,6 +172,10 @@ void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p);
 /* Sends this turn's bundles now (the loop does it by itself; tests). */
 void qn_cfusion_pop_flush(struct qn_cfusion *cf);
 
+/* Bundling on or off (both on by default; QUEEN_LEASE_BUNDLE, QUEEN_ACK_BUNDLE).
+ * Off: every pop, or every ack, is sent at once by itself, as before bundling. */
+void qn_cfusion_set_bundling(struct qn_cfusion *cf, bool leases, bool acks);
+
 struct qn_cfusion_pop_stats {
     uint64_t alone;   /* pops sent by themselves (not by id, or a bundle of one) */
     uint64_t bundles; /* pop_bundle_v1 calls */
@@ -201,9 +205,10 @@ struct qn_ack_result;
 struct qn_cfusion_ack;
 typedef void (*qn_cfusion_ack_cb)(void *ud, const struct qn_store_status *st,
                                   const struct qn_ack_result *res);
-/* As qn_store_ack (a is copied, items and hashes too; opts' deadline is not
- * kept: a bundle has none, the caller's call ends at its own). Returns QN_OK
- * (cb will run, never inside) or QN_EINVAL / QN_ENOMEM (it will not). */
+/* As qn_store_ack (a is copied, items and hashes too; opts' deadline and
+ * tenant are used only when acks are not bundled: a bundle has no deadline, the
+ * caller's call ends at its own). Returns QN_OK (cb will run, never inside) or
+ * QN_EINVAL / QN_ENOMEM (it will not; unbundled, any refusal of qn_store_ack). */
 int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct qn_ack_args *a,
                    const struct qn_call_opts *opts, qn_cfusion_ack_cb cb, void *ud,
                    struct qn_cfusion_ack **out);

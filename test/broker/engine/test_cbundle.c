@@ -655,6 +655,44 @@ START_TEST(acks_doubt_refusal_cancel)
 }
 END_TEST
 
+/* QUEEN_LEASE_BUNDLE / QUEEN_ACK_BUNDLE off: every pop and every ack goes out
+ * at once by itself, as before bundling (no flight either). */
+START_TEST(bundling_off)
+{
+    qn_cfusion_set_bundling(cf, false, false);
+    pop(0, "ka", NULL);
+    pop(1, "kb", NULL);
+    ck_assert_uint_eq(nalone, 2);
+    ack(0, 1);
+    ack(1, 1);
+    ck_assert_uint_eq(nacks, 2);
+    ck_assert_ptr_nonnull(acks[1].cb1);
+    qn_cfusion_pop_flush(cf);
+    qn_cfusion_ack_flush(cf);
+    ck_assert_uint_eq(nbundles, 0);
+    ck_assert_uint_eq(nacks, 2);
+    answer_acks(1, &OK);
+    answer_acks(0, &OK);
+    ck_assert_int_eq(ak[0].calls, 1);
+    ck_assert_int_eq(ak[1].calls, 1);
+    submit_rc = QN_EUNAVAILABLE;
+    struct qn_ack_item it = {NULL, 1, QN_ACK_COMPLETED};
+    struct qn_ack_args a;
+    memset(&a, 0, sizeof a);
+    a.items = &it;
+    a.n = 1;
+    struct qn_cfusion_ack *h = NULL;
+    ck_assert_int_eq(qn_cfusion_ack(cf, FAKE_STORE, &a, NULL, on_ack, &ak[2], &h), QN_EUNAVAILABLE);
+    ck_assert_int_eq(ak[2].calls, 0);
+    qn_cfusion_set_bundling(cf, true, true);
+    submit_rc = QN_OK;
+    pop(2, "kc", NULL);
+    ck_assert_uint_eq(nalone, 2); /* queued again */
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nalone, 3); /* a bundle of one */
+}
+END_TEST
+
 Suite *qn_test_cbundle_suite(void)
 {
     Suite *s = suite_create("cbundle");
@@ -671,6 +709,7 @@ Suite *qn_test_cbundle_suite(void)
     tcase_add_checked_fixture(a, ack_setup, teardown);
     tcase_add_test(a, acks_single_flight_one_bundle_per_flush);
     tcase_add_test(a, acks_doubt_refusal_cancel);
+    tcase_add_test(a, bundling_off);
     suite_add_tcase(s, a);
     return s;
 }
