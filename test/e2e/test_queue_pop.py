@@ -42,6 +42,10 @@ def tearDownModule():
     pool.shutdown()
     rc = broker.stop()
     assert rc == 0, "broker exited with %s:\n%s" % (rc, broker.log_text())
+    # bundled leases and acks happened (Fusion's tests wake several pops at once)
+    line = [x for x in broker.log_text().splitlines() if "consume fusion:" in x]
+    assert line and " 0 lease bundles" not in line[-1] and " 0 ack bundles" not in line[-1], \
+        "no lease or no ack bundle: %s" % (line[-1] if line else "no bundle at all")
 
 
 def now_us():
@@ -481,6 +485,40 @@ class Fusion(PopTest):
         self.assertEqual(payloads, sorted(b"%d" % i for i in range(8)), "lost or twice")
         self.assertEqual([len(p.messages) for p in got], [1] * 8)
         self.assertLess(elapsed, 4.0, "fed after %.2fs" % elapsed)
+
+    def test_bundled_leases_each_pop_its_own_partition_and_lease(self):
+        """Pops naming partitions whose ids the broker knows, woken by one commit
+        to all of them, lease in one bundle (pop_bundle_v1): each gets exactly
+        its own partition's messages under its own lease; their acks, sent at
+        once, go out bundled too and each releases its own lease."""
+        q = uniq()
+        parts = ["n%d" % i for i in range(6)]
+        for p in parts:  # the broker learns the partitions' ids; nothing stays leased
+            self.c.push(q, [b"warm-" + p.encode()], partition=p)
+            warm = self.c.pop(q, partition=p, batch=10).messages
+            self.assertEqual(len(warm), 1)
+            self.assertEqual(self.c.ack_offset(warm[0]).outcome, Q.ACK_OUTCOME_APPLIED)
+        before = self.c.rpcs()
+        futs = {p: pool.submit(self.c.pop, q, partition=p, batch=10, wait_ms=8000, timeout=20)
+                for p in parts}
+        self.c.wait_received(before, n=len(parts))
+        self.c.push_items([Q.PushItem(queue=q, partition=p, payload=("%s-%d" % (p, k)).encode())
+                           for p in parts for k in range(3)])
+        got = {p: f.result(timeout=20) for p, f in futs.items()}
+        leases = set()
+        for p, r in got.items():
+            self.assertEqual([m.payload for m in r.messages],
+                             [("%s-%d" % (p, k)).encode() for k in range(3)], p)
+            self.assertTrue(all(m.partition == p for m in r.messages))
+            leases.add(r.messages[0].lease_id)
+        self.assertEqual(len(leases), len(parts), "leases shared between pops")
+        acks = [pool.submit(self.c.ack_offset, r.messages[-1]) for r in got.values()]
+        for a in acks:
+            res = a.result(timeout=20)
+            self.assertEqual(res.outcome, Q.ACK_OUTCOME_APPLIED)
+            self.assertTrue(res.lease_released)
+        for p in parts:
+            self.assertFalse(self.c.partition(q, p).leased, p)
 
     def test_released_lease_hands_the_rest_to_a_parked_pop(self):
         q = uniq()
