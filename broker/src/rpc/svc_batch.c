@@ -416,6 +416,7 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
  * idempotent, so repeating it is harmless.
  *
  *     SENT --answered--> (first() told; freed)
+ *     SENT --answered, a pop in doubt's first release--> LATE --QN_POP_RELEASE_LATE_MS--> SENT
  *     SENT --in doubt, refused, unavailable--> WAITING --backoff--> SENT
  *     WAITING|SENT --RELEASE_MAX_MS, or the store shut down--> (logged; freed)
  */
@@ -432,6 +433,7 @@ struct qn_pop_release {
     struct event *timer;
     int64_t started_ms, backoff_ms;
     unsigned attempts;
+    bool late; /* a pop in doubt's: released once more after QN_POP_RELEASE_LATE_MS */
     void (*first)(void *ud, int code); /* after the first attempt; NULL once told */
     void *ud;
 };
@@ -480,6 +482,17 @@ static void release_done(void *ud, const struct qn_store_status *st, int64_t val
         qn_cfusion_worker_released(r->app->cfusion, r->tenant, r->worker);
         if (r->attempts > 1)
             QN_INFO("leases of %s released after %u attempts", r->worker, r->attempts);
+        if (r->late) {
+            /* the lost pop may still commit on the server: release again later */
+            r->late = false;
+            release_tell(r, st->code);
+            r->started_ms = now;
+            r->backoff_ms = RELEASE_MIN_MS;
+            struct timeval tv = {QN_POP_RELEASE_LATE_MS / 1000,
+                                 (QN_POP_RELEASE_LATE_MS % 1000) * 1000};
+            evtimer_add(r->timer, &tv);
+            return;
+        }
     } else if (again && now - r->started_ms < RELEASE_MAX_MS) {
         if (r->attempts == 1)
             QN_WARN("releasing leases of %s: %s; retrying until the database answers", r->worker,
@@ -533,6 +546,7 @@ int qn_pop_release_worker_then(struct qn_app *app, const uint8_t tenant[16], con
     r->backoff_ms = RELEASE_MIN_MS;
     r->first = first;
     r->ud = ud;
+    r->late = true; /* every caller of this one resolves a pop in doubt */
     r->next = app->releases;
     if (app->releases)
         app->releases->prev = r;
@@ -543,12 +557,27 @@ int qn_pop_release_worker_then(struct qn_app *app, const uint8_t tenant[16], con
     return QN_OK;
 }
 
-void qn_pop_release_worker(struct qn_app *app, const uint8_t tenant[16], const char *worker)
+static int release_start(struct qn_app *app, const uint8_t tenant[16], const char *worker,
+                         bool late)
 {
-    if (qn_pop_release_worker_then(app, tenant, worker, NULL, NULL) != QN_OK)
+    int rc = qn_pop_release_worker_then(app, tenant, worker, NULL, NULL);
+    if (rc == QN_OK)
+        app->releases->late = late; /* the newest is first */
+    else
         QN_WARN("releasing leases of %s could not be started (out of memory); they expire on "
                 "their own",
                 worker);
+    return rc;
+}
+
+void qn_pop_release_worker(struct qn_app *app, const uint8_t tenant[16], const char *worker)
+{
+    release_start(app, tenant, worker, false);
+}
+
+void qn_pop_release_worker_doubt(struct qn_app *app, const uint8_t tenant[16], const char *worker)
+{
+    release_start(app, tenant, worker, true);
 }
 
 void qn_pop_release_cancel(struct qn_app *app, void *ud)

@@ -115,11 +115,21 @@ long qn_pop_send_batch(struct qn_app *app, qn_call *call, const struct qn_pop_ar
  * copied) is the popping caller's (qn_authz_tenant). */
 void qn_pop_release_worker(struct qn_app *app, const uint8_t tenant[16], const char *worker);
 
-/* Same; first(ud, code) runs once, from a later loop callback, with the outcome
+/* For a pop in doubt (released again later, as qn_pop_release_worker_doubt);
+ * first(ud, code) runs once, from a later loop callback, with the outcome
  * of the first attempt (QN_OK: released; otherwise it goes on in the
  * background). Returns QN_OK or QN_ENOMEM (nothing started, first never runs). */
 int qn_pop_release_worker_then(struct qn_app *app, const uint8_t tenant[16], const char *worker,
                                void (*first)(void *ud, int code), void *ud);
+
+/* The release of a pop in doubt (its result was lost with the connection): as
+ * qn_pop_release_worker, and once it has answered, sent once more
+ * QN_POP_RELEASE_LATE_MS later. The lost statement may still be running on the
+ * server and commit its lease after the first release ran (a bundle of several
+ * leases runs longer than one pop): the second release frees that lease too
+ * (release_lease_v1 is idempotent). qn_pop_release_worker_then does the same. */
+#define QN_POP_RELEASE_LATE_MS 2000
+void qn_pop_release_worker_doubt(struct qn_app *app, const uint8_t tenant[16], const char *worker);
 
 /* first() of the releases started with ud will not run (ud is going away). */
 void qn_pop_release_cancel(struct qn_app *app, void *ud);

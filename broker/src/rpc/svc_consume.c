@@ -87,6 +87,7 @@ struct consume_rpc {
     char worker[QN_UUID_STR_LEN]; /* one lease id for the whole stream */
     uint64_t credits;
     struct qn_cfusion_pop *pop_req; /* engine/cfusion.h: may go out in a bundle */
+    bool doubt;                     /* a pop's result was lost: release late too */
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
     bool hinted;                 /* pop_req leases in a hinted partition only */
@@ -103,8 +104,12 @@ static void consume_pump(struct consume_rpc *c);
 /* The last step of ending a stream: release its leases, free it. */
 static void consume_release_free(struct consume_rpc *c)
 {
-    if (c->state != CS_OPEN && !c->args.auto_ack)
-        qn_pop_release_worker(c->app, c->tenant, c->worker);
+    if (c->state != CS_OPEN && !c->args.auto_ack) {
+        if (c->doubt) /* a lost pop may commit after the first release */
+            qn_pop_release_worker_doubt(c->app, c->tenant, c->worker);
+        else
+            qn_pop_release_worker(c->app, c->tenant, c->worker);
+    }
     if (c->sub)
         protobuf_c_message_free_unpacked(&c->sub->base, NULL);
     qn_authz_names_free(&c->names);
@@ -242,6 +247,7 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     struct consume_rpc *c = ud;
     assert(c->state == CS_STREAMING || c->state == CS_CLOSING || c->state == CS_ORPHANED);
     c->pop_req = NULL;
+    c->doubt = c->doubt || st->code == QN_EINDOUBT;
     if (c->state == CS_ORPHANED) {
         /* what it leased is learned as held, so the release hints it */
         if (st->code == QN_OK && res->n > 0 && !c->args.auto_ack)

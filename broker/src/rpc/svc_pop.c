@@ -248,7 +248,10 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
              * parked consumers (engine/cfusion.h) */
             if (st->code == QN_OK)
                 qn_pop_learn(p->app, p->tenant, &p->args, res, false);
-            qn_pop_release_worker(p->app, p->tenant, p->worker);
+            if (st->code == QN_EINDOUBT)
+                qn_pop_release_worker_doubt(p->app, p->tenant, p->worker);
+            else
+                qn_pop_release_worker(p->app, p->tenant, p->worker);
         }
         pop_free(p);
         return;
