@@ -26,6 +26,7 @@ MAX_WAIT = 10000
 
 broker = None
 pool = None
+bundle_test_ran = False  # test_bundled_leases_each_pop_its_own_partition_and_lease
 
 
 def setUpModule():
@@ -42,9 +43,9 @@ def tearDownModule():
     pool.shutdown()
     rc = broker.stop()
     assert rc == 0, "broker exited with %s:\n%s" % (rc, broker.log_text())
-    # bundled leases and acks happened (Fusion's tests wake several pops at once)
+    # bundled leases and acks happened (when Fusion's bundle test ran)
     line = [x for x in broker.log_text().splitlines() if "consume fusion:" in x]
-    assert line and " 0 lease bundles" not in line[-1] and " 0 ack bundles" not in line[-1], \
+    assert not bundle_test_ran or line and " 0 lease bundles" not in line[-1] and " 0 ack bundles" not in line[-1], \
         "no lease or no ack bundle: %s" % (line[-1] if line else "no bundle at all")
 
 
@@ -491,6 +492,8 @@ class Fusion(PopTest):
         to all of them, lease in one bundle (pop_bundle_v1): each gets exactly
         its own partition's messages under its own lease; their acks, sent at
         once, go out bundled too and each releases its own lease."""
+        global bundle_test_ran
+        bundle_test_ran = True
         q = uniq()
         parts = ["n%d" % i for i in range(6)]
         for p in parts:  # the broker learns the partitions' ids; nothing stays leased
