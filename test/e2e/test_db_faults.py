@@ -21,6 +21,7 @@ is up, without a restart.
 
 import collections
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -411,14 +412,14 @@ class ThroughProxy(unittest.TestCase):
         rc = self.b.stop()
         self.assertEqual(rc, 0)
         log = self.b.log_text()
-        line = [x for x in log.splitlines() if "consume fusion:" in x]
+        lines = [x for x in log.splitlines() if "consume fusion:" in x]  # one per event loop
         print("bundled under cuts: pops %s; acked %d, unsure %d, drained %d; %s" %
-              (dict(pops), len(acked), len(unsure), len(drained), line[-1] if line else "no bundle"),
+              (dict(pops), len(acked), len(unsure), len(drained), "; ".join(lines) or "no bundle"),
               file=sys.stderr)
         # both kinds of bundle went out (the scenario happened)
-        self.assertTrue(line, "no bundle was sent")
-        self.assertNotIn(" 0 lease bundles", line[-1])
-        self.assertNotIn(" 0 ack bundles", line[-1])
+        self.assertTrue(lines, "no bundle was sent")
+        self.assertGreater(sum(int(re.search(r"(\d+) lease bundles", x).group(1)) for x in lines), 0)
+        self.assertGreater(sum(int(re.search(r"(\d+) ack bundles", x).group(1)) for x in lines), 0)
 
 
 class PostgresKilled(unittest.TestCase):
