@@ -297,7 +297,11 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     qn_call_unreserve(c->call); /* an idle stream holds no budget */
     if (consume_maybe_finish(c))
         return;
-    if (c->rewake) {
+    if (c->rewake || c->hinted) {
+        /* a hinted partition found empty was taken by another consumer: the
+         * commit's siblings may have woken consumers busy at the time, so look
+         * at every partition once before waiting (consume_pump pops unhinted
+         * unless a new hint came) */
         c->rewake = false;
         consume_pump(c);
         return;

@@ -25,7 +25,8 @@
  *   GATING --under-full--> HELD --wake / re-check timer--> GATING (asks again)
  *   POPPING --rows--> (answered with the batch)
  *   POPPING --empty, no wait left--> (answered empty)
- *   POPPING --empty, a commit was seen meanwhile (rewake)--> POPPING
+ *   POPPING --empty, a commit was seen meanwhile (rewake), or the hinted
+ *            partition was empty (taken by another consumer)--> POPPING (any)
  *   POPPING --empty, wait left--> WAITING --wake / re-check timer--> POPPING
  *                                 (or GATING when the gate entry went stale)
  *   WAITING --timer after the wait's end, gated--> (answered empty)
@@ -103,6 +104,7 @@ struct pop_rpc {
     struct qn_waiter waiter;
     bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
     bool rewake;           /* a commit was seen while a call was in flight */
+    bool hinted;           /* the call in flight leases in a hinted partition only */
     uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
     struct event *timer;   /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
@@ -300,7 +302,12 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         return;
     }
     qn_call_unreserve(p->call); /* a parked pop holds no budget */
-    if (p->rewake) {
+    if (p->rewake || p->hinted) {
+        /* a hinted partition found empty was taken by another consumer (maybe
+         * on another loop, woken by the same commit, or by a scan): the commit
+         * that woke this pop may have had siblings whose wake-ups went to
+         * consumers busy at the time, so look at every partition once before
+         * waiting again */
         p->rewake = false;
         pop_issue(p);
         return;
@@ -434,7 +441,7 @@ static void pop_issue(struct pop_rpc *p)
     p->state = POP_POPPING;
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
     struct qn_pop_args a = p->args;
-    qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
+    p->hinted = qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
     rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
