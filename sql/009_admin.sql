@@ -889,6 +889,7 @@ DECLARE
     v_left INT8 := greatest(coalesce(p_max_rows, 0), 1);
     v_ids  UUID[];
     v_n    INT8;
+    v_tab  TEXT;
 BEGIN
     o_rows := 0;
     o_done := false;
@@ -902,40 +903,17 @@ BEGIN
             o_done := true;
             RETURN;
         END IF;
-        DELETE FROM queen.log_segments WHERE ctid = ANY (ARRAY(
-            SELECT s.ctid FROM queen.log_segments s WHERE s.partition_id = ANY (v_ids)
-            LIMIT v_left));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        o_rows := o_rows + v_n;
-        v_left := v_left - v_n;
-        EXIT WHEN v_left <= 0;
-        DELETE FROM queen.log_txns WHERE ctid = ANY (ARRAY(
-            SELECT t.ctid FROM queen.log_txns t WHERE t.partition_id = ANY (v_ids)
-            LIMIT v_left));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        o_rows := o_rows + v_n;
-        v_left := v_left - v_n;
-        EXIT WHEN v_left <= 0;
-        DELETE FROM queen.log_dlq WHERE ctid = ANY (ARRAY(
-            SELECT d.ctid FROM queen.log_dlq d WHERE d.partition_id = ANY (v_ids)
-            LIMIT v_left));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        o_rows := o_rows + v_n;
-        v_left := v_left - v_n;
-        EXIT WHEN v_left <= 0;
-        DELETE FROM queen.retention_history WHERE ctid = ANY (ARRAY(
-            SELECT h.ctid FROM queen.retention_history h WHERE h.partition_id = ANY (v_ids)
-            LIMIT v_left));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        o_rows := o_rows + v_n;
-        v_left := v_left - v_n;
-        EXIT WHEN v_left <= 0;
-        DELETE FROM queen.log_consumers WHERE ctid = ANY (ARRAY(
-            SELECT c.ctid FROM queen.log_consumers c WHERE c.partition_id = ANY (v_ids)
-            LIMIT v_left));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        o_rows := o_rows + v_n;
-        v_left := v_left - v_n;
+        FOREACH v_tab IN ARRAY ARRAY['queen.log_segments', 'queen.log_txns', 'queen.log_dlq',
+                                     'queen.retention_history', 'queen.log_consumers'] LOOP
+            EXECUTE format('DELETE FROM %s WHERE ctid = ANY (ARRAY('
+                           'SELECT x.ctid FROM %s x WHERE x.partition_id = ANY ($1) LIMIT $2))',
+                           v_tab, v_tab)
+                USING v_ids, v_left;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            o_rows := o_rows + v_n;
+            v_left := v_left - v_n;
+            EXIT WHEN v_left <= 0;
+        END LOOP;
         EXIT WHEN v_left <= 0;
         DELETE FROM qn.partition_pending WHERE queue_id = p_qid AND partition_id = ANY (v_ids);
         GET DIAGNOSTICS v_n = ROW_COUNT;
