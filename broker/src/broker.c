@@ -250,13 +250,14 @@ static int worker_setup(struct worker *w)
     w->ctx.base = event_base_new();
     if (w->ctx.base == NULL)
         return QN_EINTERNAL;
-    /* a registry of its own: no series is shared between threads (the side
-     * port renders worker 0's) */
+    /* a registry of its own for what its modules register; its calls count
+     * into worker 0's RPC families (locked: obs/metrics.h), which the side
+     * port renders */
     if ((rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &w->ctx.metrics)) != QN_OK)
         return rc;
     if ((rc = qn_rpc_server_new(w->ctx.base, cfg, &w->ctx.server)) != QN_OK)
         return rc;
-    if ((rc = qn_rpc_server_set_metrics(w->ctx.server, w->ctx.metrics)) != QN_OK)
+    if ((rc = qn_rpc_server_set_metrics(w->ctx.server, w->r->ctx.metrics)) != QN_OK)
         return rc;
     qn_rpc_server_share_conn_count(w->ctx.server, &w->r->conns);
     qn_rpc_server_share_peers(w->ctx.server, w->r->peers);

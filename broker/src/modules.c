@@ -352,6 +352,15 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         QN_ERROR("cannot set up the queue metrics: %s", qn_strerror(rc));
         return rc;
     }
+    if (m->worker > 0 && m->loops != NULL) {
+        /* worker 0 started first: its segment histograms count this loop's too */
+        const struct queue_module *m0 = qn_loops_module_state(m->loops, 0);
+        if (m0 != NULL && m0->metrics != NULL) {
+            struct qn_fusion_metrics fm;
+            qn_queue_metrics_fusion(m0->metrics, &fm);
+            qn_fusion_set_metrics(app->fusion, &fm);
+        }
+    }
     m->rates = event_new(ctx->base, -1, EV_PERSIST, rates_cb, m);
     if (m->rates == NULL)
         return QN_ENOMEM;

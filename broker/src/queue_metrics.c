@@ -467,7 +467,8 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
         free(qm);
         return rc;
     }
-    struct qn_fusion_metrics fm = {qm->seg_msgs.s, qm->seg_bytes.s};
+    struct qn_fusion_metrics fm;
+    qn_queue_metrics_fusion(qm, &fm);
     qn_fusion_set_metrics(app->fusion, &fm);
     if (app->cfg->metrics_max_queues > 0) {
         qm->timer = event_new(app->base, -1, EV_PERSIST, on_timer, qm);
@@ -492,8 +493,15 @@ void qn_queue_metrics_free(struct qn_queue_metrics *qm)
     qn_store_cancel(qm->req);
     chosen_free(qm);
     qn_metrics_off_collect(qm->reg, collect, qm);
-    struct qn_fusion_metrics none = {NULL, NULL};
+    struct qn_fusion_metrics none = {NULL, NULL, NULL};
     if (qm->app->fusion)
         qn_fusion_set_metrics(qm->app->fusion, &none);
     free(qm);
+}
+
+void qn_queue_metrics_fusion(const struct qn_queue_metrics *qm, struct qn_fusion_metrics *out)
+{
+    out->segment_messages = qm->seg_msgs.s;
+    out->segment_bytes = qm->seg_bytes.s;
+    out->registry = qm->reg;
 }

@@ -24,6 +24,11 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
  * collector and frees. Call before the app's store is freed. NULL allowed. */
 void qn_queue_metrics_free(struct qn_queue_metrics *qm);
 
+/* The segment histograms (and their registry, to lock) that every loop's
+ * fusion observes: worker 0 renders them. */
+struct qn_fusion_metrics;
+void qn_queue_metrics_fusion(const struct qn_queue_metrics *qm, struct qn_fusion_metrics *out);
+
 /* One refresh now (tests and the first one at start). */
 void qn_queue_metrics_refresh(struct qn_queue_metrics *qm);
 

@@ -64,6 +64,17 @@ def scrape(b=None):
     return Scrape((b or broker).http_port)
 
 
+def settled(before, **least):
+    """The first scrape in which every named counter moved by at least the
+    given amount since `before`. With several event loops the other loops'
+    counters reach /metrics through snapshots at most 100 ms old
+    (docs/broker.md, "Loops"): wait for them, then assert exact values."""
+    def moved():
+        s = scrape()
+        return all(s.get(k) - before.get(k) >= v for k, v in least.items()) and s
+    return wait_until(moved, timeout=10, what="the counters to reach /metrics: %s" % least)
+
+
 def rpc(s, method, code, service="queen.v1.QueueService"):
     return s.get("queen_rpc_requests_total", service=service, method=method, code=code)
 
@@ -132,7 +143,8 @@ class Metrics(unittest.TestCase):
                               lease_id=p.lease_id)], group="g")
         rpc_error(self.c.get_queue, "no-such-queue-" + q)
         rpc_error(self.c.push, "", [b"x"])
-        after = scrape()
+        after = settled(before, queen_push_messages_total=10, queen_pop_messages_total=4,
+                        queen_push_segment_messages_sum=10)
 
         def d(name, **labels):
             return after.get(name, **labels) - before.get(name, **labels)
@@ -174,7 +186,7 @@ class Metrics(unittest.TestCase):
         self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED)
         p = self.c.pop(q, consumer_group="g", batch=10, raw_segments=True)
         self.assertEqual(sum(s.count for s in p.segments), 3)
-        after = scrape()
+        after = settled(before, queen_push_messages_total=3, queen_pop_messages_total=3)
 
         def d(name):
             return after.get(name) - before.get(name)
@@ -189,7 +201,12 @@ class Metrics(unittest.TestCase):
         before = scrape()
         self.c.push(q, [b"a", b"b"], txns=["t-a", "t-b"])
         self.c.push(q, [b"a", b"c"], txns=["t-a", "t-c"])
-        after = scrape()
+        after = settled(before, queen_push_messages_total=3, queen_push_duplicates_total=1)
+        looked = lambda s: (s.get("queen_dedup_cache_hits_total")  # noqa: E731
+                            + s.get("queen_dedup_cache_misses_total"))
+        if looked(after) - looked(before) < 2:  # the dedup counters ride the 100 ms snapshot
+            after = wait_until(lambda: (lambda s: looked(s) - looked(before) >= 2 and s)(scrape()),
+                               timeout=10, what="the dedup lookups to reach /metrics")
         looked = (after.get("queen_dedup_cache_hits_total") + after.get("queen_dedup_cache_misses_total")
                   - before.get("queen_dedup_cache_hits_total") - before.get("queen_dedup_cache_misses_total"))
         self.assertGreaterEqual(looked, 2)  # one lookup per segment with client transaction ids

@@ -893,8 +893,12 @@ static void bundle_apply(struct qn_fusion *f, struct bundle *b, const struct qn_
                 seg_duplicates(f, sg, r, resolve);
             }
             if (r->status == QN_PUSH_QUEUED) {
+                if (f->metrics.registry != NULL)
+                    qn_metrics_lock(f->metrics.registry);
                 qn_metric_observe(f->metrics.segment_messages, (double)sg->count);
                 qn_metric_observe(f->metrics.segment_bytes, (double)sg->len);
+                if (f->metrics.registry != NULL)
+                    qn_metrics_unlock(f->metrics.registry);
                 if (f->dedup.committed)
                     f->dedup.committed(f->dedup.ud, slot_tenant(sg->slot), sg->slot->queue,
                                        sg->slot->partition, r->pid, r->window, r->base,

@@ -170,6 +170,8 @@ void qn_fusion_set_dedup(struct qn_fusion *f, const struct qn_fusion_dedup_hooks
 struct qn_fusion_metrics {
     struct qn_metric *segment_messages; /* messages per segment */
     struct qn_metric *segment_bytes;    /* compressed bytes per segment */
+    qn_metrics *registry; /* held (qn_metrics_lock) around the observations: every loop's
+                             fusion observes worker 0's series; NULL: not locked */
 };
 void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m);
 

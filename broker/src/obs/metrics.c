@@ -9,7 +9,9 @@
  * \", \n), HELP text escaped (\\, \n); histograms as cumulative _bucket lines
  * with le labels ending in +Inf, then _sum and _count.
  * Does not: keep timestamps, exemplars or the OpenMetrics format; decide what
- * is counted (the callers do); lock (one loop thread owns a registry).
+ * is counted (the callers do); lock on its own (one loop thread owns a
+ * registry; another thread that updates series of it brackets its lookups and
+ * updates with qn_metrics_lock/unlock, which render holds too).
  *
  * Invariants:
  *   1. A family's series count never exceeds the registry's max_series; a
@@ -20,6 +22,7 @@
  *   3. Every name and label name written was checked at registration; every
  *      label value is escaped on output, so the text always parses.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,8 @@ struct qn_metrics {
     size_t nfams, fcap;
     struct collector *cols;
     size_t ncols, ccap;
-    uint64_t refused; /* series refused past max_series, all families */
+    uint64_t refused;     /* series refused past max_series, all families */
+    pthread_mutex_t lock; /* qn_metrics_lock: other threads' updates against render */
 };
 
 /* ---------------------------------------------------------------- names */
@@ -99,8 +103,19 @@ int qn_metrics_new(size_t max_series, qn_metrics **out)
     if (m == NULL)
         return QN_ENOMEM;
     m->max_series = max_series;
+    pthread_mutex_init(&m->lock, NULL);
     *out = m;
     return QN_OK;
+}
+
+void qn_metrics_lock(qn_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+}
+
+void qn_metrics_unlock(qn_metrics *m)
+{
+    pthread_mutex_unlock(&m->lock);
 }
 
 static void family_free(struct qn_metric_family *f)
@@ -122,6 +137,7 @@ void qn_metrics_free(qn_metrics *m)
         family_free(m->fams[i]);
     free(m->fams);
     free(m->cols);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
@@ -460,7 +476,7 @@ static int add_family(struct evbuffer *out, const struct qn_metric_family *f)
     return QN_OK;
 }
 
-int qn_metrics_render(qn_metrics *m, struct evbuffer *out)
+static int render_locked(qn_metrics *m, struct evbuffer *out)
 {
     /* a collector may not add or remove collectors: iterate over a stable count */
     for (size_t i = 0; i < m->ncols; i++)
@@ -478,4 +494,12 @@ int qn_metrics_render(qn_metrics *m, struct evbuffer *out)
                             (unsigned long long)m->refused) < 0)
         return QN_ENOMEM;
     return QN_OK;
+}
+
+int qn_metrics_render(qn_metrics *m, struct evbuffer *out)
+{
+    qn_metrics_lock(m);
+    int rc = render_locked(m, out);
+    qn_metrics_unlock(m);
+    return rc;
 }

@@ -50,6 +50,16 @@ int qn_metrics_new(size_t max_series, qn_metrics **out);
 void qn_metrics_free(qn_metrics *m);
 
 /*
+ * A registry belongs to one loop thread, which may use every call below
+ * without locking. Another thread that registers families in it or looks up
+ * and updates series of it (the other event loops' RPC counts, which the
+ * owner's render must see) holds this lock around that work; render holds it
+ * while it runs. Not recursive.
+ */
+void qn_metrics_lock(qn_metrics *m);
+void qn_metrics_unlock(qn_metrics *m);
+
+/*
  * Registers a family, or returns the one already registered under name when it
  * has the same type and label names (so two users may share one).
  *   name     [a-zA-Z_:][a-zA-Z0-9_:]*; a counter's ends in "_total"

@@ -198,6 +198,7 @@ struct qn_calls {
     uint32_t calls_open;
     uint64_t status_count[17];
     /* metrics (NULL families without a registry) */
+    qn_metrics *metrics;                 /* shared by every loop's set: locked around use */
     struct qn_metric_family *m_requests; /* queen_rpc_requests_total{service,method,code} */
     struct qn_metric_family *m_duration; /* queen_rpc_duration_seconds{service,method} */
     struct method_instr unrouted;        /* calls that never reached a method */
@@ -298,6 +299,7 @@ static void call_record(qn_call *c, enum qn_grpc_code code)
     struct qn_calls *set = c->set;
     if (set->m_requests == NULL)
         return;
+    qn_metrics_lock(set->metrics); /* other loops record into the same families */
     struct method_instr *in = c->instr ? c->instr : &set->unrouted;
     const struct qn_method *m = c->instr ? c->method : NULL;
     char service[256], method[256];
@@ -315,6 +317,7 @@ static void call_record(qn_call *c, enum qn_grpc_code code)
     qn_metric_inc(in->by_code[code], 1);
     if (m != NULL)
         qn_metric_observe(in->duration, (double)(now_us() - c->started_us) / 1e6);
+    qn_metrics_unlock(set->metrics);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -1075,6 +1078,7 @@ int qn__calls_set_metrics(struct qn_calls *set, qn_metrics *m)
     static const char *req_labels[] = {"service", "method", "code"};
     static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                     0.5,    1,     2.5,    5,     10,   30,    60,   300};
+    qn_metrics_lock(m);
     int rc = qn_metrics_family(m, "queen_rpc_requests_total",
                                "calls finished, by method and gRPC status (CANCELLED: the client "
                                "went away first)",
@@ -1084,6 +1088,8 @@ int qn__calls_set_metrics(struct qn_calls *set, qn_metrics *m)
                                "time from a call's request headers to its status",
                                QN_METRIC_HISTOGRAM, req_labels, 2, bounds,
                                sizeof bounds / sizeof bounds[0], &set->m_duration);
+    qn_metrics_unlock(m);
+    set->metrics = m;
     if (rc != QN_OK)
         set->m_requests = set->m_duration = NULL;
     return rc;
