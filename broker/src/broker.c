@@ -262,6 +262,7 @@ static int worker_setup(struct worker *w)
     qn_rpc_server_share_conn_count(w->ctx.server, &w->r->conns);
     qn_rpc_server_share_peers(w->ctx.server, w->r->peers);
     qn_rpc_server_share_recv_count(w->ctx.server, &w->r->inbound);
+    qn_rpc_server_split_send_buffer(w->ctx.server, w->r->loops.n);
     if ((rc = qn_security_new(w->ctx.base, cfg, &w->ctx.security)) != QN_OK)
         return rc;
     if (qn_security_auth_on(w->ctx.security))
@@ -591,6 +592,7 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         qn_rpc_server_share_conn_count(r.ctx.server, &r.conns);
         qn_rpc_server_share_peers(r.ctx.server, r.peers);
         qn_rpc_server_share_recv_count(r.ctx.server, &r.inbound);
+        qn_rpc_server_split_send_buffer(r.ctx.server, r.loops.n);
         qn_rpc_server_set_handoff(r.ctx.server, handoff, &r);
     }
     QN_INFO("event loops workers=%u", r.loops.n);

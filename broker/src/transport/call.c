@@ -1073,6 +1073,12 @@ void qn__calls_share_inbound(struct qn_calls *set, _Atomic size_t *count)
     set->shared_inbound = count;
 }
 
+void qn__calls_split_send_buffer(struct qn_calls *set, unsigned n)
+{
+    size_t share = n > 1 ? set->max_send_buffer / n : set->max_send_buffer;
+    set->max_send_buffer = share > set->max_conn_send ? share : set->max_conn_send;
+}
+
 int qn__calls_set_metrics(struct qn_calls *set, qn_metrics *m)
 {
     static const char *req_labels[] = {"service", "method", "code"};

@@ -166,6 +166,11 @@ void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count)
     qn__calls_share_inbound(s->calls, count);
 }
 
+void qn_rpc_server_split_send_buffer(qn_rpc_server *s, unsigned n)
+{
+    qn__calls_split_send_buffer(s->calls, n);
+}
+
 int qn_rpc_peers_new(const struct qn_config *cfg, struct qn_net_peers **out)
 {
     return qn__net_peers_new((size_t)cfg->max_connections, out);

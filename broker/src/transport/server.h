@@ -65,6 +65,11 @@ void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count);
  * (borrowed until s is freed) holds every loop's unfinished request bytes. */
 void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count);
 
+/* Servers of n loops split one QUEEN_MAX_SEND_BUFFER_BYTES: each loop's calls
+ * hold at most an n-th of it unread (never less than QUEEN_MAX_CONN_SEND_BYTES),
+ * so the process holds at most the total. Before listening. */
+void qn_rpc_server_split_send_buffer(qn_rpc_server *s, unsigned n);
+
 /* Servers of several loops share one QUEEN_MAX_CONNECTIONS_PER_PEER count:
  * made once (qn_rpc_peers_new, sized for cfg's QUEEN_MAX_CONNECTIONS), shared
  * before listening, freed after every server that shares it. */
