@@ -27,6 +27,7 @@
  *   4. Every waiter on `waking` is called exactly once, unless it is unparked
  *      first; none is called after it was unparked.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,11 @@ struct qn_wait_queue {
     char key[]; /* tenant (16 bytes) then the queue name, NUL-terminated */
 };
 
+enum { UNFED_SLOTS = 64 };
+
 struct qn_waiters {
     struct qn_map queues;
+    uint64_t unfed[UNFED_SLOTS]; /* qn_waiters_unfed, per (tenant, queue) slot */
     struct qn_wait_bucket *discovery;
     struct qn_wait_bucket waking; /* the wake pass's list (not a real bucket) */
     bool passing;                 /* a wake pass is calling waiters */
@@ -274,9 +278,10 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uin
 
 /* Picks, for a commit to `partition` (feed mode), the one "any partition"
  * waiter of bucket b to wake: the oldest ready one, else the oldest. Every
- * waiter for exactly this partition is taken as well. */
+ * waiter for exactly this partition is taken as well. *fed: an "any
+ * partition" waiter was picked. */
 static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, struct qn_waiter **out,
-                           size_t cap, size_t n)
+                           size_t cap, size_t n, bool *fed)
 {
     struct qn_waiter *any = NULL, *ready = NULL;
     for (struct qn_waiter *w = b->head; w && n < cap; w = w->next) {
@@ -292,6 +297,9 @@ static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, stru
     }
     struct qn_waiter *pick = ready ? ready : any;
     if (pick != NULL && n < cap) {
+        /* a hint it has not taken yet (parked, waiting for budget) is replaced:
+         * that partition was told to nobody */
+        *fed = !pick->hinted;
         size_t pl = strlen(partition);
         if (pl <= QN_WAITER_HINT_MAX) {
             memcpy(pick->hint, partition, pl + 1);
@@ -347,6 +355,21 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
     wake_chosen(ws, wake, n);
 }
 
+static size_t unfed_slot(const char *key, size_t klen)
+{
+    uint32_t h = 2166136261u; /* FNV-1a over the (tenant, queue) key */
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ (uint8_t)key[i]) * 16777619u;
+    return h % UNFED_SLOTS;
+}
+
+uint64_t qn_waiters_unfed(const struct qn_waiters *ws, const uint8_t tenant[16], const char *queue)
+{
+    char kbuf[16 + 256];
+    size_t klen = queue_key(tenant, queue, kbuf);
+    return ws->unfed[unfed_slot(kbuf, klen)];
+}
+
 static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                  const char *group, const char *partition, size_t discovery,
                  bool (*skip)(void *ud, const char *group), void *ud)
@@ -356,13 +379,27 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
     char kbuf[16 + 256];
     size_t klen = queue_key(tenant, queue, kbuf);
     struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
+    /* unfed: some group of the queue may have no consumer on this loop that
+     * was told (no waiter parked, or past the pass's cap) */
+    bool unfed = node == NULL;
     if (node != NULL) {
         struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
-        for (struct qn_wait_bucket *b = q->buckets; b && n < WAKE_BATCH; b = b->next)
-            if ((group == NULL || strcmp(b->group, group) == 0) &&
-                (skip == NULL || !skip(ud, b->group)))
-                n = collect_feed(b, partition, wake, WAKE_BATCH, n);
+        bool seen = false;
+        for (struct qn_wait_bucket *b = q->buckets; b; b = b->next) {
+            if (group != NULL && strcmp(b->group, group) != 0)
+                continue;
+            seen = true;
+            if (skip != NULL && skip(ud, b->group))
+                continue; /* its lease is held here: the release hints */
+            bool fed = false;
+            if (n < WAKE_BATCH)
+                n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed);
+            unfed = unfed || !fed;
+        }
+        unfed = unfed || (group != NULL && !seen);
     }
+    if (unfed)
+        ws->unfed[unfed_slot(kbuf, klen)]++;
     if (ws->discovery != NULL && n < WAKE_BATCH && discovery > 0)
         n = collect(ws, ws->discovery, tenant, NULL, discovery, wake, WAKE_BATCH, n);
     wake_chosen(ws, wake, n);

@@ -108,6 +108,18 @@ void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], con
                             const char *partition, size_t discovery,
                             bool (*skip)(void *ud, const char *group), void *ud);
 
+/*
+ * A count that moves whenever a feed (qn_waiters_feed, qn_waiters_feed_except)
+ * for (tenant, queue) left a group of that queue without a hinted waiter on
+ * this loop (none parked, or none at all): that commit's data may sit where no
+ * consumer here was told. A consumer whose hinted partition came back empty
+ * looks at every partition only when this moved since it took the hint;
+ * otherwise every partition with news had a consumer of its own, and it waits.
+ * Queues share 64 slots, so a move may be another queue's (a needless scan,
+ * never a missed one).
+ */
+uint64_t qn_waiters_unfed(const struct qn_waiters *ws, const uint8_t tenant[16], const char *queue);
+
 size_t qn_waiters_count(const struct qn_waiters *ws);
 
 /* Wakes every parked waiter (shutdown). */

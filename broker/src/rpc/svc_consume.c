@@ -38,7 +38,9 @@
  *      batch from a hinted partition (qn_pop_take_hint) it waits parked for the
  *      next hint, wake-up or re-check: data this broker commits or releases
  *      later is hinted to a parked consumer (waiters.h, engine/cfusion.h), and
- *      what was there before was found by the scans.
+ *      what was there before was found by the scans. A hinted pop that comes
+ *      back empty looks at every partition once only when a commit since the
+ *      hint reached no consumer of this loop (qn_waiters_unfed).
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -91,6 +93,7 @@ struct consume_rpc {
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
     bool hinted;                 /* pop_req leases in a hinted partition only */
+    uint64_t unfed;              /* qn_waiters_unfed when it took that hint */
     struct event *timer;         /* re-check while idle */
     struct consume_op *ops;      /* in-flight acks and renewals */
     bool counted;                /* holds a stream slot (qn_rpc_stream_acquire) */
@@ -297,11 +300,12 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     qn_call_unreserve(c->call); /* an idle stream holds no budget */
     if (consume_maybe_finish(c))
         return;
-    if (c->rewake || c->hinted) {
-        /* a hinted partition found empty was taken by another consumer: the
-         * commit's siblings may have woken consumers busy at the time, so look
-         * at every partition once before waiting (consume_pump pops unhinted
-         * unless a new hint came) */
+    if (c->rewake ||
+        (c->hinted && qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue) != c->unfed)) {
+        /* a hinted partition found empty was taken by another consumer; when a
+         * commit since the hint told no consumer of this loop (waiters.h), its
+         * data may wait unseen: look at every partition once before waiting
+         * (consume_pump pops unhinted unless a new hint came) */
         c->rewake = false;
         consume_pump(c);
         return;
@@ -361,6 +365,8 @@ static void consume_pump(struct consume_rpc *c)
     struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
     struct qn_pop_args a = c->args;
     c->hinted = qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition */
+    if (c->hinted)
+        c->unfed = qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue);
     rc = qn_cfusion_pop(c->app->cfusion, c->app->store, &a, &popts, consume_pop_done, c,
                         &c->pop_req);
     if (rc != QN_OK) {

@@ -26,7 +26,8 @@
  *   POPPING --rows--> (answered with the batch)
  *   POPPING --empty, no wait left--> (answered empty)
  *   POPPING --empty, a commit was seen meanwhile (rewake), or the hinted
- *            partition was empty (taken by another consumer)--> POPPING (any)
+ *            partition was empty (taken by another consumer) and a commit
+ *            since reached no consumer of this loop--> POPPING (any)
  *   POPPING --empty, wait left--> WAITING --wake / re-check timer--> POPPING
  *                                 (or GATING when the gate entry went stale)
  *   WAITING --timer after the wait's end, gated--> (answered empty)
@@ -105,6 +106,7 @@ struct pop_rpc {
     bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
     bool rewake;           /* a commit was seen while a call was in flight */
     bool hinted;           /* the call in flight leases in a hinted partition only */
+    uint64_t unfed;        /* qn_waiters_unfed when it took that hint */
     uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
     struct event *timer;   /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
@@ -302,12 +304,13 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         return;
     }
     qn_call_unreserve(p->call); /* a parked pop holds no budget */
-    if (p->rewake || p->hinted) {
+    if (p->rewake ||
+        (p->hinted && qn_waiters_unfed(p->app->waiters, p->tenant, p->args.queue) != p->unfed)) {
         /* a hinted partition found empty was taken by another consumer (maybe
-         * on another loop, woken by the same commit, or by a scan): the commit
-         * that woke this pop may have had siblings whose wake-ups went to
-         * consumers busy at the time, so look at every partition once before
-         * waiting again */
+         * on another loop, woken by the same commit, or by a scan); a commit
+         * since the hint that reached no consumer of this loop (waiters.h)
+         * may have left data nobody here was told of: look at every partition
+         * once before waiting again */
         p->rewake = false;
         pop_issue(p);
         return;
@@ -442,6 +445,8 @@ static void pop_issue(struct pop_rpc *p)
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
     struct qn_pop_args a = p->args;
     p->hinted = qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
+    if (p->hinted)
+        p->unfed = qn_waiters_unfed(app->waiters, p->tenant, p->args.queue);
     rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

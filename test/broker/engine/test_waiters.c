@@ -7,7 +7,8 @@
  * waiters per consumer group plus every waiter for exactly the committed
  * partition, discovery waiters too, the QUEEN_MAX_PARKED_POPS limit, and
  * waiters unparked, parked again or freed from inside a wake pass; and the
- * feed mode of local commits (one hinted waiter per group, ready ones first).
+ * feed mode of local commits (one hinted waiter per group, ready ones first)
+ * and its count of commits that reached no waiter (qn_waiters_unfed).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -509,6 +510,62 @@ START_TEST(feed_long_partition_wakes_unhinted)
 }
 END_TEST
 
+static bool skip_all(void *ud, const char *group)
+{
+    (void)ud;
+    (void)group;
+    return true;
+}
+
+/* qn_waiters_unfed moves exactly when a feed left a group of the queue without
+ * a hinted waiter on this loop: a hinted pop that comes back empty scans only
+ * then (svc_pop.c, svc_consume.c). */
+START_TEST(feed_counts_commits_nobody_was_told)
+{
+    setup(100);
+    uint64_t u = qn_waiters_unfed(ws, T1, "q");
+    park(0, "q", "g", NULL);
+    park(1, "q", "g", NULL);
+    qn_waiters_feed(ws, T1, "q", NULL, "p1", 0);
+    qn_waiters_feed(ws, T1, "q", NULL, "p2", 0);
+    ck_assert(tws[0].w.hinted && tws[1].w.hinted);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u); /* both told */
+    /* nobody of the queue parked here: that commit reached no consumer */
+    qn_waiters_feed(ws, T1, "q", NULL, "p3", 0);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), ++u);
+    /* two groups, one waiter each: both told */
+    tws[0].w.hinted = tws[1].w.hinted = false;
+    park(0, "q", "g", NULL);
+    park(1, "q", "h", NULL);
+    qn_waiters_feed(ws, T1, "q", NULL, "p4", 0);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
+    /* group h alone, with one parked waiter of g: h's commit is told to nobody */
+    tws[0].w.hinted = tws[1].w.hinted = false;
+    park(0, "q", "g", NULL);
+    qn_waiters_feed(ws, T1, "q", "h", "p5", 0);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), ++u);
+    ck_assert_int_eq(tws[0].woken, 2);
+    /* a group whose lease is held here is skipped on purpose: not a loss */
+    qn_waiters_feed_except(ws, T1, "q", "p6", 0, skip_all, NULL);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
+    ck_assert_int_eq(tws[0].woken, 2);
+    /* a parked waiter still holding a hint it has not taken gets a new one:
+     * the old partition was told to nobody */
+    tws[0].w.hinted = true;
+    snprintf(tws[0].w.hint, sizeof tws[0].w.hint, "p5");
+    qn_waiters_feed(ws, T1, "q", NULL, "p7", 0);
+    ck_assert_str_eq(tws[0].w.hint, "p7");
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), ++u);
+    /* partition waiters are not "any partition" consumers: a group with only
+     * a waiter for another partition leaves the commit unfed */
+    park(2, "q", "g", "p9");
+    qn_waiters_feed(ws, T1, "q", NULL, "p8", 0);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), ++u);
+    ck_assert_int_eq(tws[2].woken, 0);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_waiters_suite(void)
 {
     Suite *s = suite_create("waiters");
@@ -529,6 +586,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, feed_prefers_ready_waiters);
     tcase_add_test(tc, feed_partition_and_discovery_waiters);
     tcase_add_test(tc, feed_long_partition_wakes_unhinted);
+    tcase_add_test(tc, feed_counts_commits_nobody_was_told);
     suite_add_tcase(s, tc);
     return s;
 }
