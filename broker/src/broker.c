@@ -353,6 +353,7 @@ static int worker_start(struct run *r, unsigned k)
     w->ctx.worker = k;
     w->ctx.nworkers = r->loops.n;
     w->ctx.loops = &r->loops;
+    w->ctx.store_family = r->ctx.store_family;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         QN_ERROR("cannot start worker %u", k);
         return QN_EINTERNAL;
@@ -505,6 +506,8 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     r.ctx.worker = 0;
     r.ctx.nworkers = r.loops.n;
     r.ctx.loops = &r.loops;
+    if (qn_store_family_new(&r.ctx.store_family) != QN_OK)
+        return QN_ENOMEM;
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_init(&r.loops.counters_mu, NULL);
@@ -514,12 +517,14 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         pthread_mutex_destroy(&r.loops.counters_mu);
         pthread_cond_destroy(&r.cv);
         pthread_mutex_destroy(&r.mu);
+        qn_store_family_free(r.ctx.store_family);
         return QN_EINTERNAL;
     }
 
     r.ctx.base = event_base_new();
     if (r.ctx.base == NULL) {
         QN_ERROR("cannot create the event loop");
+        qn_store_family_free(r.ctx.store_family);
         return QN_EINTERNAL;
     }
     rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &r.ctx.metrics);
@@ -660,5 +665,6 @@ out:
     pthread_mutex_destroy(&r.loops.counters_mu);
     pthread_cond_destroy(&r.cv);
     pthread_mutex_destroy(&r.mu);
+    qn_store_family_free(r.ctx.store_family); /* after every loop's store */
     return rc;
 }

@@ -30,6 +30,9 @@ struct qn_broker_ctx {
     unsigned worker;
     unsigned nworkers;
     struct qn_loops *loops;
+    /* every loop's database store is of this family: a NOTIFY this process
+     * sent wakes none of its loops (they were woken at the commit) */
+    struct qn_store_family *store_family;
 };
 
 /*

@@ -241,8 +241,9 @@ static void peer_commit_run(void *arg)
 }
 
 /* Every commit of this loop wakes the waiters of the others (notifier.h). A
- * full inbox drops the hint: the other loop hears the NOTIFY a moment later,
- * and its waiters re-check anyway. */
+ * full inbox drops the hint: that loop's waiters find the data at their next
+ * re-check (QUEEN_WAKE_RECHECK_MS); the NOTIFY does not reach them, since a
+ * store ignores every NOTIFY this process sent (store_listen.c). */
 static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *queue,
                              const char *partition)
 {
@@ -301,6 +302,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
 
     struct qn_store_config sc;
     store_config_from(&sc, cfg, m->nworkers);
+    sc.family = ctx->store_family;
     sc.log = store_log;
     if ((rc = qn_store_new(ctx->base, &sc, &app->store)) != QN_OK) {
         QN_ERROR("cannot set up the database pool: %s", qn_strerror(rc));

@@ -94,6 +94,7 @@ struct qn__conn {
     bool started;                  /* a connection was attempted before */
     uint64_t cancel_seq;           /* cancels sent to this session */
     uint8_t prepared[QN_STMT_MAX]; /* statement prepared (or its Parse sent) */
+    int be_pid; /* its backend while in the family (qn__own_backend_add), else 0 */
 };
 
 struct qn_store_req {
@@ -146,6 +147,8 @@ struct qn_store {
     struct qn__conn listener;
     void (*listen_cb)(void *ud, const char *payload);
     void *listen_ud;
+    struct qn_store_family *family; /* cfg.family, or own_family */
+    struct qn_store_family *own_family;
     struct qn__reqq waiting[QN__LANES]; /* QUEUED, dispatch order per lane */
     int nwaiting;                       /* both lanes */
     struct qn__reqq dead;               /* delivered at shutdown, freed with the store */
@@ -221,5 +224,9 @@ extern const char *const qn__listen_setup_sql;
 void qn__listen_pump(struct qn__conn *c);
 /* The listener is wanted (a callback is set). */
 bool qn__listen_wanted(const qn_store *st);
+/* Registers a pool connection's backend with its store's family (or takes it
+ * off): a NOTIFY one of them sent is the broker's own. Thread-safe. */
+void qn__own_backend_add(struct qn__conn *c);
+void qn__own_backend_remove(struct qn__conn *c);
 
 #endif

@@ -6,9 +6,10 @@
  * Does: start and stop the listener connection (the pool's connection code
  * drives it: connect, set up with LISTEN in the same sync, reconnect with
  * backoff), read the notifications libpq buffered and hand each payload to the
- * callback, except those this store's own connections sent (the broker woke its
- * own waiters at its commits; its own NOTIFY coming back would only wake more,
- * unhinted, into empty any-partition scans).
+ * callback, except those a pool connection of this store's family sent, whichever
+ * store (event loop) it belongs to: the broker woke the waiters of every loop
+ * at its commits, and its own NOTIFY coming back would only wake more,
+ * unhinted, into empty any-partition scans. Keep the family's list of backends.
  * Does not: carry calls (only its own setup runs on it), count for
  * qn_store_is_up(), or deliver a notification twice (libpq queues each once).
  *
@@ -19,6 +20,9 @@
  *   2. A notification is handed out only while the store is not closing, and
  *      the pump stops as soon as the callback closed the connection or the store.
  */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "queen/error.h"
 #include "store_engine.h"
 
@@ -29,15 +33,84 @@ bool qn__listen_wanted(const qn_store *st)
     return st->listen_cb != NULL;
 }
 
-/* be_pid is the backend of one of this store's own pool connections: the
- * NOTIFY came from this broker, whose commits woke its waiters already. */
-static bool own_backend(const qn_store *st, int be_pid)
+/* The backends of a family's pool connections: a short array, read once per
+ * notification and written at each connect and disconnect. */
+struct qn_store_family {
+    pthread_mutex_t mu;
+    int *pids;
+    size_t n, cap;
+};
+
+int qn_store_family_new(struct qn_store_family **out)
 {
-    for (int i = 0; i < st->cfg.pool_size; i++)
-        if (st->conns[i].pg != NULL && PQstatus(st->conns[i].pg) == CONNECTION_OK &&
-            PQbackendPID(st->conns[i].pg) == be_pid)
-            return true;
-    return false;
+    struct qn_store_family *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return QN_ENOMEM;
+    pthread_mutex_init(&f->mu, NULL);
+    *out = f;
+    return QN_OK;
+}
+
+void qn_store_family_free(struct qn_store_family *f)
+{
+    if (f == NULL)
+        return;
+    pthread_mutex_destroy(&f->mu);
+    free(f->pids);
+    free(f);
+}
+
+void qn__own_backend_add(struct qn__conn *c)
+{
+    struct qn_store_family *f = c->st->family;
+    int pid = PQbackendPID(c->pg);
+    if (f == NULL || pid <= 0 || c->be_pid != 0)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        int *p = realloc(f->pids, cap * sizeof *p);
+        if (p != NULL) {
+            f->pids = p;
+            f->cap = cap;
+        }
+    }
+    if (f->n < f->cap) { /* out of memory: its NOTIFYs wake as another broker's */
+        f->pids[f->n++] = pid;
+        c->be_pid = pid;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void qn__own_backend_remove(struct qn__conn *c)
+{
+    struct qn_store_family *f = c->st->family;
+    if (c->be_pid == 0 || f == NULL)
+        return;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->n; i++)
+        if (f->pids[i] == c->be_pid) {
+            f->pids[i] = f->pids[--f->n];
+            break;
+        }
+    pthread_mutex_unlock(&f->mu);
+    c->be_pid = 0;
+}
+
+/* be_pid is the backend of a pool connection of this store's family (any event
+ * loop's store of this broker): the NOTIFY came from this broker, whose commits
+ * woke the waiters of all its loops already. */
+static bool own_backend(qn_store *st, int be_pid)
+{
+    struct qn_store_family *f = st->family;
+    bool own = false;
+    if (f == NULL)
+        return false;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->n && !own; i++)
+        own = f->pids[i] == be_pid;
+    pthread_mutex_unlock(&f->mu);
+    return own;
 }
 
 void qn__listen_pump(struct qn__conn *c)

@@ -163,6 +163,7 @@ void qn__conn_close(struct qn__conn *c)
     if (c->watch != NULL)
         event_del(c->watch);
     c->want_write = false;
+    qn__own_backend_remove(c);
     if (c->pg != NULL) {
         PQfinish(c->pg);
         c->pg = NULL;
@@ -290,6 +291,8 @@ static void conn_connected(struct qn__conn *c)
         return;
     }
     PQsetNoticeProcessor(c->pg, silent_notice, NULL);
+    if (c->idx >= 0)
+        qn__own_backend_add(c);
     c->rev = event_new(st->base, fd, EV_READ | EV_PERSIST, qn__eng_on_io, c);
     c->wev = event_new(st->base, fd, EV_WRITE | EV_PERSIST, qn__eng_on_io, c);
     if (c->rev == NULL || c->wev == NULL || event_add(c->rev, NULL) != 0)
@@ -508,8 +511,11 @@ int qn_store_new(struct event_base *base, const struct qn_store_config *cfg, qn_
     st->conninfo = strdup(cfg->conninfo);
     st->cfg.conninfo = st->conninfo;
     st->conns = calloc((size_t)eff.pool_size, sizeof *st->conns);
-    if (st->conninfo == NULL || st->conns == NULL || qn__eng_init(st) != QN_OK ||
-        qn__pidcache_init(&st->pids, (uint32_t)eff.pid_cache) != QN_OK)
+    st->family = cfg->family;
+    if (st->family == NULL && qn_store_family_new(&st->own_family) == QN_OK)
+        st->family = st->own_family;
+    if (st->conninfo == NULL || st->conns == NULL || st->family == NULL ||
+        qn__eng_init(st) != QN_OK || qn__pidcache_init(&st->pids, (uint32_t)eff.pid_cache) != QN_OK)
         goto fail;
     for (int i = 0; i < eff.pool_size; i++)
         if (conn_init(st, &st->conns[i], i) != QN_OK)
@@ -560,6 +566,7 @@ static void destroy(qn_store *st)
     if (st->kick != NULL)
         event_free(st->kick);
     qn__pidcache_free(&st->pids);
+    qn_store_family_free(st->own_family); /* its connections left it above */
     free(st->conns);
     free(st->conninfo);
     free(st);

@@ -1226,6 +1226,57 @@ START_TEST(listen_push_hears_notifications)
 }
 END_TEST
 
+/* Two stores of one family (a broker's two event loops): a NOTIFY that either
+ * sent is the broker's own and reaches neither listener (the broker woke every
+ * loop's waiters at the commit); another session's is heard. (A store of
+ * another family is another broker: test_admin.c's notify_push_reaches_listeners.) */
+START_TEST(listen_ignores_its_family_notifies)
+{
+    struct qn_store_family *fam = NULL;
+    ck_assert_int_eq(qn_store_family_new(&fam), QN_OK);
+    struct qn_store_config cfg;
+    qn_store_config_defaults(&cfg);
+    cfg.conninfo = CI;
+    cfg.pool_size = 2;
+    cfg.pipeline_depth = 4;
+    cfg.write_reserve = 0;
+    cfg.family = fam;
+    qn_store *st = qt_store_cfg(B, &cfg);
+    qn_store *other = qt_store_cfg(B, &cfg);
+    nheard = 0;
+    ck_assert_int_eq(qn_store_listen_push(st, on_push, NULL), QN_OK);
+    PGconn *c = side();
+    for (int i = 0; i < 40 && nheard == 0; i++) {
+        PQclear(qn_test_pg_exec(c, "NOTIFY queen_push, 'tenant/warm'"));
+        qt_run_for(B, 50);
+    }
+    ck_assert_int_ge(nheard, 1);
+    qt_run_for(B, 200); /* a late warm-up notification lands before the count */
+    int before = nheard;
+    qn_store *senders[] = {other, st};
+    for (int i = 0; i < 2; i++) {
+        struct pid_cap k;
+        completions = 0;
+        submit_pid(
+            senders[i], &k, i,
+            "SELECT pg_backend_pid(), $1 FROM (SELECT pg_notify('queen_push', 'tenant/mine')) n");
+        ck_assert(qt_run_until_count(B, &completions, 1, 5000));
+        ck_assert_int_eq(k.c.s.code, QN_OK);
+    }
+    /* notifications arrive in commit order: the marker comes after both */
+    PQclear(qn_test_pg_exec(c, "NOTIFY queen_push, 'tenant/marker'"));
+    ck_assert(qt_run_until_count(B, &nheard, before + 1, 5000));
+    qt_run_for(B, 100);
+    ck_assert_int_eq(nheard, before + 1);
+    ck_assert_str_eq(heard, "tenant/marker");
+    PQfinish(c);
+    qn_store_free(other);
+    qn_store_free(st);
+    qt_run_for(B, 50); /* the stores close on the loop */
+    qn_store_family_free(fam);
+}
+END_TEST
+
 Suite *qn_test_store_engine_suite(void)
 {
     Suite *s = suite_create("store_engine");
@@ -1257,6 +1308,7 @@ Suite *qn_test_store_engine_suite(void)
     tcase_add_test(t, free_inside_a_callback);
     tcase_add_test(t, malformed_results_are_protocol_errors);
     tcase_add_test(t, listen_push_hears_notifications);
+    tcase_add_test(t, listen_ignores_its_family_notifies);
     suite_add_tcase(s, t);
     return s;
 }

@@ -134,7 +134,21 @@ struct qn_store_config {
     int pid_cache; /* partition ids remembered (tenant, queue, partition -> id) so
                       that pushes address partitions by id: entries, 0 = off,
                       <= 16777216; about 80 bytes plus the names each */
+    /* The stores that act as one broker (qn_store_family_new); NULL = this
+     * store alone. Borrowed: it outlives the store. */
+    struct qn_store_family *family;
 };
+
+/*
+ * A family: the stores of one process that act as one broker (a broker runs one
+ * per event loop). A NOTIFY that a pool connection of any of them sent reaches
+ * none of their listeners (qn_store_listen_push): the broker woke its waiters
+ * on every loop at the commit already. Thread-safe: its stores may run on
+ * different threads. Freed after its last store.
+ */
+struct qn_store_family;
+int qn_store_family_new(struct qn_store_family **out);
+void qn_store_family_free(struct qn_store_family *f);
 
 /* Fills cfg with defaults: pool 8, depth 16, timeout 30000, waiting 100000,
  * retries 3, reconnect 100..5000 ms, write_reserve -1 (derived), call_timeout 0
