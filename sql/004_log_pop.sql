@@ -497,6 +497,8 @@ DECLARE
     v_last   TEXT;
     v_n      INT8;
     v_cut    INT8;
+    v_wm_at  TIMESTAMPTZ;
+    v_wm_upd TIMESTAMPTZ;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtextextended(p_qid::TEXT || '/' || p_group, 45)) THEN
         RETURN;
@@ -510,9 +512,10 @@ BEGIN
         v_pass := now();
         v_dirty := false;
     END IF;
-    v_floor := coalesce((SELECT w.last_empty_scan_at FROM queen.consumer_watermarks w
-                         WHERE w.queue_id = p_qid AND w.consumer_group = p_group),
-                        'epoch') - interval '2 minutes';
+    SELECT w.last_empty_scan_at, w.updated_at INTO v_wm_at, v_wm_upd
+    FROM queen.consumer_watermarks w
+    WHERE w.queue_id = p_qid AND w.consumer_group = p_group;
+    v_floor := coalesce(v_wm_at, 'epoch') - interval '2 minutes';
     -- The chunk (an ordered range of log_partitions_queue_name_uk, LIMIT first,
     -- behind a fence), each row with its cursor probed by key (a LATERAL
     -- nested loop whatever the plan's generic estimates), then cut after the
@@ -551,7 +554,16 @@ BEGIN
     FROM r;
     v_dirty := v_dirty OR coalesce(v_seen, false);
     IF v_n < v_chunk AND v_cut = 0 THEN
-        -- the pass is over
+        -- the pass is over: the watermark moves at most every 30 s, and only
+        -- a statement that may write runs (ON CONFLICT DO UPDATE locks the row
+        -- even when its WHERE is false: every empty pop of the group then
+        -- wrote, waited for the others' commits and flushed WAL)
+        IF v_wm_upd IS NOT NULL AND (v_dirty OR v_wm_upd >= now() - interval '30 seconds') THEN
+            IF v_stored THEN
+                DELETE FROM qn.scan_sweep WHERE queue_id = p_qid AND consumer_group = p_group;
+            END IF;
+            RETURN;
+        END IF;
         INSERT INTO queen.consumer_watermarks AS w
             (queue_id, consumer_group, last_empty_scan_at, updated_at)
         VALUES (p_qid, p_group, CASE WHEN v_dirty THEN 'epoch' ELSE v_pass END, now())

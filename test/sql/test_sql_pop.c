@@ -417,6 +417,16 @@ START_TEST(test_empty_scan_floor)
     ck_assert(qt_b(c, "SELECT last_empty_scan_at > now() - interval '1 minute' FROM "
                       "queen.consumer_watermarks w JOIN queen.queues q ON q.id = w.queue_id "
                       "WHERE q.name = 'pop.floor' AND w.consumer_group = 'g'"));
+    /* the next empty pop writes nothing (no transaction id): the floor moves at
+     * most every 30 s, and an ON CONFLICT DO UPDATE whose WHERE was false still
+     * locked the watermark row, so every empty pop of the group was a write
+     * that waited for the others' commits and flushed WAL */
+    PQclear(qt_q(c, "BEGIN"));
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 0);
+    PQclear(r);
+    ck_assert(qt_b(c, "SELECT txid_current_if_assigned() IS NULL"));
+    PQclear(qt_q(c, "COMMIT"));
     /* data in a partition not written since long before the floor is not
      * scanned by the fallback scan (a partition the index of partitions with
      * data does not cover: written by Queen MQ's procedures) */
