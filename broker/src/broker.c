@@ -55,6 +55,7 @@
 #include "obs/metrics.h"
 #include "queen/error.h"
 #include "queen/store.h"
+#include "engine/held.h"
 #include "security.h"
 #include "transport/call.h"
 #include "transport/health.h"
@@ -354,6 +355,7 @@ static int worker_start(struct run *r, unsigned k)
     w->ctx.nworkers = r->loops.n;
     w->ctx.loops = &r->loops;
     w->ctx.store_family = r->ctx.store_family;
+    w->ctx.held = r->ctx.held;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         QN_ERROR("cannot start worker %u", k);
         return QN_EINTERNAL;
@@ -508,6 +510,10 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     r.ctx.loops = &r.loops;
     if (qn_store_family_new(&r.ctx.store_family) != QN_OK)
         return QN_ENOMEM;
+    if (qn_held_new(&r.ctx.held) != QN_OK) {
+        qn_store_family_free(r.ctx.store_family);
+        return QN_ENOMEM;
+    }
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_init(&r.loops.counters_mu, NULL);
@@ -518,6 +524,7 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         pthread_cond_destroy(&r.cv);
         pthread_mutex_destroy(&r.mu);
         qn_store_family_free(r.ctx.store_family);
+        qn_held_free(r.ctx.held);
         return QN_EINTERNAL;
     }
 
@@ -525,6 +532,7 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     if (r.ctx.base == NULL) {
         QN_ERROR("cannot create the event loop");
         qn_store_family_free(r.ctx.store_family);
+        qn_held_free(r.ctx.held);
         return QN_EINTERNAL;
     }
     rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &r.ctx.metrics);
@@ -666,5 +674,6 @@ out:
     pthread_cond_destroy(&r.cv);
     pthread_mutex_destroy(&r.mu);
     qn_store_family_free(r.ctx.store_family); /* after every loop's store */
+    qn_held_free(r.ctx.held);                 /* after every loop's consume fusion */
     return rc;
 }

@@ -33,6 +33,8 @@ struct qn_broker_ctx {
     /* every loop's database store is of this family: a NOTIFY this process
      * sent wakes none of its loops (they were woken at the commit) */
     struct qn_store_family *store_family;
+    /* the leases every loop's consumers hold (engine/held.h) */
+    struct qn_held *held;
 };
 
 /*

@@ -317,6 +317,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     if ((rc = qn_cfusion_new(app->waiters, 0, &app->cfusion)) != QN_OK)
         return rc;
     qn_cfusion_set_bundling(app->cfusion, cfg->lease_bundle, cfg->ack_bundle);
+    if (m->nworkers > 1) /* one loop: its own list of held leases is all there is */
+        qn_cfusion_share(app->cfusion, ctx->held);
     if ((rc = qn_conn_budget_new((size_t)cfg->max_conn_db_calls, &app->budget)) != QN_OK)
         return rc;
     if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)

@@ -38,6 +38,7 @@
 #include <event2/event.h>
 
 #include "engine/cfusion.h"
+#include "engine/held.h"
 #include "engine/map.h"
 #include "engine/waiters.h"
 #include "log.h"
@@ -62,6 +63,7 @@ struct cf_lease {
     uint64_t worker;    /* qn_hash_bytes of its lease id */
     int64_t expires_ms; /* monotonic */
     char *gname;        /* the group as the pop spelled it */
+    uint64_t skey;      /* its key in the shared set while held there (held.h), else 0 */
     struct cf_entry *e;
     struct cf_lease *hprev, *hnext;
 };
@@ -80,6 +82,7 @@ struct cf_entry {
 
 struct qn_cfusion {
     struct qn_waiters *waiters; /* borrowed */
+    struct qn_held *shared;     /* borrowed: every loop's held leases; NULL: none */
     struct qn_map pids;
     struct qn_map names;
     size_t max;
@@ -110,6 +113,10 @@ static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
         l->hnext->hprev = l->hprev;
     l->hprev = l->hnext = NULL;
     l->held = false;
+    if (l->skey != 0) {
+        qn_held_del(cf->shared, l->skey);
+        l->skey = 0;
+    }
     free(l->gname);
     l->gname = NULL;
     cf->nheld--;
@@ -397,6 +404,10 @@ void qn_cfusion_hold(struct qn_cfusion *cf, const uint8_t tenant[16], const uint
             return;
         memcpy(l->gname, g, gl + 1);
         l->held = true;
+        if (cf->shared != NULL) {
+            l->skey = qn_held_key(qn_hash_bytes(e->name_key, e->name_klen), gh);
+            qn_held_add(cf->shared, l->skey);
+        }
         l->hprev = NULL;
         l->hnext = cf->held;
         if (cf->held)
@@ -438,14 +449,20 @@ bool qn_cfusion_holds(const struct qn_cfusion *cf, const uint8_t tenant[16], con
 }
 
 struct skip_ctx {
-    const struct cf_entry *e;
+    const struct cf_entry *e; /* NULL: not known on this loop */
+    struct qn_held *shared;   /* NULL: this loop's leases only */
+    uint64_t name_hash;       /* of the partition's name key, for shared */
     int64_t now_ms;
 };
 
+/* A consumer of this broker, on this loop or another, holds group's lease. */
 static bool skip_held(void *ud, const char *group)
 {
     const struct skip_ctx *c = ud;
-    return held_lease(c->e, group, c->now_ms) != NULL;
+    if (c->e != NULL && held_lease(c->e, group, c->now_ms) != NULL)
+        return true;
+    return c->shared != NULL &&
+           qn_held_has(c->shared, qn_held_key(c->name_hash, group_hash(group)));
 }
 
 void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
@@ -465,9 +482,10 @@ void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], con
     if (cf == NULL)
         return;
     /* the entry lives through the skip calls: they run before any wake-up */
-    struct skip_ctx c = {e, now_ms};
-    qn_waiters_feed_except(cf->waiters, tenant, queue, partition, discovery, e ? skip_held : NULL,
-                           &c);
+    struct qn_held *shared = kl > 0 ? cf->shared : NULL;
+    struct skip_ctx c = {e, shared, shared ? qn_hash_bytes(kbuf, kl) : 0, now_ms};
+    qn_waiters_feed_except(cf->waiters, tenant, queue, partition, discovery,
+                           e || shared ? skip_held : NULL, &c);
 }
 
 struct released {
@@ -1090,6 +1108,12 @@ void qn_cfusion_ack_stats(const struct qn_cfusion *cf, struct qn_cfusion_ack_sta
     memset(out, 0, sizeof *out);
     if (cf != NULL)
         *out = cf->astats;
+}
+
+void qn_cfusion_share(struct qn_cfusion *cf, struct qn_held *shared)
+{
+    if (cf != NULL && cf->nheld == 0)
+        cf->shared = shared;
 }
 
 void qn_cfusion_set_bundling(struct qn_cfusion *cf, bool leases, bool acks)

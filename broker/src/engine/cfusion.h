@@ -91,6 +91,14 @@ bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const 
 int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base);
 
 /*
+ * With several loops: every lease held here is entered in shared (held.h,
+ * borrowed; one per broker) as well, and a commit fed here wakes nobody of a
+ * group whose lease a consumer on any loop holds. Call before the first hold.
+ */
+struct qn_held;
+void qn_cfusion_share(struct qn_cfusion *cf, struct qn_held *shared);
+
+/*
  * A pop of this broker leased (tenant, pid) for group to worker (its lease id,
  * non-empty) until expires_ms (monotonic, as qn_store_now_ms). Call after
  * qn_cfusion_learn for the same partition (an unknown partition is not held).

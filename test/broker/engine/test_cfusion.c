@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/cfusion.h"
+#include "engine/held.h"
 #include "engine/waiters.h"
 #include "engine_test.h"
 #include "queen/error.h"
@@ -401,6 +402,58 @@ START_TEST(holds_leave_with_their_entries)
 }
 END_TEST
 
+/* Two loops (two consume fusions, each with its own waiters) share one set of
+ * held leases: a commit fed on the loop that does not hold the lease wakes
+ * nobody of the holder's group there either, though that loop never saw the
+ * partition; other groups wake; the release takes the lease off the set. */
+START_TEST(a_lease_held_on_another_loop_skips_the_group)
+{
+    setup(0);
+    struct qn_held *shared = NULL;
+    ck_assert_int_eq(qn_held_new(&shared), QN_OK);
+    struct qn_waiters *ws2 = NULL;
+    struct qn_cfusion *cf2 = NULL;
+    ck_assert_int_eq(qn_waiters_new(100, &ws2), QN_OK);
+    ck_assert_int_eq(qn_cfusion_new(ws2, 0, &cf2), QN_OK);
+    qn_cfusion_share(cf, shared);
+    qn_cfusion_share(cf2, shared);
+    uint8_t pid[16];
+    pid_of(7, pid);
+    qn_cfusion_learn(cf, T1, pid, "q", "p", "", false, 1000);
+    qn_cfusion_hold(cf, T1, pid, "", "w1", 60000);
+    ck_assert_uint_eq(qn_held_count(shared), 1);
+    /* loop 2's consumers: the queue-mode group (other spelling) and group h */
+    ck_assert_int_eq(qn_waiters_park(ws2, &cws[0].w, T1, "q", "__QUEUE_MODE__"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws2, &cws[1].w, T1, "q", "h"), QN_OK);
+    ck_assert_int_eq(qn_waiters_park(ws2, &cws[2].w, T2, "q", "__QUEUE_MODE__"), QN_OK);
+    uint64_t unfed = qn_waiters_unfed(ws2, T1, "q");
+    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1500);
+    ck_assert_int_eq(cws[0].woken, 0);
+    ck_assert_int_eq(cws[1].woken, 1);
+    ck_assert_uint_eq(qn_waiters_unfed(ws2, T1, "q"), unfed); /* skipped, not lost */
+    /* the same names in another tenant, another partition: not held */
+    qn_cfusion_commit_feed(cf2, T2, "q", "p", 0, 1500);
+    ck_assert_int_eq(cws[2].woken, 1);
+    qn_cfusion_commit_feed(cf2, T1, "q", "p2", 0, 1500);
+    ck_assert_int_eq(cws[0].woken, 1);
+    /* released on loop 1: off the set, and loop 2 wakes the group again */
+    ck_assert_int_eq(qn_waiters_park(ws2, &cws[0].w, T1, "q", ""), QN_OK);
+    qn_cfusion_released(cf, T1, pid, "");
+    ck_assert_uint_eq(qn_held_count(shared), 0);
+    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1600);
+    ck_assert_int_eq(cws[0].woken, 2);
+    ck_assert_str_eq(cws[0].w.hint, "p");
+    /* a hold that ends with its entry (directory emptied) leaves the set too */
+    qn_cfusion_hold(cf, T1, pid, "", "w2", 60000);
+    ck_assert_uint_eq(qn_held_count(shared), 1);
+    qn_cfusion_free(cf2);
+    qn_waiters_free(ws2);
+    teardown();
+    ck_assert_uint_eq(qn_held_count(shared), 0);
+    qn_held_free(shared);
+}
+END_TEST
+
 Suite *qn_test_cfusion_suite(void)
 {
     Suite *s = suite_create("cfusion");
@@ -415,6 +468,7 @@ Suite *qn_test_cfusion_suite(void)
     tcase_add_test(tc, worker_release_hints_its_partitions);
     tcase_add_test(tc, expiry_releases_and_hints);
     tcase_add_test(tc, holds_leave_with_their_entries);
+    tcase_add_test(tc, a_lease_held_on_another_loop_skips_the_group);
     suite_add_tcase(s, tc);
     return s;
 }
