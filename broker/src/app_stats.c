@@ -91,6 +91,7 @@ void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_cou
     add_dedup(&acc->dedup, &c->dedup);
     add_store(&acc->store, &c->store);
     add_maint(&acc->maint, &c->maint);
+    qn_rpc_stats_add(&acc->rpc, &c->rpc);
 }
 
 void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters *out)
@@ -109,6 +110,8 @@ void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters 
         qn_store_get_stats(app->store, &out->store);
     if (app->maint != NULL)
         qn_maint_get_stats(app->maint, &out->maint);
+    if (app->rpc != NULL)
+        qn_rpc_server_stats(app->rpc, &out->rpc);
 }
 
 void qn_app_counters_own(const struct qn_app *app, struct qn_loop_counters *out)

@@ -567,6 +567,8 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
                             &r.routes);
     if (rc != QN_OK)
         goto out;
+    if (r.loops.n > 1)
+        qn_http_routes_set_loops(r.routes, &r.loops);
 
     for (const struct qn_broker_module *m = modules; m != NULL && m->name != NULL; m++) {
         if (nmods == MAX_MODULES) {

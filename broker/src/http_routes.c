@@ -23,6 +23,7 @@
 #include "console.h"
 #include "http_routes.h"
 #include "log.h"
+#include "loops.h"
 #include "queen/error.h"
 
 struct qn_http_routes {
@@ -30,6 +31,7 @@ struct qn_http_routes {
     qn_metrics *m;
     qn_rpc_server *rpc;
     qn_health *health;
+    struct qn_loops *loops; /* NULL: one loop */
     struct qn_console *console;
     bool shutting_down;
     struct qn_metric_family *conns_open, *conns_total, *bytes_in, *bytes_out;
@@ -109,6 +111,13 @@ static void collect(void *ud)
     struct qn_http_routes *r = ud;
     struct qn_rpc_stats rs;
     qn_rpc_server_stats(r->rpc, &rs);
+    if (r->loops != NULL) {
+        /* the other loops' connections and calls, as they last published them */
+        struct qn_loop_counters others;
+        memset(&others, 0, sizeof others);
+        qn_loops_add_others(r->loops, 0, &others);
+        qn_rpc_stats_add(&rs, &others.rpc);
+    }
     struct qn_side_stats ss;
     qn_side_stats(r->side, &ss);
     set_listener(r->conns_open, "grpc", rs.connections_open, false);
@@ -175,6 +184,11 @@ static int register_process(struct qn_http_routes *r)
 }
 
 /* ---------------------------------------------------------------- lifecycle */
+
+void qn_http_routes_set_loops(struct qn_http_routes *r, struct qn_loops *loops)
+{
+    r->loops = loops;
+}
 
 int qn_http_routes_new(qn_side *side, qn_metrics *m, qn_rpc_server *rpc, qn_health *health,
                        bool console, struct qn_http_routes **out)

@@ -24,6 +24,11 @@ struct qn_http_routes;
 int qn_http_routes_new(qn_side *side, qn_metrics *m, qn_rpc_server *rpc, qn_health *health,
                        bool console, struct qn_http_routes **out);
 
+/* Worker 0 serves the side port: with several loops the connection, call
+ * and byte series add the other loops' published counters (loops.h). */
+struct qn_loops;
+void qn_http_routes_set_loops(struct qn_http_routes *r, struct qn_loops *loops);
+
 /* SIGTERM: /readyz answers 503 from now on. */
 void qn_http_routes_shutdown(struct qn_http_routes *r);
 

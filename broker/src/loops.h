@@ -24,6 +24,7 @@
 #include "engine/inbox.h"
 #include "engine/maint_loop.h"
 #include "queen/store.h"
+#include "transport/server.h"
 
 struct qn_loops;
 
@@ -40,6 +41,7 @@ struct qn_loop_counters {
     struct qn_dedup_stats dedup;
     struct qn_store_stats store;
     struct qn_maint_stats maint; /* worker 0's loop only */
+    struct qn_rpc_stats rpc;     /* the loop's connections, calls and bytes */
 };
 
 /* Workers of the process (>= 1). */

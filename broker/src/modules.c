@@ -406,6 +406,7 @@ static void queue_stop(void *state)
     if (m == NULL)
         return;
     struct qn_app *app = &m->app;
+    app->rpc = NULL; /* the server was freed before the modules stop (module.h) */
     qn_boot_schema_free(m->boot);
     m->boot = NULL;
     qn_maint_free(app->maint);

@@ -5,7 +5,8 @@
   * ordering per partition holds with clients on several loops, Push and
     PushSegments pipelined and mixed; every message is stored once;
   * a commit on one loop wakes a Pop parked on another;
-  * GetStats sums every loop's counters;
+  * GetStats sums every loop's counters, and /metrics every loop's
+    connections and streams;
   * SIGTERM with calls in flight on every loop: each answers, the broker exits 0
     within QUEEN_SHUTDOWN_TIMEOUT_MS;
   * QUEEN_WORKERS=1 runs the single loop without threads or handoffs;
@@ -25,7 +26,7 @@ import urllib.request
 import grpc
 
 from harness import Broker
-from qsupport import Client, Q, uniq, wait_until
+from qsupport import Client, ConsumeStream, Q, uniq, wait_until
 from test_segments import frame, segment, stored_records
 
 LOOPS = 4
@@ -182,6 +183,39 @@ class Workers(unittest.TestCase):
         finally:
             for c in cs:
                 c.close()
+
+    def test_5_metrics_count_every_loops_connections_and_streams(self):
+        """/metrics is served by worker 0; its connection, stream and byte series
+        add what the other loops last published (docs/metrics.md)."""
+        def series(name):
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.b.http_port,
+                                        timeout=10) as r:
+                m = re.search(r"^%s (\S+)$" % re.escape(name), r.read().decode(), re.M)
+            return float(m.group(1)) if m else -1
+
+        conns = 'queen_connections_open{listener="grpc"}'
+        streams = "queen_rpc_streams_open"
+        base = series(streams)
+        cs = self.clients(LOOPS)  # one per loop
+        ss = []
+        try:
+            self.assertTrue(wait_until(lambda: series(conns) >= LOOPS),
+                            "queen_connections_open counts %s of %d connections"
+                            % (series(conns), LOOPS))
+            q = uniq("streams")
+            ss = [ConsumeStream(c, subscribe=Q.ConsumeSubscribe(queue=q, consumer_group="g"))
+                  for c in cs]
+            self.assertTrue(wait_until(lambda: series(streams) == base + LOOPS),
+                            "queen_rpc_streams_open is %s with %d streams open on %d loops"
+                            % (series(streams), LOOPS, LOOPS))
+        finally:
+            for st in ss:
+                st.cancel()
+            for c in cs:
+                c.close()
+        self.assertTrue(wait_until(lambda: series(streams) == base),
+                        "queen_rpc_streams_open stays at %s after the streams ended"
+                        % series(streams))
 
 
 class Shutdown(unittest.TestCase):

@@ -256,6 +256,19 @@ void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out)
     out->connections_open = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+void qn_rpc_stats_add(struct qn_rpc_stats *acc, const struct qn_rpc_stats *s)
+{
+    acc->connections_accepted += s->connections_accepted;
+    acc->connections_open += s->connections_open;
+    acc->calls_started += s->calls_started;
+    acc->calls_open += s->calls_open;
+    acc->streams_open += s->streams_open;
+    for (size_t i = 0; i < sizeof acc->status_count / sizeof acc->status_count[0]; i++)
+        acc->status_count[i] += s->status_count[i];
+    acc->bytes_in += s->bytes_in;
+    acc->bytes_out += s->bytes_out;
+}
+
 int qn_rpc_stream_acquire(qn_rpc_server *s)
 {
     return qn__calls_stream_acquire(s->calls);

@@ -116,6 +116,8 @@ struct qn_rpc_stats {
     uint64_t bytes_out;
 };
 void qn_rpc_server_stats(const qn_rpc_server *s, struct qn_rpc_stats *out);
+/* *acc += *s, field by field (several loops' servers). */
+void qn_rpc_stats_add(struct qn_rpc_stats *acc, const struct qn_rpc_stats *s);
 
 /* Counts every call in the families queen_rpc_requests_total and
  * queen_rpc_duration_seconds of m (borrowed until the server is freed).
