@@ -31,7 +31,4 @@ void qn_app_counters_all(const struct qn_app *app, struct qn_loop_counters *out)
  * its database read, so that the sum it answers after that read is fresh). */
 void qn_app_counters_refresh(struct qn_app *app);
 
-/* acc += c, field by field (gauges too: a process's parked pops are the sum). */
-void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_counters *c);
-
 #endif

@@ -89,14 +89,6 @@ struct worker {
     bool running; /* its loop and events may be poked (under r->mu; false before teardown) */
 };
 
-struct qn_loops {
-    unsigned n;
-    struct qn_inbox *inbox[QN_MAX_WORKERS]; /* NULL with one worker */
-    void *module_state[QN_MAX_WORKERS];     /* published at start */
-    pthread_mutex_t counters_mu;            /* guards counters */
-    struct qn_loop_counters counters[QN_MAX_WORKERS];
-};
-
 struct run {
     struct qn_broker_ctx ctx;
     const struct qn_broker_module *mods[MAX_MODULES];
@@ -119,58 +111,6 @@ struct run {
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
-
-unsigned qn_loops_count(const struct qn_loops *l)
-{
-    return l->n;
-}
-
-int qn_loops_post(struct qn_loops *l, unsigned k, qn_inbox_fn fn, void *arg)
-{
-    if (k >= l->n || l->inbox[k] == NULL)
-        return QN_EINVAL;
-    return qn_inbox_post(l->inbox[k], fn, arg);
-}
-
-void *qn_loops_module_state(const struct qn_loops *l, unsigned k)
-{
-    return k < l->n ? l->module_state[k] : NULL;
-}
-
-void qn_loops_set_module_state(struct qn_loops *l, unsigned k, void *state)
-{
-    if (k < l->n)
-        l->module_state[k] = state;
-}
-
-void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c)
-{
-    if (k >= l->n)
-        return;
-    pthread_mutex_lock(&l->counters_mu);
-    l->counters[k] = *c;
-    pthread_mutex_unlock(&l->counters_mu);
-}
-
-void qn_loops_publish_fast(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c)
-{
-    if (k >= l->n)
-        return;
-    pthread_mutex_lock(&l->counters_mu);
-    struct qn_dedup_stats keep = l->counters[k].dedup;
-    l->counters[k] = *c;
-    l->counters[k].dedup = keep;
-    pthread_mutex_unlock(&l->counters_mu);
-}
-
-void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc)
-{
-    pthread_mutex_lock(&l->counters_mu);
-    for (unsigned k = 0; k < l->n; k++)
-        if (k != self)
-            qn_loop_counters_add(acc, &l->counters[k]);
-    pthread_mutex_unlock(&l->counters_mu);
-}
 
 /* ---------------------------------------------------------------- workers > 0 */
 

@@ -17,8 +17,10 @@
 #ifndef QN_BROKER_LOOPS_H
 #define QN_BROKER_LOOPS_H
 
+#include <pthread.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
 #include "engine/inbox.h"
@@ -26,7 +28,7 @@
 #include "queen/store.h"
 #include "transport/server.h"
 
-struct qn_loops;
+struct qn_loops; /* defined at the end: broker.c embeds it */
 
 /* One loop's counters, as GetStats and /metrics report them (summed over the
  * loops: app_stats.h). */
@@ -64,5 +66,18 @@ void qn_loops_publish(struct qn_loops *l, unsigned k, const struct qn_loop_count
 void qn_loops_publish_fast(struct qn_loops *l, unsigned k, const struct qn_loop_counters *c);
 /* Adds every loop's published counters but `self`'s to *acc. */
 void qn_loops_add_others(struct qn_loops *l, unsigned self, struct qn_loop_counters *acc);
+
+/* acc += c, field by field (gauges too: a process's parked pops are the sum). */
+void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_counters *c);
+
+/* The process's loops. broker.c embeds it and fills n and the inboxes before
+ * any worker starts; everyone else goes through the functions above. */
+struct qn_loops {
+    unsigned n;
+    struct qn_inbox *inbox[QN_MAX_WORKERS]; /* NULL with one worker */
+    void *module_state[QN_MAX_WORKERS];     /* published at start */
+    pthread_mutex_t counters_mu;            /* guards counters */
+    struct qn_loop_counters counters[QN_MAX_WORKERS];
+};
 
 #endif
