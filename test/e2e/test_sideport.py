@@ -217,6 +217,9 @@ class GrpcWebCallLayer(unittest.TestCase):
         self.assertTrue(wait_until(lambda: stats().cancel_deadline == before + 1))
 
     def test_client_going_away_cancels_the_call(self):
+        # an earlier test's call may still be ending: start from none open, or
+        # its end would cancel out this call's +1 below
+        self.assertTrue(wait_until(lambda: stats().open_test_calls == 0))
         before = stats()
         c = Http(broker.http_port)
         body = frame(T.EchoRequest().SerializeToString())
