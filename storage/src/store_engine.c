@@ -181,7 +181,20 @@ void qn__eng_kick(qn_store *st)
         event_active(st->kick, EV_TIMEOUT, 1);
 }
 
-static void req_requeue(qn_store_req *r)
+static void backoff_arm(qn_store *st)
+{
+    int64_t first = INT64_MAX;
+    qn_store_req *r;
+    TAILQ_FOREACH (r, &st->waiting[QN__WAIT_BACKOFF], link)
+        if (r->retry_at_ms < first)
+            first = r->retry_at_ms;
+    if (first != INT64_MAX)
+        qn__set_timer(st->backoff_ev, first - qn_store_now_ms());
+}
+
+/* Sends r again, at once (delay_ms 0: it goes first in its lane) or after
+ * delay_ms in the backoff queue. */
+static void req_requeue(qn_store_req *r, int64_t delay_ms)
 {
     qn_store *st = r->st;
     qn__req_drop_results(r);
@@ -196,15 +209,58 @@ static void req_requeue(qn_store_req *r)
     r->sent = false;
     r->cancel_ms = 0;
     req_set_state(r, QN__REQ_QUEUED);
-    TAILQ_INSERT_HEAD(&st->waiting[r->lane], r, link);
     st->nwaiting++;
     st->stats.retries++;
+    if (delay_ms > 0) {
+        r->waitq = QN__WAIT_BACKOFF;
+        r->retry_at_ms = qn_store_now_ms() + delay_ms;
+        TAILQ_INSERT_TAIL(&st->waiting[QN__WAIT_BACKOFF], r, link);
+        backoff_arm(st);
+        return;
+    }
+    r->waitq = r->lane;
+    TAILQ_INSERT_HEAD(&st->waiting[r->lane], r, link);
     qn__eng_kick(st);
+}
+
+/* Retries whose backoff is over go first in their lanes. */
+static void on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+    qn_store *st = arg;
+    (void)fd;
+    (void)what;
+    qn__store_enter(st);
+    int64_t now = qn_store_now_ms();
+    qn_store_req *r, *next;
+    bool moved = false;
+    for (r = TAILQ_FIRST(&st->waiting[QN__WAIT_BACKOFF]); r != NULL; r = next) {
+        next = TAILQ_NEXT(r, link);
+        if (r->retry_at_ms > now)
+            continue;
+        TAILQ_REMOVE(&st->waiting[QN__WAIT_BACKOFF], r, link);
+        r->waitq = r->lane;
+        TAILQ_INSERT_HEAD(&st->waiting[r->lane], r, link);
+        moved = true;
+    }
+    backoff_arm(st);
+    if (moved)
+        qn__eng_kick(st);
+    qn__store_leave(st);
+}
+
+/* A deadlock or serialization failure is retried after a pause that grows with
+ * each attempt, jittered: retried at once, the loser can take the first lock
+ * again before the winner, woken by its abort, takes it, and deadlock anew. */
+static int64_t conflict_backoff_ms(qn_store *st, int attempt)
+{
+    int64_t base = (int64_t)10 << (attempt - 1 < 4 ? attempt - 1 : 4);
+    st->jitter = st->jitter * 6364136223846793005ULL + 1442695040888963407ULL;
+    return base + (int64_t)((st->jitter >> 33) % (uint64_t)base);
 }
 
 static void fail_waiting(qn_store *st, int code, const char *msg)
 {
-    for (int l = 0; l < QN__LANES; l++) {
+    for (int l = 0; l < QN__WAITQS; l++) {
         qn_store_req *r;
         while ((r = TAILQ_FIRST(&st->waiting[l])) != NULL && !st->closing) {
             TAILQ_REMOVE(&st->waiting[l], r, link);
@@ -290,7 +346,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)what;
     qn__store_enter(st);
     if (r->state == QN__REQ_QUEUED) {
-        TAILQ_REMOVE(&st->waiting[r->lane], r, link);
+        TAILQ_REMOVE(&st->waiting[r->waitq], r, link);
         st->nwaiting--;
         req_set_state(r, QN__REQ_DONE);
         deliver_error(r, QN_ETIMEOUT, "deadline passed before the call was sent");
@@ -313,7 +369,7 @@ void qn_store_cancel(qn_store_req *r)
     qn_store *st = r->st;
     switch (r->state) {
     case QN__REQ_QUEUED:
-        TAILQ_REMOVE(&st->waiting[r->lane], r, link);
+        TAILQ_REMOVE(&st->waiting[r->waitq], r, link);
         st->nwaiting--;
         qn__req_free(r);
         break;
@@ -506,7 +562,9 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 int qn__eng_init(qn_store *st)
 {
     st->kick = event_new(st->base, -1, 0, on_kick, st);
-    return st->kick != NULL ? QN_OK : QN_ENOMEM;
+    st->backoff_ev = evtimer_new(st->base, on_backoff, st);
+    st->jitter = (uint64_t)qn_store_now_ms() ^ (uint64_t)(uintptr_t)st;
+    return st->kick != NULL && st->backoff_ev != NULL ? QN_OK : QN_ENOMEM;
 }
 
 /* ---------------------------------------------------------------- outcomes */
@@ -546,7 +604,7 @@ static void req_finish(struct qn__conn *c, qn_store_req *r)
     }
     if (r->err == QN_ECONFLICT && r->conflict_retries < st->cfg.conflict_retries) {
         r->conflict_retries++;
-        req_requeue(r);
+        req_requeue(r, conflict_backoff_ms(st, r->conflict_retries));
         return;
     }
     if (r->err != QN_OK && r->err_state != NULL && r->reprepared < 3 &&
@@ -561,7 +619,7 @@ static void req_finish(struct qn__conn *c, qn_store_req *r)
         if (strcmp(r->err_state, "26000") == 0 && r->err_step >= 0 && r->err_step < r->nsteps &&
             r->steps[r->err_step].stmt >= 0)
             c->prepared[r->steps[r->err_step].stmt] = 0;
-        req_requeue(r);
+        req_requeue(r, 0);
         return;
     }
     /* A cancel is only ever aimed at an abandoned call (deadline or
@@ -574,7 +632,7 @@ static void req_finish(struct qn__conn *c, qn_store_req *r)
         (r->cancel_seq != c->cancel_seq ||
          (r->err_msg != NULL && strstr(r->err_msg, "user request") != NULL))) {
         r->stray_retried++;
-        req_requeue(r);
+        req_requeue(r, 0);
         return;
     }
     for (int i = 0; r->err == QN_OK && i < r->nsteps; i++) {
@@ -750,7 +808,7 @@ out:
 void qn__eng_shutdown(qn_store *st)
 {
     qn_store_req *r;
-    for (int l = 0; l < QN__LANES; l++)
+    for (int l = 0; l < QN__WAITQS; l++)
         while ((r = TAILQ_FIRST(&st->waiting[l])) != NULL) {
             TAILQ_REMOVE(&st->waiting[l], r, link);
             st->nwaiting--;
@@ -802,6 +860,7 @@ int qn__req_submit(qn_store_req *r, qn_store_req **req)
     }
     r->inputs_end = qn__arena_mark(&r->arena);
     req_set_state(r, QN__REQ_QUEUED);
+    r->waitq = r->lane;
     TAILQ_INSERT_TAIL(&st->waiting[r->lane], r, link);
     st->nwaiting++;
     qn__eng_kick(st);

@@ -99,9 +99,10 @@ struct qn__conn {
 
 struct qn_store_req {
     qn_store *st;
-    TAILQ_ENTRY(qn_store_req) link; /* st->waiting[lane], conn->inflight or st->dead */
+    TAILQ_ENTRY(qn_store_req) link; /* st->waiting[waitq], conn->inflight or st->dead */
     enum qn__req_state state;
     uint8_t lane;          /* QN__LANE_WRITE or QN__LANE_READ */
+    uint8_t waitq;         /* QUEUED: its lane, or QN__WAIT_BACKOFF */
     bool writes;           /* may change the database: a lost outcome is in doubt */
     bool sent;             /* a statement of it was handed to libpq (bytes may have left) */
     bool delivered;        /* its outcome went out (or was suppressed by cancel) */
@@ -111,6 +112,7 @@ struct qn_store_req {
     uint8_t reprepared;    /* resends after a prepared-statement mix-up (26000, 42P05) */
     uint8_t stray_retried; /* resends after a cancel meant for another call (at most 3) */
     int conflict_retries;
+    int64_t retry_at_ms;   /* in QN__WAIT_BACKOFF: when it joins its lane again */
     struct qn__conn *conn; /* SENT, ABANDONED */
     struct qn__arena arena;
     struct qn__arena_mark inputs_end;
@@ -149,8 +151,10 @@ struct qn_store {
     void *listen_ud;
     struct qn_store_family *family; /* cfg.family, or own_family */
     struct qn_store_family *own_family;
-    struct qn__reqq waiting[QN__LANES]; /* QUEUED, dispatch order per lane */
-    int nwaiting;                       /* both lanes */
+    struct qn__reqq waiting[QN__WAITQS]; /* QUEUED: per lane in dispatch order, and backoff */
+    int nwaiting;                        /* every waiting queue */
+    struct event *backoff_ev;            /* armed for the first retry_at_ms in backoff */
+    uint64_t jitter;                     /* the backoff's pseudo-random state */
     struct qn__reqq dead;               /* delivered at shutdown, freed with the store */
     struct event *kick;                 /* runs dispatch on the next loop pass */
     bool up;

@@ -328,6 +328,9 @@ enum qn__stmt_id {
 #define QN__LANE_WRITE 0
 #define QN__LANE_READ 1
 #define QN__LANES 2
+/* QUEUED requests wait per lane; a conflict's retry first waits out a backoff */
+#define QN__WAIT_BACKOFF QN__LANES
+#define QN__WAITQS (QN__LANES + 1)
 
 /* Decodes step `step`'s result (kept alive until the callback returns) into the
  * request's arena. Returns QN_OK or QN_EPROTOCOL_DB / QN_ENOMEM. */

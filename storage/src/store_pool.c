@@ -505,7 +505,7 @@ int qn_store_new(struct event_base *base, const struct qn_store_config *cfg, qn_
         return QN_ENOMEM;
     st->base = base;
     st->cfg = eff;
-    for (int l = 0; l < QN__LANES; l++)
+    for (int l = 0; l < QN__WAITQS; l++)
         TAILQ_INIT(&st->waiting[l]);
     TAILQ_INIT(&st->dead);
     st->conninfo = strdup(cfg->conninfo);
@@ -550,7 +550,7 @@ static void destroy(qn_store *st)
                 event_free(c->watch);
         }
     }
-    for (int l = 0; l < QN__LANES; l++)
+    for (int l = 0; l < QN__WAITQS; l++)
         while ((r = TAILQ_FIRST(&st->waiting[l])) != NULL) {
             TAILQ_REMOVE(&st->waiting[l], r, link);
             qn__req_free(r);
@@ -565,6 +565,8 @@ static void destroy(qn_store *st)
     }
     if (st->kick != NULL)
         event_free(st->kick);
+    if (st->backoff_ev != NULL)
+        event_free(st->backoff_ev);
     qn__pidcache_free(&st->pids);
     qn_store_family_free(st->own_family); /* its connections left it above */
     free(st->conns);
