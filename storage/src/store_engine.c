@@ -185,9 +185,11 @@ static void backoff_arm(qn_store *st)
 {
     int64_t first = INT64_MAX;
     qn_store_req *r;
-    TAILQ_FOREACH (r, &st->waiting[QN__WAIT_BACKOFF], link)
+    TAILQ_FOREACH(r, &st->waiting[QN__WAIT_BACKOFF], link)
+    {
         if (r->retry_at_ms < first)
             first = r->retry_at_ms;
+    }
     if (first != INT64_MAX)
         qn__set_timer(st->backoff_ev, first - qn_store_now_ms());
 }

@@ -155,8 +155,8 @@ struct qn_store {
     int nwaiting;                        /* every waiting queue */
     struct event *backoff_ev;            /* armed for the first retry_at_ms in backoff */
     uint64_t jitter;                     /* the backoff's pseudo-random state */
-    struct qn__reqq dead;               /* delivered at shutdown, freed with the store */
-    struct event *kick;                 /* runs dispatch on the next loop pass */
+    struct qn__reqq dead;                /* delivered at shutdown, freed with the store */
+    struct event *kick;                  /* runs dispatch on the next loop pass */
     bool up;
     void (*state_cb)(void *ud, bool up);
     void *state_ud;
