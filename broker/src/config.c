@@ -152,8 +152,8 @@ const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_DB_START_RETRY_MAX_MS", QN_CFG_INT, "5000", 100, 600000, OFF(db_start_retry_max_ms),
      "longest wait between attempts to reach the database and apply the schema at start"},
     {"QUEEN_MAX_CONN_DB_CALLS", QN_CFG_INT, "64", 1, 100000, OFF(max_conn_db_calls),
-     "calls of one client connection waiting on the database at once (RESOURCE_EXHAUSTED past "
-     "it)"},
+     "calls of one client connection running on the database at once; its further calls wait "
+     "in the broker, in arrival order, until one ends"},
     /* ---- HTTP side port (metrics, health, web console, gRPC-Web), metrics, log format */
     {"QUEEN_HTTP_PORT", QN_CFG_INT, "6680", -1, 65535, OFF(http_port),
      "HTTP/1.1 side port: /metrics, /healthz, /readyz, the web console and gRPC-Web; 0 binds any "

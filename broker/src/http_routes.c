@@ -35,7 +35,7 @@ struct qn_http_routes {
     struct qn_console *console;
     bool shutting_down;
     struct qn_metric_family *conns_open, *conns_total, *bytes_in, *bytes_out;
-    struct qn_metric *calls_open, *streams_open, *ready, *started;
+    struct qn_metric *calls_open, *calls_waiting, *streams_open, *ready, *started;
 };
 
 static bool is_ready(const struct qn_http_routes *r, const char **why)
@@ -129,6 +129,7 @@ static void collect(void *ud)
     set_listener(r->bytes_out, "grpc", (double)rs.bytes_out, true);
     set_listener(r->bytes_out, "http", (double)ss.bytes_out, true);
     qn_metric_set(r->calls_open, rs.calls_open);
+    qn_metric_set(r->calls_waiting, rs.calls_waiting);
     qn_metric_set(r->streams_open, rs.streams_open);
     const char *why;
     qn_metric_set(r->ready, is_ready(r, &why) ? 1 : 0);
@@ -159,6 +160,12 @@ static int register_process(struct qn_http_routes *r)
         rc = qn_metrics_family(r->m, "queen_rpc_calls_open",
                                "calls in progress (gRPC and gRPC-Web)", G, NULL, 0, NULL, 0, &f);
     r->calls_open = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+    if (rc == QN_OK)
+        rc = qn_metrics_family(r->m, "queen_rpc_calls_waiting",
+                               "calls waiting for a database slot of their connection "
+                               "(QUEEN_MAX_CONN_DB_CALLS)",
+                               G, NULL, 0, NULL, 0, &f);
+    r->calls_waiting = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
     if (rc == QN_OK)
         rc = qn_metrics_family(r->m, "queen_rpc_streams_open",
                                "long-lived streams open (Consume, health Watch; bounded by "

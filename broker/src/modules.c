@@ -56,7 +56,9 @@
 #include "rpc/crypt.h"
 #include "rpc/methods.h"
 #include "rpc/svc_batch.h"
+#include "transport/call.h"
 #include "transport/health.h"
+#include "transport/server.h"
 
 /* Seconds between rate log lines (only written when something moved). */
 #define RATES_INTERVAL_S 10
@@ -272,6 +274,22 @@ static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *que
     }
 }
 
+/* The transport's admission hook: a call starts while its connection holds
+ * fewer than QUEEN_MAX_CONN_DB_CALLS database slots (engine/conn_budget.h). */
+static bool admit_call(void *ud, const qn_call *call)
+{
+    const struct qn_app *app = ud;
+    return qn_conn_budget_has_room(app->budget, qn_call_conn_key(call));
+}
+
+/* A connection gave a slot back below the limit: its held calls may start. */
+static void budget_room(void *ud)
+{
+    struct qn_app *app = ud;
+    if (app->rpc != NULL) /* NULL once the server is gone (queue_stop) */
+        qn_rpc_server_admission_room(app->rpc);
+}
+
 static int queue_start(struct qn_broker_ctx *ctx, void **state)
 {
     struct queue_module *m = calloc(1, sizeof *m);
@@ -321,6 +339,10 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         qn_cfusion_share(app->cfusion, ctx->held);
     if ((rc = qn_conn_budget_new((size_t)cfg->max_conn_db_calls, &app->budget)) != QN_OK)
         return rc;
+    /* a call of a connection at QUEEN_MAX_CONN_DB_CALLS waits in the transport */
+    qn_conn_budget_on_room(app->budget, budget_room, app);
+    if (ctx->server != NULL)
+        qn_rpc_server_set_admission(ctx->server, admit_call, app);
     if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)
         return rc;
     if (cfg->dedup_cache) {

@@ -27,11 +27,12 @@ import sys
 import threading
 import time
 import unittest
+import urllib.request
 
 import grpc
 
 from harness import Broker
-from qsupport import H, Q, Client, PrivatePg, rpc_error, uniq, wait_until
+from qsupport import A, H, Q, Client, PrivatePg, rpc_error, uniq, wait_until
 from tcpproxy import TcpProxy
 
 OK = grpc.StatusCode.OK
@@ -185,12 +186,17 @@ def verify(test, load, client, strict=True):
     return summary
 
 
-class ThroughProxy(unittest.TestCase):
-    """A broker whose database connections all go through qn_tcp_proxy."""
+class Proxied:
+    """A broker per test whose database connections all go through
+    qn_tcp_proxy, on a private cluster per class (PG_NAME; ENV adds to the
+    broker's environment)."""
+
+    PG_NAME = "pg-dbfaults"
+    ENV = {}
 
     @classmethod
     def setUpClass(cls):
-        cls.pg = PrivatePg("pg-dbfaults")
+        cls.pg = PrivatePg(cls.PG_NAME)
 
     @classmethod
     def tearDownClass(cls):
@@ -198,13 +204,13 @@ class ThroughProxy(unittest.TestCase):
 
     def setUp(self):
         self.proxy = TcpProxy("127.0.0.1", self.pg.port())
-        self.b = Broker("product", db="e2e_db_faults_unused", env={
+        self.b = Broker("product", db="e2e_db_faults_unused", env=dict({
             "QUEEN_DATABASE_URL": self.proxy.url(self.pg.url),
             "QUEEN_DB_POOL_SIZE": "4",
             "QUEEN_DB_CALL_TIMEOUT_MS": "2000",
             "QUEEN_DB_CANCEL_GRACE_MS": "1000",
             "RETENTION_INTERVAL": "86400000",
-        }).start()
+        }, **self.ENV)).start()
         self.c = Client(self.b.channel(), timeout=30)
 
     def tearDown(self):
@@ -218,6 +224,10 @@ class ThroughProxy(unittest.TestCase):
 
     def log_has(self, needle):
         return needle in self.b.log_text()
+
+
+class ThroughProxy(Proxied, unittest.TestCase):
+    """Commits forwarded, then the connection cut or silenced; results lost."""
 
     def test_commit_forwarded_then_connection_cut(self):
         load = PushLoad(self.b, uniq("cut")).start()
@@ -428,6 +438,66 @@ class ThroughProxy(unittest.TestCase):
         self.assertTrue(lines, "no bundle was sent")
         self.assertGreater(sum(int(re.search(r"(\d+) lease bundles", x).group(1)) for x in lines), 0)
         self.assertGreater(sum(int(re.search(r"(\d+) ack bundles", x).group(1)) for x in lines), 0)
+
+
+class ConnectionBudget(Proxied, unittest.TestCase):
+    """QUEEN_MAX_CONN_DB_CALLS = 1: a connection's calls past its database
+    slots wait in the broker for a slot (they used to be refused
+    RESOURCE_EXHAUSTED at once), in arrival order, and one that meets its
+    deadline while waiting ends without having run."""
+
+    PG_NAME = "pg-connbudget"
+    # one slot; a silenced answer is not declared hung within the test
+    ENV = {"QUEEN_MAX_CONN_DB_CALLS": "1", "QUEEN_DB_CALL_TIMEOUT_MS": "30000"}
+
+    def test_calls_past_the_slots_wait_their_turn(self):
+        q = uniq("turns")
+        n = 48
+        futs = [self.c.q.Push.future(Q.PushRequest(items=[Q.PushItem(
+                    queue=q, partition="p%d" % (i % 4), payload=b"m%d" % i,
+                    transaction_id="turn-%d" % i)]), timeout=60) for i in range(n)]
+        # admin calls wait in the same line
+        futs.append(self.c.a.ListQueues.future(A.ListQueuesRequest(), timeout=60))
+        for i, f in enumerate(futs[:n]):
+            r = f.result()  # raises on RESOURCE_EXHAUSTED
+            self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED, i)
+        futs[n].result()
+        self.assertEqual(self.c.message_count(q), n)
+
+    def waiting(self):
+        """queen_rpc_calls_waiting from /metrics."""
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.b.http_port, timeout=10) as r:
+            m = re.search(r"^queen_rpc_calls_waiting (\S+)$", r.read().decode(), re.M)
+        self.assertIsNotNone(m, "queen_rpc_calls_waiting is not exported")
+        return float(m.group(1))
+
+    def test_waiting_calls_that_end_before_their_turn_never_ran(self):
+        q = uniq("held")
+        self.c.push(q, [b"warm"], txns=["held-warm"])  # queue and partition exist
+        silenced = self.proxy.silence_all("down")
+        # the server runs it; its answer is held, so its slot stays taken
+        first = self.c.q.Push.future(Q.PushRequest(items=[Q.PushItem(
+            queue=q, payload=b"first", transaction_id="held-first")]), timeout=60)
+        self.proxy.wait_held("down", timeout=20, conns=silenced)
+        # one meets its deadline while it waits
+        try:
+            self.c.push(q, [b"second"], txns=["held-second"], timeout=0.5)
+            self.fail("the second push answered while the first held the only slot")
+        except grpc.RpcError as e:
+            self.assertEqual(e.code(), grpc.StatusCode.DEADLINE_EXCEEDED, e.details())
+        # one is cancelled by its client while it waits
+        third = self.c.q.Push.future(Q.PushRequest(items=[Q.PushItem(
+            queue=q, payload=b"third", transaction_id="held-third")]), timeout=60)
+        wait_until(lambda: self.waiting() == 1, 10, what="the third push to wait for a slot")
+        third.cancel()
+        wait_until(lambda: self.waiting() == 0, 10, what="the cancelled push to leave the line")
+        self.assertFalse(first.done(), "the first push answered: its slot was free")
+        self.proxy.forward_all([i for i in silenced if self.proxy.count(i)["open"]])
+        self.assertEqual(first.result().results[0].status, Q.PUSH_STATUS_QUEUED)
+        # a push that had reached the database would have committed there (only
+        # the answers were held): neither waiting push ever started
+        r = self.c.fetch(q, offset=0, max_bytes=1 << 20)
+        self.assertEqual([m.payload for m in r.records], [b"warm", b"first"])
 
 
 class PostgresKilled(unittest.TestCase):

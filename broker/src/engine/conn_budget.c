@@ -32,6 +32,8 @@ struct qn_conn_slot {
 struct qn_conn_budget {
     struct qn_map map;
     size_t limit;
+    void (*on_room)(void *ud);
+    void *room_ud;
 };
 
 static const struct qn_conn_slot no_conn; /* invariant 2: never written */
@@ -101,7 +103,10 @@ void qn_conn_budget_give(struct qn_conn_slot *e)
 {
     if (e == NULL || e == &no_conn)
         return;
-    if (--e->held == 0) {
+    struct qn_conn_budget *b = e->b;
+    if (--e->held + 1 == b->limit && b->on_room != NULL)
+        b->on_room(b->room_ud); /* the connection can start a call again */
+    if (e->held == 0) {
         qn_map_remove(&e->b->map, &e->node);
         free(e);
     }
@@ -111,6 +116,17 @@ size_t qn_conn_budget_held(const struct qn_conn_budget *b, const void *key)
 {
     const struct qn_conn_slot *e = key ? find(b, key) : NULL;
     return e ? e->held : 0;
+}
+
+void qn_conn_budget_on_room(struct qn_conn_budget *b, void (*fn)(void *ud), void *ud)
+{
+    b->on_room = fn;
+    b->room_ud = ud;
+}
+
+bool qn_conn_budget_has_room(const struct qn_conn_budget *b, const void *key)
+{
+    return qn_conn_budget_held(b, key) < b->limit;
 }
 
 size_t qn_conn_budget_limit(const struct qn_conn_budget *b)

@@ -5,9 +5,11 @@
  * One client must not fill the database pool for everyone: a connection that
  * sends hundreds of large reads at once would keep other clients' calls waiting
  * behind them. Each call that waits on the database holds one slot of its
- * connection while it does; past the limit a new call is refused (the service
- * answers RESOURCE_EXHAUSTED) and the client waits for answers before sending
- * more, as it would under HTTP/2 flow control.
+ * connection while it does. A new call of a connection at the limit waits,
+ * held by the transport (qn_method.admission), until one of its connection's
+ * slots is given back (qn_conn_budget_on_room); the client sees a slower
+ * answer, as under HTTP/2 flow control, never a refusal. A take past the limit
+ * (QN_EBUSY) is left for a call started some other way.
  *
  * Keys are the transport's connection keys (qn_call_conn_key). A slot is
  * reference counted per key, so a call that outlives its connection (a push
@@ -40,6 +42,13 @@ int qn_conn_budget_take(struct qn_conn_budget *b, const void *key, bool force,
 
 /* Gives a slot back. NULL allowed. */
 void qn_conn_budget_give(struct qn_conn_slot *slot);
+
+/* fn(ud) runs when a connection's held slots drop below the limit (from inside
+ * qn_conn_budget_give). NULL clears. */
+void qn_conn_budget_on_room(struct qn_conn_budget *b, void (*fn)(void *ud), void *ud);
+
+/* True when connection `key` holds fewer slots than the limit. */
+bool qn_conn_budget_has_room(const struct qn_conn_budget *b, const void *key);
 
 /* Slots held now by connection key (tests). */
 size_t qn_conn_budget_held(const struct qn_conn_budget *b, const void *key);

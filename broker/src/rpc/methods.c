@@ -6,7 +6,9 @@
  * Does not: hold any state of its own; the tables below are constant templates.
  *
  * Invariant: every registered queen.v1 method has data == the app it serves, so
- * qn_svc_app(call) is that app for the call's whole life.
+ * qn_svc_app(call) is that app for the call's whole life. Every unary one is
+ * marked `admission`: it takes a database slot of its connection (svc.h,
+ * qn_svc_take_slot), so the transport holds it while the connection has none.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +25,13 @@
     {                                                                                              \
         .path = "/queen.v1.QueueService/" p, .request = &queen__v1__##Type##__descriptor,          \
         .client_streaming = cs, .server_streaming = ss, .on_message = on_msg,                      \
-        .on_half_close = on_half, .on_cancel = on_cxl                                              \
+        .on_half_close = on_half, .on_cancel = on_cxl, .admission = !(cs) && !(ss)                 \
     }
 
 #define ADMIN(p, Type, fn)                                                                         \
     {                                                                                              \
         .path = "/queen.v1.AdminService/" p, .request = &queen__v1__##Type##__descriptor,          \
-        .on_message = fn, .on_cancel = qn_admin_cancel                                             \
+        .on_message = fn, .on_cancel = qn_admin_cancel, .admission = true                          \
     }
 
 static const struct qn_method templates[] = {

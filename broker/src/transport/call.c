@@ -72,6 +72,10 @@
  *      nowhere (its output is dropped, its reservation released).
  *   7. A call waits for budget (on the set's list) only while OPEN with a
  *      callback set.
+ *   8. A call is held for admission only while RECEIVING with its request
+ *      decoded (held) and its stream half-closed; its connection is on the
+ *      set's admission list exactly while it holds such a call. A held call
+ *      leaves the list before it is started, ended or closed.
  */
 #include <assert.h>
 #include <stdarg.h>
@@ -139,6 +143,11 @@ struct qn_call {
     struct qn_grpc_reader reader;
     uint32_t accounted;     /* reader bytes counted in cc->inbound and set->inbound */
     ProtobufCMessage *held; /* unary / server-streaming: request awaiting the end */
+    uint32_t held_len;      /* its wire bytes */
+    /* held for admission (invariant 8): in cc->adm_head.., its held_len counted
+     * in cc->inbound and the set's inbound */
+    bool adm_waiting;
+    qn_call *adm_prev, *adm_next;
     bool remote_closed;
     /* outbound */
     struct evbuffer *out; /* encoded messages not yet taken by the binding */
@@ -194,6 +203,12 @@ struct qn_calls {
     bool shutting_down;
     qn_call_gate_fn gate; /* authentication, NULL = every call runs */
     void *gate_ud;
+    qn_call_admit_fn admit; /* admission (qn_method.admission), NULL = every call starts */
+    void *admit_ud;
+    struct qn_call_conn *adm_first, *adm_last; /* connections holding calls for admission */
+    size_t nadm_conns;
+    size_t nadm_calls;
+    struct event *admit_ev; /* looks at held calls after a connection may have room */
     uint64_t calls_started;
     uint32_t calls_open;
     uint64_t status_count[17];
@@ -438,6 +453,158 @@ static void on_budget_ev(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* ---------------------------------------------------------------- admission */
+
+static void adm_conn_list(struct qn_calls *set, struct qn_call_conn *cc)
+{
+    assert(!cc->adm_listed);
+    cc->adm_next = NULL;
+    cc->adm_prev = set->adm_last;
+    if (set->adm_last)
+        set->adm_last->adm_next = cc;
+    else
+        set->adm_first = cc;
+    set->adm_last = cc;
+    cc->adm_listed = true;
+    set->nadm_conns++;
+}
+
+static void adm_conn_unlist(struct qn_calls *set, struct qn_call_conn *cc)
+{
+    if (!cc->adm_listed)
+        return;
+    if (cc->adm_prev)
+        cc->adm_prev->adm_next = cc->adm_next;
+    else
+        set->adm_first = cc->adm_next;
+    if (cc->adm_next)
+        cc->adm_next->adm_prev = cc->adm_prev;
+    else
+        set->adm_last = cc->adm_prev;
+    cc->adm_prev = cc->adm_next = NULL;
+    cc->adm_listed = false;
+    set->nadm_conns--;
+}
+
+static void inbound_add(qn_call *c, size_t n, bool add)
+{
+    struct qn_calls *set = c->set;
+    c->cc->inbound = add ? c->cc->inbound + n : c->cc->inbound - n;
+    set->inbound = add ? set->inbound + n : set->inbound - n;
+    if (set->shared_inbound != NULL) {
+        if (add)
+            atomic_fetch_add(set->shared_inbound, n);
+        else
+            atomic_fetch_sub(set->shared_inbound, n);
+    }
+}
+
+/* Holds c (RECEIVING, request decoded, half-closed) until its connection has
+ * room. Its request's wire bytes count as the connection's unfinished input, so
+ * held calls are bounded by QUEEN_MAX_CONN_RECV_BYTES and
+ * QUEEN_MAX_RECV_BUFFER_BYTES as partly received ones are. */
+static void adm_hold(qn_call *c)
+{
+    struct qn_calls *set = c->set;
+    struct qn_call_conn *cc = c->cc;
+    size_t all = set->shared_inbound != NULL ? atomic_load(set->shared_inbound) : set->inbound;
+    if (cc->inbound + c->held_len > set->max_conn_recv ||
+        all + c->held_len > set->max_recv_buffer) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "the connection's calls waiting to start hold more than %zu bytes of "
+                 "requests: wait for answers before sending more",
+                 cc->inbound + c->held_len > set->max_conn_recv ? set->max_conn_recv
+                                                                : set->max_recv_buffer);
+        call_end(c, 200, QN_GRPC_RESOURCE_EXHAUSTED, msg, false);
+        return;
+    }
+    inbound_add(c, c->held_len, true);
+    c->adm_waiting = true;
+    c->adm_next = NULL;
+    c->adm_prev = cc->adm_tail;
+    if (cc->adm_tail)
+        cc->adm_tail->adm_next = c;
+    else
+        cc->adm_head = c;
+    cc->adm_tail = c;
+    set->nadm_calls++;
+    if (!cc->adm_listed)
+        adm_conn_list(set, cc);
+}
+
+static void adm_unhold(qn_call *c)
+{
+    if (!c->adm_waiting)
+        return;
+    struct qn_calls *set = c->set;
+    struct qn_call_conn *cc = c->cc;
+    assert(cc != NULL);
+    if (c->adm_prev)
+        c->adm_prev->adm_next = c->adm_next;
+    else
+        cc->adm_head = c->adm_next;
+    if (c->adm_next)
+        c->adm_next->adm_prev = c->adm_prev;
+    else
+        cc->adm_tail = c->adm_prev;
+    c->adm_prev = c->adm_next = NULL;
+    c->adm_waiting = false;
+    set->nadm_calls--;
+    inbound_add(c, c->held_len, false);
+    if (cc->adm_head == NULL)
+        adm_conn_unlist(set, cc);
+}
+
+/* The handler takes the call: its one request message. */
+static void call_open_unary(qn_call *c)
+{
+    ProtobufCMessage *pm = c->held;
+    c->held = NULL;
+    c->state = CALL_OPEN;
+    c->method->on_message(c, pm);
+}
+
+/* Connections may have room: each connection of the list as it was starts at
+ * most its oldest held call (round robin); one whose hook says no goes back to
+ * the end. A pass that started something looks again on the next loop pass. */
+static void on_admit_ev(evutil_socket_t fd, short what, void *arg)
+{
+    struct qn_calls *set = arg;
+    (void)fd;
+    (void)what;
+    bool started = false;
+    for (size_t n = set->nadm_conns; n > 0 && set->adm_first != NULL; n--) {
+        struct qn_call_conn *cc = set->adm_first;
+        adm_conn_unlist(set, cc);
+        qn_call *c = cc->adm_head;
+        assert(c != NULL && c->adm_waiting && c->state == CALL_RECEIVING);
+        if (!set->admit(set->admit_ud, c)) {
+            adm_conn_list(set, cc);
+            continue;
+        }
+        adm_unhold(c);
+        if (cc->adm_head != NULL)
+            adm_conn_list(set, cc);
+        started = true;
+        call_open_unary(c); /* may end calls and connections: cc is not used after */
+    }
+    if (started && set->adm_first != NULL)
+        event_active(set->admit_ev, 0, 0);
+}
+
+void qn__calls_set_admission(struct qn_calls *set, qn_call_admit_fn admit, void *ud)
+{
+    set->admit = admit;
+    set->admit_ud = ud;
+}
+
+void qn__calls_admission_room(struct qn_calls *set)
+{
+    if (set->adm_first != NULL)
+        event_active(set->admit_ev, 0, 0); /* no-op when already active */
+}
+
 static void call_free(qn_call *c)
 {
     assert(!c->budget_waiting && c->reserved == 0 && c->out_accounted == 0);
@@ -471,6 +638,7 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
  * read them until the call is freed). */
 static void call_drop_input(qn_call *c)
 {
+    adm_unhold(c);
     if (c->deadline_ev)
         event_del(c->deadline_ev);
     if (c->drain_ev)
@@ -852,6 +1020,7 @@ static void call_message(qn_call *c, struct qn_grpc_msg *m)
             return;
         }
         c->held = pm; /* handed over at the end of the request */
+        c->held_len = m->len;
         return;
     }
     c->state = CALL_OPEN;
@@ -916,10 +1085,12 @@ void qn__call_remote_close(qn_call *c)
             call_end(c, 200, QN_GRPC_INTERNAL, "missing request message", false);
             return;
         }
-        ProtobufCMessage *pm = c->held;
-        c->held = NULL;
-        c->state = CALL_OPEN;
-        c->method->on_message(c, pm);
+        if (c->method->admission && c->set->admit != NULL && c->cc != NULL &&
+            (c->cc->adm_head != NULL || !c->set->admit(c->set->admit_ud, c))) {
+            adm_hold(c); /* behind the connection's older held calls, or until room */
+            return;
+        }
+        call_open_unary(c);
         return;
     }
     if (c->method->on_half_close != NULL) {
@@ -957,9 +1128,14 @@ int qn__calls_new(struct event_base *base, const struct qn_config *cfg, qn_rpc_s
     set->max_stream_slots = (uint64_t)cfg->max_streams;
     set->reap_ev = event_new(base, -1, 0, on_reap_ev, set);
     set->budget_ev = event_new(base, -1, 0, on_budget_ev, set);
-    if (set->reap_ev == NULL || set->budget_ev == NULL) {
+    set->admit_ev = event_new(base, -1, 0, on_admit_ev, set);
+    if (set->reap_ev == NULL || set->budget_ev == NULL || set->admit_ev == NULL) {
         if (set->reap_ev)
             event_free(set->reap_ev);
+        if (set->budget_ev)
+            event_free(set->budget_ev);
+        if (set->admit_ev)
+            event_free(set->admit_ev);
         free(set);
         return QN_ENOMEM;
     }
@@ -974,8 +1150,10 @@ void qn__calls_free(struct qn_calls *set)
     assert(set->live == NULL);
     on_reap(-1, 0, set);
     assert(set->bw_head == NULL && set->queued == 0 && set->reserved == 0 && set->inbound == 0);
+    assert(set->adm_first == NULL && set->nadm_calls == 0);
     event_free(set->reap_ev);
     event_free(set->budget_ev);
+    event_free(set->admit_ev);
     for (size_t t = 0; t < set->ntables; t++)
         free(set->tables[t].instr);
     free(set->tables);
@@ -1124,6 +1302,7 @@ void qn__calls_stats(const struct qn_calls *set, struct qn_rpc_stats *out)
 {
     out->calls_started = set->calls_started;
     out->calls_open = set->calls_open;
+    out->calls_waiting = set->nadm_calls > UINT32_MAX ? UINT32_MAX : (uint32_t)set->nadm_calls;
     out->streams_open = set->stream_slots > UINT32_MAX ? UINT32_MAX : (uint32_t)set->stream_slots;
     memcpy(out->status_count, set->status_count, sizeof out->status_count);
 }

@@ -77,6 +77,14 @@ struct qn_method {
      * over QUEEN_MAX_RECV_BYTES; the transport already answered with the status).
      * May be NULL when the handler keeps no state beyond on_message(). */
     void (*on_cancel)(qn_call *call, int reason);
+    /* Unary only: the handler takes a database slot of the call's connection.
+     * While the server's admission hook (qn_rpc_server_set_admission) says the
+     * connection has none free, the transport holds the call, its request
+     * decoded, and hands it over in arrival order once a slot frees
+     * (qn_rpc_server_admission_room): the client waits, as under HTTP/2 flow
+     * control, instead of being refused. A held call that meets its deadline or
+     * loses its stream ends without the handler ever seeing it. */
+    bool admission;
     /* Free for the service (e.g. its state); read back with qn_call_method(). */
     void *data;
 };
@@ -183,6 +191,11 @@ const struct qn_method *qn_call_method(const qn_call *call);
  * message in msg[0..cap) (NUL-terminated). Runs on the loop; may read headers,
  * qn_call_peer_cert and set the call's auth. */
 typedef enum qn_grpc_code (*qn_call_gate_fn)(void *ud, qn_call *call, char *msg, size_t cap);
+
+/* Admission of calls of methods marked `admission`: true when the call's
+ * connection may start one more now. Runs on the loop; must not touch the call
+ * beyond reading it. */
+typedef bool (*qn_call_admit_fn)(void *ud, const qn_call *call);
 
 /* Attaches what authenticated the call (taken: free_fn(auth) runs when the call
  * is freed, after its handler is done with it). One per call; a second call

@@ -61,6 +61,11 @@ void qn__calls_free(struct qn_calls *set);
 int qn__calls_register(struct qn_calls *set, const struct qn_method *methods, size_t n);
 /* The authentication gate qn__call_start runs for every routed call (NULL: none). */
 void qn__calls_set_gate(struct qn_calls *set, qn_call_gate_fn gate, void *ud);
+/* The admission hook (call.h); NULL admits every call. Borrows ud. */
+void qn__calls_set_admission(struct qn_calls *set, qn_call_admit_fn admit, void *ud);
+/* A connection may have room again: held calls are looked at on the next loop
+ * pass. */
+void qn__calls_admission_room(struct qn_calls *set);
 bool qn__calls_has_service(const struct qn_calls *set, const char *service);
 /* The method registered for path, or NULL (a binding that must refuse some
  * methods before starting the call: gRPC-Web and client streaming). */
@@ -126,6 +131,11 @@ struct qn_call_conn {
     size_t reserved;           /* response bytes its producers reserved (qn_call_reserve) */
     struct x509_st *peer_cert; /* verified TLS client certificate, or NULL (borrowed) */
     const char *peer;          /* "addr:port" for logs, or NULL (borrowed) */
+    /* calls held for admission (call.h, qn_method.admission), oldest first, and
+     * the connection's place among those that hold some (call.c owns these) */
+    qn_call *adm_head, *adm_tail;
+    struct qn_call_conn *adm_prev, *adm_next;
+    bool adm_listed;
 };
 
 /* Calls of the connection past their request headers: its work in progress (a

@@ -136,6 +136,16 @@ void qn_rpc_server_set_gate(qn_rpc_server *s, qn_call_gate_fn gate, void *ud)
     qn__calls_set_gate(s->calls, gate, ud);
 }
 
+void qn_rpc_server_set_admission(qn_rpc_server *s, qn_call_admit_fn admit, void *ud)
+{
+    qn__calls_set_admission(s->calls, admit, ud);
+}
+
+void qn_rpc_server_admission_room(qn_rpc_server *s)
+{
+    qn__calls_admission_room(s->calls);
+}
+
 bool qn_rpc_has_service(const qn_rpc_server *s, const char *service)
 {
     return qn__calls_has_service(s->calls, service);
@@ -263,6 +273,7 @@ void qn_rpc_stats_add(struct qn_rpc_stats *acc, const struct qn_rpc_stats *s)
     acc->calls_started += s->calls_started;
     acc->calls_open += s->calls_open;
     acc->streams_open += s->streams_open;
+    acc->calls_waiting += s->calls_waiting;
     for (size_t i = 0; i < sizeof acc->status_count / sizeof acc->status_count[0]; i++)
         acc->status_count[i] += s->status_count[i];
     acc->bytes_in += s->bytes_in;

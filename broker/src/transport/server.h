@@ -36,6 +36,15 @@ int qn_rpc_register(qn_rpc_server *s, const struct qn_method *methods, size_t n)
  * (call.h, qn_call_gate_fn); NULL removes it. Borrows ud. */
 void qn_rpc_server_set_gate(qn_rpc_server *s, qn_call_gate_fn gate, void *ud);
 
+/* Installs the admission hook for methods marked `admission` (call.h): a call
+ * it refuses waits, held by the transport, until qn_rpc_server_admission_room()
+ * and the hook agree. NULL admits every call. Borrows ud. */
+void qn_rpc_server_set_admission(qn_rpc_server *s, qn_call_admit_fn admit, void *ud);
+
+/* Some connection may have room for a held call again (cheap when none is
+ * held; the calls are looked at on the next loop pass). */
+void qn_rpc_server_admission_room(qn_rpc_server *s);
+
 /* True when a method of `service` (full name, "queen.v1.QueueService") is
  * registered. */
 bool qn_rpc_has_service(const qn_rpc_server *s, const char *service);
@@ -111,6 +120,7 @@ struct qn_rpc_stats {
     uint64_t calls_started;
     uint32_t calls_open;
     uint32_t streams_open;     /* long-lived streams holding the QUEEN_MAX_STREAMS budget */
+    uint32_t calls_waiting;    /* calls held for admission (a database slot of their connection) */
     uint64_t status_count[17]; /* calls finished, by gRPC status code */
     uint64_t bytes_in;
     uint64_t bytes_out;

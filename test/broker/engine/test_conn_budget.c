@@ -6,7 +6,8 @@
  * affected, a given-back slot can be taken again, force takes past the limit,
  * a call without a connection (NULL key) is never refused, and a connection's
  * entry disappears with its last slot (a later connection reusing the key starts
- * from zero).
+ * from zero); the room callback runs exactly when a connection drops below the
+ * limit (not for gives above it or further below), and has_room agrees.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +58,42 @@ START_TEST(limit_per_connection)
 }
 END_TEST
 
+static int rooms;
+
+static void on_room(void *ud)
+{
+    (void)ud;
+    rooms++;
+}
+
+START_TEST(room_when_a_connection_drops_below_the_limit)
+{
+    struct qn_conn_budget *b;
+    ck_assert_int_eq(qn_conn_budget_new(2, &b), QN_OK);
+    qn_conn_budget_on_room(b, on_room, NULL);
+    rooms = 0;
+    int k1, k2;
+    struct qn_conn_slot *s[4], *o;
+    ck_assert(qn_conn_budget_has_room(b, &k1));
+    ck_assert_int_eq(qn_conn_budget_take(b, &k1, false, &s[0]), QN_OK);
+    ck_assert_int_eq(qn_conn_budget_take(b, &k1, false, &s[1]), QN_OK);
+    ck_assert_int_eq(qn_conn_budget_take(b, &k1, true, &s[2]), QN_OK); /* 3 of 2 */
+    ck_assert(!qn_conn_budget_has_room(b, &k1));
+    ck_assert_int_eq(qn_conn_budget_take(b, &k2, false, &o), QN_OK);
+    qn_conn_budget_give(o); /* another connection, below its limit all along */
+    ck_assert_int_eq(rooms, 0);
+    qn_conn_budget_give(s[2]); /* 2 of 2: still full */
+    ck_assert_int_eq(rooms, 0);
+    ck_assert(!qn_conn_budget_has_room(b, &k1));
+    qn_conn_budget_give(s[1]); /* 1 of 2: room */
+    ck_assert_int_eq(rooms, 1);
+    ck_assert(qn_conn_budget_has_room(b, &k1));
+    qn_conn_budget_give(s[0]); /* further below: no news */
+    ck_assert_int_eq(rooms, 1);
+    qn_conn_budget_free(b);
+}
+END_TEST
+
 START_TEST(free_with_slots_held)
 {
     struct qn_conn_budget *b;
@@ -76,6 +113,7 @@ Suite *qn_test_conn_budget_suite(void)
     TCase *tc = tcase_create("conn_budget");
     tcase_add_test(tc, limit_per_connection);
     tcase_add_test(tc, free_with_slots_held);
+    tcase_add_test(tc, room_when_a_connection_drops_below_the_limit);
     suite_add_tcase(s, tc);
     return s;
 }
