@@ -447,8 +447,10 @@ class ConnectionBudget(Proxied, unittest.TestCase):
     deadline while waiting ends without having run."""
 
     PG_NAME = "pg-connbudget"
-    # one slot; a silenced answer is not declared hung within the test
-    ENV = {"QUEEN_MAX_CONN_DB_CALLS": "1", "QUEEN_DB_CALL_TIMEOUT_MS": "30000"}
+    # one slot; a silenced answer is not declared hung within the test; the
+    # bytes waiting calls may hold per connection small enough to reach
+    ENV = {"QUEEN_MAX_CONN_DB_CALLS": "1", "QUEEN_DB_CALL_TIMEOUT_MS": "30000",
+           "QUEEN_MAX_RECV_BYTES": str(256 << 10), "QUEEN_MAX_CONN_RECV_BYTES": str(1 << 20)}
 
     def test_calls_past_the_slots_wait_their_turn(self):
         q = uniq("turns")
@@ -498,6 +500,47 @@ class ConnectionBudget(Proxied, unittest.TestCase):
         # the answers were held): neither waiting push ever started
         r = self.c.fetch(q, offset=0, max_bytes=1 << 20)
         self.assertEqual([m.payload for m in r.records], [b"warm", b"first"])
+
+
+    def test_waiting_calls_are_bounded_by_the_connections_receive_budget(self):
+        q = uniq("bound")
+        self.c.push(q, [b"warm"], txns=["bound-warm"])
+        silenced = self.proxy.silence_all("down")
+        first = self.c.q.Push.future(Q.PushRequest(items=[Q.PushItem(
+            queue=q, payload=b"first", transaction_id="bound-first")]), timeout=60)
+        self.proxy.wait_held("down", timeout=20, conns=silenced)
+        # 12 x 200 KB behind it: 1 MiB (QUEEN_MAX_CONN_RECV_BYTES) holds five
+        big = [os.urandom(200 << 10) for _ in range(12)]
+        futs = [self.c.q.Push.future(Q.PushRequest(items=[Q.PushItem(
+                    queue=q, payload=p, transaction_id="bound-%d" % i)]), timeout=60)
+                for i, p in enumerate(big)]
+        refused = []
+        wait_until(lambda: sum(f.done() for f in futs) >= len(futs) - 5, 20,
+                   what="the pushes past the bound to be refused")
+        self.assertFalse(first.done(), "the first push answered: its slot was free")
+        self.proxy.forward_all([i for i in silenced if self.proxy.count(i)["open"]])
+        self.assertEqual(first.result().results[0].status, Q.PUSH_STATUS_QUEUED)
+        stored = [b"warm", b"first"]
+        for i, f in enumerate(futs):
+            try:
+                self.assertEqual(f.result().results[0].status, Q.PUSH_STATUS_QUEUED)
+                stored.append(big[i])
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+                refused.append(e.details())
+        self.assertGreaterEqual(len(refused), 7, refused)
+        self.assertLessEqual(len(stored), 2 + 5)
+        # held requests count as the connection's unfinished input: whichever
+        # part crossed the bound, the answer names it
+        self.assertTrue(all("more than 1048576 bytes" in d for d in refused), refused)
+        got, off = [], 0
+        while True:
+            r = self.c.fetch(q, offset=off, max_bytes=4 << 20)
+            got += [m.payload for m in r.records]
+            if not r.records or r.records[-1].offset + 1 >= r.high_watermark:
+                break
+            off = r.records[-1].offset + 1
+        self.assertEqual(sorted(got), sorted(stored))  # the refused were never written
 
 
 class PostgresKilled(unittest.TestCase):
