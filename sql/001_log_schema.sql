@@ -144,6 +144,14 @@ BEGIN
 END;
 $$;
 
+-- Where the sidecar work list (maint_worklist_v1 phase 2) stands in its walk
+-- over the queues by id: each call probes one window of queues, the next call
+-- the next window. No row, or pos NULL: from the first queue.
+CREATE TABLE IF NOT EXISTS qn.sidecar_sweep (
+    one BOOL PRIMARY KEY DEFAULT true CHECK (one),
+    pos UUID                        -- the last queue id of the previous window
+);
+
 CREATE TABLE IF NOT EXISTS qn.stats_sweep (
     one     BOOL PRIMARY KEY DEFAULT true CHECK (one),
     pos     UUID,                   -- the last partition id added to stats_acc

@@ -289,6 +289,43 @@ START_TEST(test_sidecar_purge_cutoff)
 }
 END_TEST
 
+/* The sidecar work list walks the queues a window of 1,000 per call (it probed
+ * every queue per call): over one period of the walk a due partition is listed
+ * exactly once, and a listed partition's queue is inside the call's window. */
+START_TEST(test_sidecar_worklist_walks_windows)
+{
+    PGconn *c = qt_connect();
+    PQclear(qt_q(c, "INSERT INTO queen.queues (name) SELECT 'sweep.' || g FROM "
+                    "generate_series(1, 2100) g"));
+    qt_push1(c, "sweep.due", "", "s", 0, 1);
+    char pid[37];
+    qt_pid(c, "sweep.due", "", pid);
+    PQclear(qt_q(c, "UPDATE queen.log_partitions SET oldest_txn_at = '1990-01-01' WHERE id = '%s'",
+                 pid));
+    int64_t nq = qt_i(c, "SELECT count(*) FROM queen.queues");
+    ck_assert_int_ge(nq, 2101);
+    int64_t period = nq / 1000 + 1; /* the windows of a pass, an empty one included */
+    int listed = 0;
+    for (int64_t i = 0; i < period; i++)
+        listed += (int)qt_i(c,
+                            "SELECT count(*) FROM qn.maint_worklist_v1('2030-01-01', 2::int2, "
+                            "100000) WHERE r_pid = '%s'",
+                            pid);
+    ck_assert_int_eq(listed, 1);
+    /* a second period lists it once more */
+    listed = 0;
+    for (int64_t i = 0; i < period; i++)
+        listed += (int)qt_i(c,
+                            "SELECT count(*) FROM qn.maint_worklist_v1('2030-01-01', 2::int2, "
+                            "100000) WHERE r_pid = '%s'",
+                            pid);
+    ck_assert_int_eq(listed, 1);
+    PQclear(qt_q(c, "DELETE FROM queen.queues WHERE name LIKE 'sweep.%%' AND name <> 'sweep.due'"));
+    PQclear(qt_q(c, "DELETE FROM qn.sidecar_sweep")); /* later cases start a pass */
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_worklist_order_and_limit)
 {
     PGconn *c = qt_connect();
@@ -699,6 +736,7 @@ Suite *qt_suite_maint(void)
     tcase_add_test(tc, test_retention_either_rule);
     tcase_add_test(tc, test_max_wait_deletes_leased_data);
     tcase_add_test(tc, test_sidecar_purge_cutoff);
+    tcase_add_test(tc, test_sidecar_worklist_walks_windows);
     tcase_add_test(tc, test_worklist_order_and_limit);
     tcase_add_test(tc, test_cleanup_and_dead_letter_pin);
     tcase_add_test(tc, test_cleanup_step_bounded_window);
