@@ -62,7 +62,9 @@
  *                        (qn_store_release_lease with its worker), re-send an ack
  *                        (a repeated ack is noop).
  *     Other translations: deadlock / serialization failure -> the call is retried
- *     up to conflict_retries times, then QN_ECONFLICT; duplicate in a strict push
+ *     up to conflict_retries times, each after a growing jittered pause (10-20,
+ *     20-40, 40-80 ms ...: retried at once, the loser could retake its first lock
+ *     before the woken winner and deadlock again), then QN_ECONFLICT; duplicate in a strict push
  *     -> QN_EDUPLICATE; a procedure's own raised error -> QN_EDB with its SQLSTATE
  *     and message (22023 invalid argument; 55000 a consumer group this broker
  *     cannot serve, e.g. one Queen MQ marked conflating: a failed precondition;
