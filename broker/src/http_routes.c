@@ -135,11 +135,20 @@ static void collect(void *ud)
     qn_metric_set(r->ready, is_ready(r, &why) ? 1 : 0);
 }
 
+/* A gauge without labels: its family and its one series (*out, NULL on error). */
+static int gauge(struct qn_http_routes *r, const char *name, const char *help,
+                 struct qn_metric **out)
+{
+    struct qn_metric_family *f = NULL;
+    int rc = qn_metrics_family(r->m, name, help, QN_METRIC_GAUGE, NULL, 0, NULL, 0, &f);
+    *out = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+    return rc;
+}
+
 static int register_process(struct qn_http_routes *r)
 {
     static const char *listener[] = {"listener"};
     const enum qn_metric_type C = QN_METRIC_COUNTER, G = QN_METRIC_GAUGE;
-    struct qn_metric_family *f = NULL;
     int rc = qn_metrics_family(r->m, "queen_connections_open",
                                "client connections open, by listener (grpc: h2c and TLS; http: "
                                "the side port)",
@@ -157,31 +166,24 @@ static int register_process(struct qn_http_routes *r)
                                "bytes written to client connections, by listener", C, listener, 1,
                                NULL, 0, &r->bytes_out);
     if (rc == QN_OK)
-        rc = qn_metrics_family(r->m, "queen_rpc_calls_open",
-                               "calls in progress (gRPC and gRPC-Web)", G, NULL, 0, NULL, 0, &f);
-    r->calls_open = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+        rc = gauge(r, "queen_rpc_calls_open", "calls in progress (gRPC and gRPC-Web)",
+                   &r->calls_open);
     if (rc == QN_OK)
-        rc = qn_metrics_family(r->m, "queen_rpc_calls_waiting",
-                               "calls waiting for a database slot of their connection "
-                               "(QUEEN_MAX_CONN_DB_CALLS)",
-                               G, NULL, 0, NULL, 0, &f);
-    r->calls_waiting = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+        rc = gauge(r, "queen_rpc_calls_waiting",
+                   "calls waiting for a database slot of their connection "
+                   "(QUEEN_MAX_CONN_DB_CALLS)",
+                   &r->calls_waiting);
     if (rc == QN_OK)
-        rc = qn_metrics_family(r->m, "queen_rpc_streams_open",
-                               "long-lived streams open (Consume, health Watch; bounded by "
-                               "QUEEN_MAX_STREAMS)",
-                               G, NULL, 0, NULL, 0, &f);
-    r->streams_open = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+        rc = gauge(r, "queen_rpc_streams_open",
+                   "long-lived streams open (Consume, health Watch; bounded by "
+                   "QUEEN_MAX_STREAMS)",
+                   &r->streams_open);
     if (rc == QN_OK)
-        rc = qn_metrics_family(r->m, "queen_ready",
-                               "1 while /readyz answers 200 (database up, not shutting down)", G,
-                               NULL, 0, NULL, 0, &f);
-    r->ready = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+        rc = gauge(r, "queen_ready", "1 while /readyz answers 200 (database up, not shutting down)",
+                   &r->ready);
     if (rc == QN_OK)
-        rc = qn_metrics_family(r->m, "queen_start_time_seconds",
-                               "Unix time the broker process started serving", G, NULL, 0, NULL, 0,
-                               &f);
-    r->started = rc == QN_OK ? qn_metric_series(f, NULL) : NULL;
+        rc = gauge(r, "queen_start_time_seconds", "Unix time the broker process started serving",
+                   &r->started);
     if (rc == QN_OK) {
         struct timeval tv;
         gettimeofday(&tv, NULL);

@@ -290,8 +290,8 @@ START_TEST(test_sidecar_purge_cutoff)
 END_TEST
 
 /* The sidecar work list walks the queues a window of 1,000 per call (it probed
- * every queue per call): over one period of the walk a due partition is listed
- * exactly once, and a listed partition's queue is inside the call's window. */
+ * every queue per call): over each period of the walk (the windows of a pass)
+ * a due partition is listed exactly once. */
 START_TEST(test_sidecar_worklist_walks_windows)
 {
     PGconn *c = qt_connect();

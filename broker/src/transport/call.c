@@ -141,11 +141,11 @@ struct qn_call {
     bool hdr_overflow; /* more than the limits: rejected */
     /* inbound */
     struct qn_grpc_reader reader;
-    uint32_t accounted;     /* reader bytes counted in cc->inbound and set->inbound */
+    uint32_t accounted;     /* reader (and held request) bytes in cc->inbound, set->inbound */
     ProtobufCMessage *held; /* unary / server-streaming: request awaiting the end */
     uint32_t held_len;      /* its wire bytes */
     /* held for admission (invariant 8): in cc->adm_head.., its held_len counted
-     * in cc->inbound and the set's inbound */
+     * in accounted (so in cc->inbound and the set's inbound) */
     bool adm_waiting;
     qn_call *adm_prev, *adm_next;
     bool remote_closed;
@@ -337,10 +337,11 @@ static void call_record(qn_call *c, enum qn_grpc_code code)
 
 /* ---------------------------------------------------------------- lifetime */
 
-/* Keeps cc->inbound and set->inbound equal to the bytes the readers hold. */
+/* Keeps cc->inbound and set->inbound equal to the bytes the readers hold, plus
+ * the requests of calls held for admission. */
 static void reader_account(qn_call *c)
 {
-    size_t now = c->cc != NULL ? c->reader.cap : 0;
+    size_t now = c->cc != NULL ? c->reader.cap + (c->adm_waiting ? c->held_len : 0) : 0;
     if (c->cc != NULL)
         c->cc->inbound = c->cc->inbound - c->accounted + now;
     c->set->inbound = c->set->inbound - c->accounted + now;
@@ -486,19 +487,6 @@ static void adm_conn_unlist(struct qn_calls *set, struct qn_call_conn *cc)
     set->nadm_conns--;
 }
 
-static void inbound_add(qn_call *c, size_t n, bool add)
-{
-    struct qn_calls *set = c->set;
-    c->cc->inbound = add ? c->cc->inbound + n : c->cc->inbound - n;
-    set->inbound = add ? set->inbound + n : set->inbound - n;
-    if (set->shared_inbound != NULL) {
-        if (add)
-            atomic_fetch_add(set->shared_inbound, n);
-        else
-            atomic_fetch_sub(set->shared_inbound, n);
-    }
-}
-
 /* Holds c (RECEIVING, request decoded, half-closed) until its connection has
  * room. Its request's wire bytes count as the connection's unfinished input, so
  * held calls are bounded by QUEEN_MAX_CONN_RECV_BYTES and
@@ -519,8 +507,8 @@ static void adm_hold(qn_call *c)
         call_end(c, 200, QN_GRPC_RESOURCE_EXHAUSTED, msg, false);
         return;
     }
-    inbound_add(c, c->held_len, true);
     c->adm_waiting = true;
+    reader_account(c);
     c->adm_next = NULL;
     c->adm_prev = cc->adm_tail;
     if (cc->adm_tail)
@@ -551,7 +539,7 @@ static void adm_unhold(qn_call *c)
     c->adm_prev = c->adm_next = NULL;
     c->adm_waiting = false;
     set->nadm_calls--;
-    inbound_add(c, c->held_len, false);
+    reader_account(c);
     if (cc->adm_head == NULL)
         adm_conn_unlist(set, cc);
 }
