@@ -339,6 +339,28 @@ class Delivery(ConsumeTest):
         finally:
             h.close()
 
+    def test_a_waiting_stream_pops_on_news_not_on_credit_or_acks(self):
+        # Data no hint names (a lease that expired) is found by the re-check
+        # (60 s here), a wake-up or a scan the stream makes for its own reasons;
+        # more credit on top of some, or an answered in-band ack, is no reason:
+        # popping on them made an any-partition scan per batch.
+        q = uniq()
+        self.c.push(q, [b"x"], partition="b")
+        other = self.c.pop(q, lease_seconds=2)
+        self.assertEqual(len(other.messages), 1)
+        s = self.stream(sub(q, batch=1, credits=3))
+        self.assertEqual(s.roundtrip(request_id=1), [])  # subscribed; its scan found b leased
+        wait_until(lambda: not self.c.partition(q, "b").leased, 10, what="the lease to expire")
+        s.credits(1)
+        s.send(Q.ConsumeRequest(request_id=2, ack=Q.AckRequest(items=[Q.AckItem(
+            partition_id=other.messages[0].partition_id, offset=0, lease_id="00000000-0000-4000-8000-000000000000")])))
+        r = s.recv()
+        self.assertEqual((r.request_id, r.WhichOneof("kind")), (2, "ack"))
+        s.recv_none(1.0)
+        # news wakes it
+        self.c.push(q, [b"y"], partition="c")
+        self.assertEqual(self.batch(s).messages[0].partition, "c")
+
     def test_closed_channel_releases_leases(self):
         q = uniq()
         self.c.push(q, [b"a"])

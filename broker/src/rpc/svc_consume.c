@@ -41,6 +41,11 @@
  *      what was there before was found by the scans. A hinted pop that comes
  *      back empty looks at every partition once only when a commit since the
  *      hint reached no consumer of this loop (qn_waiters_unfed).
+ *   6. A stream parked waiting (re-check timer armed, no hint) pops only when
+ *      woken, hinted, re-checked, or given credit after having none: an
+ *      answered in-band ack or more credit on top of some says nothing about
+ *      data (a lease an ack releases is hinted like a commit), and popping on
+ *      them made an any-partition scan per batch.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -103,6 +108,17 @@ struct consume_rpc {
 };
 
 static void consume_pump(struct consume_rpc *c);
+
+/* Something other than news of data happened (an ack answered, more credit on
+ * top of some): pops unless the stream is parked waiting for news with its
+ * re-check armed (invariant 6), which a wake-up, a hint or the re-check ends. */
+static void consume_nudge(struct consume_rpc *c)
+{
+    if (qn_waiter_parked(&c->waiter) && !c->waiter.hinted && c->pop_req == NULL &&
+        evtimer_pending(c->timer, NULL))
+        return;
+    consume_pump(c);
+}
 
 /* The last step of ending a stream: release its leases, free it. */
 static void consume_release_free(struct consume_rpc *c)
@@ -206,7 +222,7 @@ static void consume_ack_done(void *ud, enum qn_grpc_code code, const char *messa
         return;
     }
     if (!consume_maybe_finish(c))
-        consume_pump(c);
+        consume_nudge(c);
 }
 
 static void consume_renew_done(void *ud, enum qn_grpc_code code, const char *message,
@@ -494,11 +510,15 @@ void qn_svc_consume(qn_call *call, ProtobufCMessage *msg)
             consume_end(c, QN_GRPC_INVALID_ARGUMENT, "the first request must subscribe");
             return;
         }
+        bool had = c->credits > 0;
         c->credits += req->credits;
         if (c->credits > 1000000)
             c->credits = 1000000;
         protobuf_c_message_free_unpacked(msg, NULL);
-        consume_pump(c);
+        if (had)
+            consume_nudge(c);
+        else
+            consume_pump(c);
         return;
     case QUEEN__V1__CONSUME_REQUEST__KIND_ACK:
     case QUEEN__V1__CONSUME_REQUEST__KIND_RENEW: {
