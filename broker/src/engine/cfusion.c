@@ -316,13 +316,8 @@ bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const 
     memcpy(partition, p, strlen(p) + 1);
     uint8_t t[16];
     memcpy(t, tenant, 16);
-    if (group == NULL || *group == '\0' || strcmp(group, QUEUE_MODE_GROUP) == 0) {
-        /* pops park under the group as their request spelled it */
-        qn_waiters_feed(cf->waiters, t, queue, "", partition, 0);
-        qn_waiters_feed(cf->waiters, t, queue, QUEUE_MODE_GROUP, partition, 0);
-    } else {
-        qn_waiters_feed(cf->waiters, t, queue, group, partition, 0);
-    }
+    /* the waiters take "" and QUEUE_MODE_GROUP for one group (waiters.h) */
+    qn_waiters_feed(cf->waiters, t, queue, group == NULL ? "" : group, partition, 0);
     return true;
 }
 

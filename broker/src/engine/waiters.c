@@ -163,6 +163,13 @@ static size_t queue_key(const uint8_t tenant[16], const char *queue, char *buf)
     return 16 + ql;
 }
 
+/* The bucket name of a group: the wire's default group is spelled "" or
+ * "__QUEUE_MODE__" (rpc/validate.h), one group either way. */
+static const char *group_key(const char *group)
+{
+    return group == NULL || strcmp(group, "__QUEUE_MODE__") == 0 ? "" : group;
+}
+
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
                     const char *queue, const char *group)
 {
@@ -170,8 +177,7 @@ int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t te
         return QN_OK; /* parked already, or about to be called by a wake pass */
     if (ws->count >= ws->max_parked)
         return QN_EBUSY;
-    if (group == NULL)
-        group = "";
+    group = group_key(group);
     memcpy(w->tenant, tenant, 16);
     struct qn_wait_bucket *b = NULL;
     if (queue == NULL || *queue == '\0') {
@@ -379,6 +385,8 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
     char kbuf[16 + 256];
     size_t klen = queue_key(tenant, queue, kbuf);
     struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
+    if (group != NULL)
+        group = group_key(group);
     /* unfed: some group of the queue may have no consumer on this loop that
      * was told (no waiter parked, or past the pass's cap) */
     bool unfed = node == NULL;

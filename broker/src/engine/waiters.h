@@ -64,6 +64,8 @@ void qn_waiters_free(struct qn_waiters *ws);
  */
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
                     const char *queue, const char *group);
+/* (Groups "" and "__QUEUE_MODE__", the wire's two spellings of the default
+ * group, are one group here, for parking and for qn_waiters_feed's group.) */
 
 /* Unparks w if it is parked (no callback). Also takes w off a wake pass that
  * has not called it yet: an owner may unpark and free any of its waiters from

@@ -566,6 +566,34 @@ START_TEST(feed_counts_commits_nobody_was_told)
 }
 END_TEST
 
+/* The wire spells the default group "" or "__QUEUE_MODE__": one group here. A
+ * release fed under one spelling reaches a consumer parked under the other, and
+ * is not counted unfed (that made every such consumer's next empty hinted pop
+ * scan every partition). */
+START_TEST(default_group_has_two_spellings)
+{
+    setup(100);
+    uint64_t u = qn_waiters_unfed(ws, T1, "q");
+    park(0, "q", "__QUEUE_MODE__", NULL);
+    qn_waiters_feed(ws, T1, "q", "", "p1", 0);
+    ck_assert_int_eq(tws[0].woken, 1);
+    ck_assert_str_eq(tws[0].w.hint, "p1");
+    park(1, "q", "", NULL);
+    qn_waiters_feed(ws, T1, "q", "__QUEUE_MODE__", "p2", 0);
+    ck_assert_int_eq(tws[1].woken, 1);
+    ck_assert_str_eq(tws[1].w.hint, "p2");
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
+    /* one bucket: both parked, one feed wakes one of them */
+    tws[0].w.hinted = tws[1].w.hinted = false;
+    park(0, "q", "", NULL);
+    park(1, "q", "__QUEUE_MODE__", NULL);
+    qn_waiters_feed(ws, T1, "q", NULL, "p3", 0);
+    ck_assert_int_eq(tws[0].woken + tws[1].woken, 3);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_waiters_suite(void)
 {
     Suite *s = suite_create("waiters");
@@ -587,6 +615,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, feed_partition_and_discovery_waiters);
     tcase_add_test(tc, feed_long_partition_wakes_unhinted);
     tcase_add_test(tc, feed_counts_commits_nobody_was_told);
+    tcase_add_test(tc, default_group_has_two_spellings);
     suite_add_tcase(s, tc);
     return s;
 }
