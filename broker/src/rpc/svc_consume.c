@@ -38,9 +38,11 @@
  *      batch from a hinted partition (qn_pop_take_hint) it waits parked for the
  *      next hint, wake-up or re-check: data this broker commits or releases
  *      later is hinted to a parked consumer (waiters.h, engine/cfusion.h), and
- *      what was there before was found by the scans. A hinted pop that comes
- *      back empty looks at every partition once only when a commit since the
- *      hint reached no consumer of this loop (qn_waiters_unfed).
+ *      what was there before was found by the scans. When a commit since the
+ *      hint reached no consumer of this loop (qn_waiters_unfed: this stream
+ *      was busy, and no other was parked), it looks at every partition once
+ *      instead, after a hinted batch as after a hinted pop that came back
+ *      empty (waiting after the batch left such data to the re-check).
  *   6. A stream parked waiting (re-check timer armed, no hint) pops only when
  *      woken, hinted, re-checked, or given credit after having none: an
  *      answered in-band ack or more credit on top of some says nothing about
@@ -98,7 +100,7 @@ struct consume_rpc {
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
     bool hinted;                 /* pop_req leases in a hinted partition only */
-    uint64_t unfed;              /* qn_waiters_unfed when it took that hint */
+    uint64_t unfed;              /* qn_waiters_unfed when it last looked everywhere */
     struct event *timer;         /* re-check while idle */
     struct consume_op *ops;      /* in-flight acks and renewals */
     bool counted;                /* holds a stream slot (qn_rpc_stream_acquire) */
@@ -304,7 +306,8 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         if (c->credits == 0)
             /* no credit: a hint it holds goes to a consumer that can use it */
             qn_pop_pass_hint(c->app, c->tenant, &c->waiter, &c->args);
-        if (c->hinted && !c->rewake && !c->waiter.hinted) {
+        if (c->hinted && !c->rewake && !c->waiter.hinted &&
+            qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue) == c->unfed) {
             /* invariant 5: a hinted batch says nothing about other partitions,
              * whose data has hints of its own; wait for one (or the re-check) */
             consume_arm_timer(c);
@@ -381,7 +384,7 @@ static void consume_pump(struct consume_rpc *c)
     struct qn_call_opts popts = {0, c->tenant, c->filtered ? &c->names.f : NULL};
     struct qn_pop_args a = c->args;
     c->hinted = qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition */
-    if (c->hinted)
+    if (!c->hinted && c->args.queue != NULL)      /* a scan: sees every commit told nobody so far */
         c->unfed = qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue);
     rc = qn_cfusion_pop(c->app->cfusion, c->app->store, &a, &popts, consume_pop_done, c,
                         &c->pop_req);

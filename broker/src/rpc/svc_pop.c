@@ -106,7 +106,7 @@ struct pop_rpc {
     bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
     bool rewake;           /* a commit was seen while a call was in flight */
     bool hinted;           /* the call in flight leases in a hinted partition only */
-    uint64_t unfed;        /* qn_waiters_unfed when it took that hint */
+    uint64_t unfed;        /* qn_waiters_unfed when it last looked everywhere */
     uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
     struct event *timer;   /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
@@ -445,7 +445,7 @@ static void pop_issue(struct pop_rpc *p)
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
     struct qn_pop_args a = p->args;
     p->hinted = qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
-    if (p->hinted)
+    if (!p->hinted && p->args.queue != NULL)      /* a scan: sees every commit told nobody so far */
         p->unfed = qn_waiters_unfed(app->waiters, p->tenant, p->args.queue);
     rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
     if (rc != QN_OK) {
