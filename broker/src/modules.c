@@ -230,13 +230,15 @@ struct peer_commit {
     uint8_t tenant[16];
     char *queue;
     char *partition;
+    struct qn_told told; /* the groups the committing loop told (waiters.h) */
 };
 
 static void peer_commit_run(void *arg)
 {
     struct peer_commit *pc = arg;
     if (pc->app->notifier != NULL && !pc->app->shutting_down)
-        qn_notifier_peer_committed(pc->app->notifier, pc->tenant, pc->queue, pc->partition);
+        qn_notifier_peer_committed(pc->app->notifier, pc->tenant, pc->queue, pc->partition,
+                                   &pc->told);
     free(pc->queue);
     free(pc->partition);
     free(pc);
@@ -247,7 +249,7 @@ static void peer_commit_run(void *arg)
  * re-check (QUEEN_WAKE_RECHECK_MS); the NOTIFY does not reach them, since a
  * store ignores every NOTIFY this process sent (store_listen.c). */
 static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *queue,
-                             const char *partition)
+                             const char *partition, const struct qn_told *told)
 {
     struct queue_module *m = ud;
     if (m->publish_soon != NULL)
@@ -262,6 +264,9 @@ static void broadcast_commit(void *ud, const uint8_t tenant[16], const char *que
         if (pc == NULL)
             return;
         pc->app = peer;
+        pc->told.complete = told->complete;
+        pc->told.len = told->len;
+        memcpy(pc->told.names, told->names, told->len);
         memcpy(pc->tenant, tenant, 16);
         pc->queue = strdup(queue);
         pc->partition = partition ? strdup(partition) : NULL;

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct qn_told; /* engine/waiters.h */
+
 struct event_base;
 struct qn_waiters;
 struct qn_cfusion;
@@ -128,6 +130,10 @@ bool qn_cfusion_holds(const struct qn_cfusion *cf, const uint8_t tenant[16], con
  */
 void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
                             const char *partition, size_t discovery, int64_t now_ms);
+/* The same, with the told sets of qn_waiters_feed_told (either NULL). */
+void qn_cfusion_commit_feed_told(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
+                                 const char *partition, size_t discovery, int64_t now_ms,
+                                 const struct qn_told *told_in, struct qn_told *told_out);
 
 /* release_lease_v1 of worker (tenant's) answered: every lease it held here is
  * released as an ack's release is (qn_cfusion_released). */

@@ -93,18 +93,28 @@ static void notify_flush(evutil_socket_t fd, short what, void *ud)
     drop_queues(nt);
 }
 
-void qn_notifier_peer_committed(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,
-                                const char *partition)
+/* Feeds this loop's waiters; told_in: groups another loop told; told_out: the
+ * groups told here. */
+static void feed_here(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,
+                      const char *partition, const struct qn_told *told_in,
+                      struct qn_told *told_out)
 {
     nt->commits[bucket(tenant, queue)]++;
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h), and nobody of a group whose
      * lease there a consumer of this loop holds (its release hints: cfusion.h) */
     if (nt->cfusion != NULL)
-        qn_cfusion_commit_feed(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
-                               qn_store_now_ms());
+        qn_cfusion_commit_feed_told(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
+                                    qn_store_now_ms(), told_in, told_out);
     else
-        qn_waiters_feed(nt->waiters, tenant, queue, NULL, partition, QN_NOTIFY_WAKE_PER_GROUP);
+        qn_waiters_feed_told(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP, NULL,
+                             NULL, told_in, told_out);
+}
+
+void qn_notifier_peer_committed(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,
+                                const char *partition, const struct qn_told *told)
+{
+    feed_here(nt, tenant, queue, partition, told, NULL);
 }
 
 void qn_notifier_set_peers(struct qn_notifier *nt, qn_notifier_peer_fn fn, void *ud)
@@ -117,9 +127,10 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
                            const char *partition)
 {
     struct qn_notifier *nt = ud;
-    qn_notifier_peer_committed(nt, tenant, queue, partition);
+    struct qn_told told;
+    feed_here(nt, tenant, queue, partition, NULL, &told);
     if (nt->peers != NULL)
-        nt->peers(nt->peers_ud, tenant, queue, partition);
+        nt->peers(nt->peers_ud, tenant, queue, partition, &told);
     bool known = false;
     for (size_t i = 0; i < nt->n && !known; i++)
         known = strcmp(nt->queues[i], queue) == 0 && memcmp(nt->tenants[i], tenant, 16) == 0;

@@ -59,17 +59,21 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
  * qn_notifier_committed hears is also given to fn (ud borrowed until
  * qn_notifier_free; NULL fn: none), which carries it to the other loops, where
  * qn_notifier_peer_committed wakes their waiters at once instead of after the
- * NOTIFY round trip.
+ * NOTIFY round trip. told (borrowed for the call): the groups the committing
+ * loop told (waiters.h); the other loops wake only that partition's own
+ * waiters of those groups. (Feeding every group on every loop woke one
+ * consumer per group per loop, and all but one of those pops came back empty.)
  */
+struct qn_told;
 typedef void (*qn_notifier_peer_fn)(void *ud, const uint8_t tenant[16], const char *queue,
-                                    const char *partition);
+                                    const char *partition, const struct qn_told *told);
 void qn_notifier_set_peers(struct qn_notifier *n, qn_notifier_peer_fn fn, void *ud);
 
 /* Another loop of this process committed to (tenant, queue, partition): wakes
  * this loop's waiters as a local commit would (no NOTIFY: the committing loop
  * sends it). */
 void qn_notifier_peer_committed(struct qn_notifier *n, const uint8_t tenant[16], const char *queue,
-                                const char *partition);
+                                const char *partition, const struct qn_told *told);
 
 /* Commits heard so far to (tenant, queue) (this loop's, other loops', other
  * brokers' NOTIFYs; counted per bucket of a hash, so another queue's may count

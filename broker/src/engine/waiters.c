@@ -287,7 +287,7 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uin
  * waiter for exactly this partition is taken as well. *fed: an "any
  * partition" waiter was picked. */
 static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, struct qn_waiter **out,
-                           size_t cap, size_t n, bool *fed)
+                           size_t cap, size_t n, bool *fed, bool *ready_pick)
 {
     struct qn_waiter *any = NULL, *ready = NULL;
     for (struct qn_waiter *w = b->head; w && n < cap; w = w->next) {
@@ -302,6 +302,7 @@ static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, stru
             ready = w;
     }
     struct qn_waiter *pick = ready ? ready : any;
+    *ready_pick = ready != NULL;
     if (pick != NULL && n < cap) {
         /* a hint it has not taken yet (parked, waiting for budget) is replaced:
          * that partition was told to nobody */
@@ -376,9 +377,29 @@ uint64_t qn_waiters_unfed(const struct qn_waiters *ws, const uint8_t tenant[16],
     return ws->unfed[unfed_slot(kbuf, klen)];
 }
 
+static bool told_has(const struct qn_told *t, const char *group)
+{
+    for (size_t i = 0; t->complete && i < t->len; i += strlen(t->names + i) + 1)
+        if (strcmp(t->names + i, group) == 0)
+            return true;
+    return false;
+}
+
+static void told_add(struct qn_told *t, const char *group)
+{
+    size_t gl = strlen(group) + 1;
+    if (t->len + gl > QN_TOLD_BYTES) {
+        t->complete = false;
+        return;
+    }
+    memcpy(t->names + t->len, group, gl);
+    t->len = (uint16_t)(t->len + gl);
+}
+
 static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                  const char *group, const char *partition, size_t discovery,
-                 bool (*skip)(void *ud, const char *group), void *ud)
+                 bool (*skip)(void *ud, const char *group), void *ud, const struct qn_told *told_in,
+                 struct qn_told *told_out)
 {
     struct qn_waiter *wake[WAKE_BATCH];
     size_t n = 0;
@@ -387,6 +408,10 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
     struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
     if (group != NULL)
         group = group_key(group);
+    if (told_out != NULL) {
+        told_out->complete = true;
+        told_out->len = 0;
+    }
     /* unfed: some group of the queue may have no consumer on this loop that
      * was told (no waiter parked, or past the pass's cap) */
     bool unfed = node == NULL;
@@ -397,12 +422,23 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
             if (group != NULL && strcmp(b->group, group) != 0)
                 continue;
             seen = true;
-            if (skip != NULL && skip(ud, b->group))
+            if (told_in != NULL && told_has(told_in, b->group)) {
+                /* told on another loop: this partition's own waiters only */
+                if (n < WAKE_BATCH)
+                    n = collect(ws, b, NULL, partition, 0, wake, WAKE_BATCH, n);
+                continue;
+            }
+            if (skip != NULL && skip(ud, b->group)) {
+                if (told_out != NULL)
+                    told_add(told_out, b->group);
                 continue; /* its lease is held here: the release hints */
-            bool fed = false;
+            }
+            bool fed = false, ready = false;
             if (n < WAKE_BATCH)
-                n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed);
+                n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed, &ready);
             unfed = unfed || !fed;
+            if (fed && ready && told_out != NULL)
+                told_add(told_out, b->group); /* a consumer that pops at once */
         }
         unfed = unfed || (group != NULL && !seen);
     }
@@ -420,7 +456,7 @@ void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char
         qn_waiters_notify(ws, tenant, queue, partition, discovery);
         return;
     }
-    feed(ws, tenant, queue, group, partition, discovery, NULL, NULL);
+    feed(ws, tenant, queue, group, partition, discovery, NULL, NULL, NULL, NULL);
 }
 
 void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
@@ -431,7 +467,21 @@ void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], con
         qn_waiters_notify(ws, tenant, queue, partition, discovery);
         return;
     }
-    feed(ws, tenant, queue, NULL, partition, discovery, skip, ud);
+    feed(ws, tenant, queue, NULL, partition, discovery, skip, ud, NULL, NULL);
+}
+
+void qn_waiters_feed_told(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                          const char *partition, size_t discovery,
+                          bool (*skip)(void *ud, const char *group), void *ud,
+                          const struct qn_told *told_in, struct qn_told *told_out)
+{
+    if (tenant == NULL || queue == NULL || partition == NULL) {
+        if (told_out != NULL)
+            *told_out = (struct qn_told){0}; /* incomplete: none told */
+        qn_waiters_notify(ws, tenant, queue, partition, discovery);
+        return;
+    }
+    feed(ws, tenant, queue, NULL, partition, discovery, skip, ud, told_in, told_out);
 }
 
 struct name_list {

@@ -111,6 +111,30 @@ void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], con
                             bool (*skip)(void *ud, const char *group), void *ud);
 
 /*
+ * The groups one loop's feed of a commit told (an "any partition" waiter of
+ * the group picked that can pop at once, its ready() true, or the group
+ * skipped because its lease is held), for the
+ * process's other loops (engine/notifier.h): there, those groups' "any
+ * partition" waiters are not woken again (all but one of such pops would come
+ * back empty). complete = false: more names than fit; treat it as none told.
+ */
+#define QN_TOLD_BYTES 512
+struct qn_told {
+    bool complete;
+    uint16_t len;              /* bytes of names used */
+    char names[QN_TOLD_BYTES]; /* group names, each NUL-terminated */
+};
+
+/* As qn_waiters_feed_except (tenant, queue, partition non-NULL), with, when
+ * not NULL: told_in, groups told on another loop (only this partition's
+ * waiters of those groups wake here, and they are not unfed); told_out, set to
+ * the groups this call told. */
+void qn_waiters_feed_told(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                          const char *partition, size_t discovery,
+                          bool (*skip)(void *ud, const char *group), void *ud,
+                          const struct qn_told *told_in, struct qn_told *told_out);
+
+/*
  * A count that moves whenever a feed (qn_waiters_feed, qn_waiters_feed_except)
  * for (tenant, queue) left a group of that queue without a hinted waiter on
  * this loop (none parked, or none at all): that commit's data may sit where no

@@ -594,6 +594,82 @@ START_TEST(default_group_has_two_spellings)
 }
 END_TEST
 
+static bool never_ready(const struct qn_waiter *w)
+{
+    (void)w;
+    return false;
+}
+
+/* One loop's feed reports the groups it told; another loop, fed the same
+ * commit with that set, wakes only that partition's own waiters of those
+ * groups (not an "any partition" consumer: its pop would come back empty), and
+ * feeds the other groups as usual. */
+START_TEST(groups_told_on_another_loop)
+{
+    setup(100);
+    struct qn_told told;
+    park(0, "q", "g", NULL);
+    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
+    ck_assert(told.complete);
+    ck_assert_int_eq(told.len, 2);
+    ck_assert_str_eq(told.names, "g"); /* h has no consumer here: not told */
+    ck_assert_int_eq(tws[0].woken, 1);
+    /* the other loop: any and partition waiters of g, an any waiter of h */
+    uint64_t u = qn_waiters_unfed(ws, T1, "q");
+    tws[0].w.hinted = false;
+    park(0, "q", "g", NULL);
+    park(1, "q", "g", "p");
+    park(2, "q", "h", NULL);
+    park(3, "q", "g", "other");
+    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, &told, NULL);
+    ck_assert_int_eq(tws[0].woken, 1); /* told on the first loop */
+    ck_assert_int_eq(tws[1].woken, 1); /* its partition's own waiter */
+    ck_assert_int_eq(tws[2].woken, 1);
+    ck_assert(tws[2].w.hinted);
+    ck_assert_str_eq(tws[2].w.hint, "p");
+    ck_assert_int_eq(tws[3].woken, 0);
+    ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
+    /* a group whose picked consumer cannot pop at once is not told: the
+     * other loops feed it too */
+    tws[0].w.hinted = false;
+    park(5, "q", "k", NULL);
+    tws[5].w.ready = never_ready;
+    qn_waiters_feed_told(ws, T1, "q", "p2", 0, NULL, NULL, NULL, &told);
+    ck_assert_int_eq(tws[5].woken, 1); /* the only one of k: picked anyway */
+    ck_assert_int_eq(tws[0].woken, 2);
+    ck_assert(told.complete);
+    ck_assert_str_eq(told.names, "g");
+    ck_assert_int_eq(told.len, 2);
+    park(0, "q", "g", NULL);
+    tws[0].w.hinted = false;
+    /* an incomplete set (too many names) counts as none told */
+    struct qn_told full = {0};
+    full.complete = false;
+    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, &full, NULL);
+    ck_assert_int_eq(tws[0].woken, 3);
+    teardown();
+}
+END_TEST
+
+/* More group names than a told set holds: it says so (complete = false). */
+START_TEST(told_set_overflows_to_incomplete)
+{
+    setup(MAXW);
+    char groups[MAXW][40];
+    for (int i = 0; i < 20; i++) {
+        snprintf(groups[i], sizeof groups[i], "group-with-a-long-name-%016d", i);
+        park(i, "q", groups[i], NULL);
+    }
+    struct qn_told told;
+    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
+    ck_assert(!told.complete);
+    ck_assert_int_le(told.len, QN_TOLD_BYTES);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(tws[i].woken, 1);
+    teardown();
+}
+END_TEST
+
 Suite *qn_test_waiters_suite(void)
 {
     Suite *s = suite_create("waiters");
@@ -616,6 +692,8 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, feed_long_partition_wakes_unhinted);
     tcase_add_test(tc, feed_counts_commits_nobody_was_told);
     tcase_add_test(tc, default_group_has_two_spellings);
+    tcase_add_test(tc, groups_told_on_another_loop);
+    tcase_add_test(tc, told_set_overflows_to_incomplete);
     suite_add_tcase(s, tc);
     return s;
 }
