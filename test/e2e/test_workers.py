@@ -50,6 +50,89 @@ def served_by(broker, n):
     return {k for k in range(n) if "connection on worker=%d" % k in text}
 
 
+class Hints(unittest.TestCase):
+    """Two loops and a re-check of 60 s: a commit reaches the consumers of every
+    group at once, wherever their loops are (the committing loop tells its own,
+    the other loop the groups it did not tell)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.b = Broker("product", db="e2e_workers_hints",
+                       env={"QUEEN_WORKERS": "2", "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.b.stop()
+
+    def streams(self, q, groups):
+        cs = [Client(own_channel(self.b)) for _ in groups]
+        for c in cs:
+            c.health()  # connect now, in this order: one per loop
+        ss = [ConsumeStream(c, Q.ConsumeSubscribe(queue=q, consumer_group=g, batch=10, credits=100,
+                                                  auto_ack=True))
+              for c, g in zip(cs, groups)]
+        for s in ss:
+            s.roundtrip()
+        return cs, ss
+
+    def received(self, s, n):
+        got = []
+        while len(got) < n:
+            try:
+                r = s.recv(20)  # well before a re-check
+            except AssertionError as e:
+                raise AssertionError("%s; received %r" % (e, got))
+            self.assertEqual(r.WhichOneof("kind"), "batch", r)
+            got += [m.payload for m in r.batch.messages]
+        return got
+
+    def test_each_group_hears_a_commit_on_either_loop(self):
+        q = uniq("hint")
+        cs, ss = self.streams(q, ["g1", "g2"])
+        try:
+            self.assertEqual(served_by(self.b, 2), {0, 1})
+            want = [b"m%d" % i for i in range(8)]
+            cs[0].push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=m)
+                              for i, m in enumerate(want)])
+            for c, s, g in zip(cs, ss, ["g1", "g2"]):
+                try:
+                    self.assertEqual(sorted(self.received(s, len(want))), want)
+                except AssertionError as e:
+                    state = [(p.partition, p.committed, p.leased) for p in c.get_queue(q, group=g).partitions]
+                    raise AssertionError("%s: %s; partitions %r" % (g, e, state))
+        finally:
+            for s in ss:
+                s.cancel()
+            for c in cs:
+                c.close()
+
+    def test_one_group_on_both_loops_gets_each_commit_once(self):
+        q = uniq("hint")
+        cs, ss = self.streams(q, ["g", "g"])
+        try:
+            want = [b"m%d" % i for i in range(8)]
+            for i, m in enumerate(want):  # one commit at a time, owners of both loops
+                cs[i % 2].push(q, [m], partition="p%d" % i)
+            got = []
+            deadline = time.monotonic() + 20  # well before a re-check
+            while len(got) < len(want):
+                self.assertLess(time.monotonic(), deadline, "only %r arrived" % got)
+                for s in ss:
+                    if not s._in.empty():
+                        r = s.recv(1)
+                        self.assertEqual(r.WhichOneof("kind"), "batch", r)
+                        got += [m.payload for m in r.batch.messages]
+                time.sleep(0.01)
+            self.assertEqual(sorted(got), want)
+            for s in ss:
+                s.recv_none(0.5)
+        finally:
+            for s in ss:
+                s.cancel()
+            for c in cs:
+                c.close()
+
+
 class Workers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -34,7 +34,9 @@
  *      release sent before its commit would miss what it leased.
  *   4. The stream holds one slot of QUEEN_MAX_STREAMS while c exists with a call.
  *   5. After a batch from an any-partition scan the stream pops again at once
- *      (more partitions may hold data) until a pop comes back empty; after a
+ *      (more partitions may hold data) until a scan comes back empty, hinted
+ *      pops in between included (c->scanning: a hint that arrives mid-chain
+ *      does not end it, which left the rest to the re-check); after a
  *      batch from a hinted partition (qn_pop_take_hint) it waits parked for the
  *      next hint, wake-up or re-check: data this broker commits or releases
  *      later is hinted to a parked consumer (waiters.h, engine/cfusion.h), and
@@ -100,6 +102,7 @@ struct consume_rpc {
     struct qn_waiter waiter;
     bool rewake;                 /* a commit was seen while pop_req was in flight */
     bool hinted;                 /* pop_req leases in a hinted partition only */
+    bool scanning;               /* a scan found data, and none has come back empty since */
     uint64_t unfed;              /* qn_waiters_unfed when it last looked everywhere */
     struct event *timer;         /* re-check while idle */
     struct consume_op *ops;      /* in-flight acks and renewals */
@@ -291,6 +294,8 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         consume_free(c);
         return;
     }
+    if (!c->hinted)
+        c->scanning = res->n > 0; /* invariant 5: the chain ends with an empty scan */
     if (res->n > 0) {
         long sent =
             qn_pop_send_batch(c->app, c->call, &c->args, res,
@@ -306,7 +311,7 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         if (c->credits == 0)
             /* no credit: a hint it holds goes to a consumer that can use it */
             qn_pop_pass_hint(c->app, c->tenant, &c->waiter, &c->args);
-        if (c->hinted && !c->rewake && !c->waiter.hinted &&
+        if (c->hinted && !c->rewake && !c->waiter.hinted && !c->scanning &&
             qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue) == c->unfed) {
             /* invariant 5: a hinted batch says nothing about other partitions,
              * whose data has hints of its own; wait for one (or the re-check) */
@@ -319,7 +324,7 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
     qn_call_unreserve(c->call); /* an idle stream holds no budget */
     if (consume_maybe_finish(c))
         return;
-    if (c->rewake ||
+    if (c->rewake || (c->hinted && c->scanning) ||
         (c->hinted && qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue) != c->unfed)) {
         /* a hinted partition found empty was taken by another consumer; when a
          * commit since the hint told no consumer of this loop (waiters.h), its
