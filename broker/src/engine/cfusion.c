@@ -461,14 +461,8 @@ static bool skip_held(void *ud, const char *group)
 }
 
 void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
-                            const char *partition, size_t discovery, int64_t now_ms)
-{
-    qn_cfusion_commit_feed_told(cf, tenant, queue, partition, discovery, now_ms, NULL, NULL);
-}
-
-void qn_cfusion_commit_feed_told(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
-                                 const char *partition, size_t discovery, int64_t now_ms,
-                                 const struct qn_told *told_in, struct qn_told *told_out)
+                            const char *partition, size_t discovery, int64_t now_ms,
+                            const struct qn_told *told_in, struct qn_told *told_out)
 {
     if (told_out != NULL)
         *told_out = (struct qn_told){0}; /* incomplete until a feed says */
@@ -488,8 +482,8 @@ void qn_cfusion_commit_feed_told(struct qn_cfusion *cf, const uint8_t tenant[16]
     /* the entry lives through the skip calls: they run before any wake-up */
     struct qn_held *shared = kl > 0 ? cf->shared : NULL;
     struct skip_ctx c = {e, shared, shared ? qn_hash_bytes(kbuf, kl) : 0, now_ms};
-    qn_waiters_feed_told(cf->waiters, tenant, queue, partition, discovery,
-                         e || shared ? skip_held : NULL, &c, told_in, told_out);
+    qn_waiters_feed_except(cf->waiters, tenant, queue, partition, discovery,
+                           e || shared ? skip_held : NULL, &c, told_in, told_out);
 }
 
 struct released {

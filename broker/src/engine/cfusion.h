@@ -126,14 +126,12 @@ bool qn_cfusion_holds(const struct qn_cfusion *cf, const uint8_t tenant[16], con
  * This broker committed to (tenant, queue, partition) at now_ms: records it
  * (qn_cfusion_committed) and wakes waiters as qn_waiters_feed(..., NULL group,
  * ..., discovery) does, except every group whose lease on the partition a
- * consumer of this broker holds.
+ * consumer of this broker holds; told_in and told_out (optional) as for
+ * qn_waiters_feed_except.
  */
 void qn_cfusion_commit_feed(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
-                            const char *partition, size_t discovery, int64_t now_ms);
-/* The same, with the told sets of qn_waiters_feed_told (either NULL). */
-void qn_cfusion_commit_feed_told(struct qn_cfusion *cf, const uint8_t tenant[16], const char *queue,
-                                 const char *partition, size_t discovery, int64_t now_ms,
-                                 const struct qn_told *told_in, struct qn_told *told_out);
+                            const char *partition, size_t discovery, int64_t now_ms,
+                            const struct qn_told *told_in, struct qn_told *told_out);
 
 /* release_lease_v1 of worker (tenant's) answered: every lease it held here is
  * released as an ack's release is (qn_cfusion_released). */

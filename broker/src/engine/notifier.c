@@ -104,11 +104,11 @@ static void feed_here(struct qn_notifier *nt, const uint8_t tenant[16], const ch
      * group), hinted with the partition (waiters.h), and nobody of a group whose
      * lease there a consumer of this loop holds (its release hints: cfusion.h) */
     if (nt->cfusion != NULL)
-        qn_cfusion_commit_feed_told(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
-                                    qn_store_now_ms(), told_in, told_out);
+        qn_cfusion_commit_feed(nt->cfusion, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
+                               qn_store_now_ms(), told_in, told_out);
     else
-        qn_waiters_feed_told(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP, NULL,
-                             NULL, told_in, told_out);
+        qn_waiters_feed_except(nt->waiters, tenant, queue, partition, QN_NOTIFY_WAKE_PER_GROUP,
+                               NULL, NULL, told_in, told_out);
 }
 
 void qn_notifier_peer_committed(struct qn_notifier *nt, const uint8_t tenant[16], const char *queue,

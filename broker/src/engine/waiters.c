@@ -461,19 +461,8 @@ void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char
 
 void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                             const char *partition, size_t discovery,
-                            bool (*skip)(void *ud, const char *group), void *ud)
-{
-    if (tenant == NULL || queue == NULL || partition == NULL) {
-        qn_waiters_notify(ws, tenant, queue, partition, discovery);
-        return;
-    }
-    feed(ws, tenant, queue, NULL, partition, discovery, skip, ud, NULL, NULL);
-}
-
-void qn_waiters_feed_told(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                          const char *partition, size_t discovery,
-                          bool (*skip)(void *ud, const char *group), void *ud,
-                          const struct qn_told *told_in, struct qn_told *told_out)
+                            bool (*skip)(void *ud, const char *group), void *ud,
+                            const struct qn_told *told_in, struct qn_told *told_out)
 {
     if (tenant == NULL || queue == NULL || partition == NULL) {
         if (told_out != NULL)

@@ -102,21 +102,13 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
 void qn_waiters_feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                      const char *group, const char *partition, size_t discovery);
 
-/* As qn_waiters_feed(ws, tenant, queue, NULL, partition, discovery) (all
- * non-NULL), but no waiter of a group for which skip(ud, group) is true is
- * woken (engine/cfusion.c: groups whose lease on the partition is held here).
- * skip runs before any wake-up. */
-void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                            const char *partition, size_t discovery,
-                            bool (*skip)(void *ud, const char *group), void *ud);
-
 /*
  * The groups one loop's feed of a commit told (an "any partition" waiter of
  * the group picked that can pop at once, its ready() true, or the group
- * skipped because its lease is held), for the
- * process's other loops (engine/notifier.h): there, those groups' "any
- * partition" waiters are not woken again (all but one of such pops would come
- * back empty). complete = false: more names than fit; treat it as none told.
+ * skipped because its lease is held), for the process's other loops
+ * (engine/notifier.h): there, those groups' "any partition" waiters are not
+ * woken again (all but one of such pops would come back empty). complete =
+ * false: more names than fit; treat it as none told.
  */
 #define QN_TOLD_BYTES 512
 struct qn_told {
@@ -125,21 +117,28 @@ struct qn_told {
     char names[QN_TOLD_BYTES]; /* group names, each NUL-terminated */
 };
 
-/* As qn_waiters_feed_except (tenant, queue, partition non-NULL), with, when
- * not NULL: told_in, groups told on another loop (only this partition's
- * waiters of those groups wake here, and they are not unfed); told_out, set to
- * the groups this call told. */
-void qn_waiters_feed_told(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
-                          const char *partition, size_t discovery,
-                          bool (*skip)(void *ud, const char *group), void *ud,
-                          const struct qn_told *told_in, struct qn_told *told_out);
+/*
+ * As qn_waiters_feed(ws, tenant, queue, NULL, partition, discovery) (all
+ * non-NULL), with, each optional (NULL):
+ *   skip: no waiter of a group for which skip(ud, group) is true is woken
+ *         (engine/cfusion.c: groups whose lease on the partition is held
+ *         here); skip runs before any wake-up;
+ *   told_in: groups told on another loop: only this partition's own waiters
+ *         of those groups wake here, and they are not unfed;
+ *   told_out: set to the groups this call told.
+ */
+void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                            const char *partition, size_t discovery,
+                            bool (*skip)(void *ud, const char *group), void *ud,
+                            const struct qn_told *told_in, struct qn_told *told_out);
 
 /*
  * A count that moves whenever a feed (qn_waiters_feed, qn_waiters_feed_except)
  * for (tenant, queue) left a group of that queue without a hinted waiter on
  * this loop (none parked, or none at all): that commit's data may sit where no
  * consumer here was told. A consumer whose hinted partition came back empty
- * looks at every partition only when this moved since it took the hint;
+ * (or a stream after a hinted batch) looks at every partition only when this
+ * moved since its last look at every partition (its last scan);
  * otherwise every partition with news had a consumer of its own, and it waits.
  * Queues share 64 slots, so a move may be another queue's (a needless scan,
  * never a missed one).

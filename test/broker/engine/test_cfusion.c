@@ -274,14 +274,14 @@ START_TEST(commit_to_held_partition_wakes_nobody_of_that_group)
     park(5, T1, "q", "g");
     park(1, T1, "q", "h");
     park(2, T2, "q", "g");
-    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1500);
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1500, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 0);
     ck_assert_int_eq(cws[5].woken, 0);
     ck_assert_int_eq(cws[1].woken, 1);
     ck_assert(cws[1].w.hinted);
     ck_assert_int_eq(total_woken(), 1);
     /* another tenant's partition of the same names is not held here */
-    qn_cfusion_commit_feed(cf, T2, "q", "p", 0, 1500);
+    qn_cfusion_commit_feed(cf, T2, "q", "p", 0, 1500, NULL, NULL);
     ck_assert_int_eq(cws[2].woken, 1);
     /* the ack releases: the commit after the lease is hinted to group g */
     ck_assert(qn_cfusion_released(cf, T1, pid, "g"));
@@ -291,7 +291,7 @@ START_TEST(commit_to_held_partition_wakes_nobody_of_that_group)
     ck_assert_str_eq(cws[0].w.hint, "p");
     /* not held any more: the next commit wakes the group */
     park(0, T1, "q", "g");
-    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1600);
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 1600, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 2);
     teardown();
 }
@@ -318,9 +318,9 @@ START_TEST(worker_release_hints_its_partitions)
     ck_assert_uint_eq(qn_cfusion_held_count(cf), 4);
     for (int i = 0; i < 4; i++)
         park(i, T1, "q", "g");
-    qn_cfusion_commit_feed(cf, T1, "q", "a", 0, 1100);
-    qn_cfusion_commit_feed(cf, T1, "q", "b", 0, 1100);
-    qn_cfusion_commit_feed(cf, T1, "q", "d", 0, 1100);
+    qn_cfusion_commit_feed(cf, T1, "q", "a", 0, 1100, NULL, NULL);
+    qn_cfusion_commit_feed(cf, T1, "q", "b", 0, 1100, NULL, NULL);
+    qn_cfusion_commit_feed(cf, T1, "q", "d", 0, 1100, NULL, NULL);
     ck_assert_int_eq(total_woken(), 0);
     qn_cfusion_worker_released(cf, T2, "w1"); /* another tenant's worker of that id */
     ck_assert_uint_eq(qn_cfusion_held_count(cf), 4);
@@ -345,7 +345,7 @@ START_TEST(expiry_releases_and_hints)
     qn_cfusion_learn(cf, T1, pid, "q", "p", "", false, 1000);
     qn_cfusion_hold(cf, T1, pid, "", "w1", 5000);
     park(0, T1, "q", "__QUEUE_MODE__"); /* the queue-mode group, spelled the other way */
-    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 2000);
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 2000, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 0);
     ck_assert_uint_eq(qn_cfusion_expire(cf, 4999), 0);
     ck_assert_int_eq(cws[0].woken, 0);
@@ -366,7 +366,7 @@ START_TEST(expiry_releases_and_hints)
     /* a hold whose expiry passed without the timer: commits wake again */
     qn_cfusion_hold(cf, T1, pid, "", "w2", 6000);
     park(0, T1, "q", "");
-    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 6000);
+    qn_cfusion_commit_feed(cf, T1, "q", "p", 0, 6000, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 2);
     teardown();
 }
@@ -428,20 +428,20 @@ START_TEST(a_lease_held_on_another_loop_skips_the_group)
     ck_assert_int_eq(qn_waiters_park(ws2, &cws[1].w, T1, "q", "h"), QN_OK);
     ck_assert_int_eq(qn_waiters_park(ws2, &cws[2].w, T2, "q", "__QUEUE_MODE__"), QN_OK);
     uint64_t unfed = qn_waiters_unfed(ws2, T1, "q");
-    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1500);
+    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1500, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 0);
     ck_assert_int_eq(cws[1].woken, 1);
     ck_assert_uint_eq(qn_waiters_unfed(ws2, T1, "q"), unfed); /* skipped, not lost */
     /* the same names in another tenant, another partition: not held */
-    qn_cfusion_commit_feed(cf2, T2, "q", "p", 0, 1500);
+    qn_cfusion_commit_feed(cf2, T2, "q", "p", 0, 1500, NULL, NULL);
     ck_assert_int_eq(cws[2].woken, 1);
-    qn_cfusion_commit_feed(cf2, T1, "q", "p2", 0, 1500);
+    qn_cfusion_commit_feed(cf2, T1, "q", "p2", 0, 1500, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 1);
     /* released on loop 1: off the set, and loop 2 wakes the group again */
     ck_assert_int_eq(qn_waiters_park(ws2, &cws[0].w, T1, "q", ""), QN_OK);
     qn_cfusion_released(cf, T1, pid, "");
     ck_assert_uint_eq(qn_held_count(shared), 0);
-    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1600);
+    qn_cfusion_commit_feed(cf2, T1, "q", "p", 0, 1600, NULL, NULL);
     ck_assert_int_eq(cws[0].woken, 2);
     ck_assert_str_eq(cws[0].w.hint, "p");
     /* a hold that ends with its entry (directory emptied) leaves the set too */

@@ -546,7 +546,7 @@ START_TEST(feed_counts_commits_nobody_was_told)
     ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), ++u);
     ck_assert_int_eq(tws[0].woken, 2);
     /* a group whose lease is held here is skipped on purpose: not a loss */
-    qn_waiters_feed_except(ws, T1, "q", "p6", 0, skip_all, NULL);
+    qn_waiters_feed_except(ws, T1, "q", "p6", 0, skip_all, NULL, NULL, NULL);
     ck_assert_uint_eq(qn_waiters_unfed(ws, T1, "q"), u);
     ck_assert_int_eq(tws[0].woken, 2);
     /* a parked waiter still holding a hint it has not taken gets a new one:
@@ -609,7 +609,7 @@ START_TEST(groups_told_on_another_loop)
     setup(100);
     struct qn_told told;
     park(0, "q", "g", NULL);
-    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
+    qn_waiters_feed_except(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
     ck_assert(told.complete);
     ck_assert_int_eq(told.len, 2);
     ck_assert_str_eq(told.names, "g"); /* h has no consumer here: not told */
@@ -621,7 +621,7 @@ START_TEST(groups_told_on_another_loop)
     park(1, "q", "g", "p");
     park(2, "q", "h", NULL);
     park(3, "q", "g", "other");
-    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, &told, NULL);
+    qn_waiters_feed_except(ws, T1, "q", "p", 0, NULL, NULL, &told, NULL);
     ck_assert_int_eq(tws[0].woken, 1); /* told on the first loop */
     ck_assert_int_eq(tws[1].woken, 1); /* its partition's own waiter */
     ck_assert_int_eq(tws[2].woken, 1);
@@ -634,7 +634,7 @@ START_TEST(groups_told_on_another_loop)
     tws[0].w.hinted = false;
     park(5, "q", "k", NULL);
     tws[5].w.ready = never_ready;
-    qn_waiters_feed_told(ws, T1, "q", "p2", 0, NULL, NULL, NULL, &told);
+    qn_waiters_feed_except(ws, T1, "q", "p2", 0, NULL, NULL, NULL, &told);
     ck_assert_int_eq(tws[5].woken, 1); /* the only one of k: picked anyway */
     ck_assert_int_eq(tws[0].woken, 2);
     ck_assert(told.complete);
@@ -645,7 +645,7 @@ START_TEST(groups_told_on_another_loop)
     /* an incomplete set (too many names) counts as none told */
     struct qn_told full = {0};
     full.complete = false;
-    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, &full, NULL);
+    qn_waiters_feed_except(ws, T1, "q", "p", 0, NULL, NULL, &full, NULL);
     ck_assert_int_eq(tws[0].woken, 3);
     teardown();
 }
@@ -661,7 +661,7 @@ START_TEST(told_set_overflows_to_incomplete)
         park(i, "q", groups[i], NULL);
     }
     struct qn_told told;
-    qn_waiters_feed_told(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
+    qn_waiters_feed_except(ws, T1, "q", "p", 0, NULL, NULL, NULL, &told);
     ck_assert(!told.complete);
     ck_assert_int_le(told.len, QN_TOLD_BYTES);
     for (int i = 0; i < 20; i++)
