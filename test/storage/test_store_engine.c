@@ -16,6 +16,7 @@
 #include "pgtest.h"
 #include "queen/error.h"
 #include "storage_test.h"
+#include "store_engine.h"
 #include "store_int.h"
 
 static struct event_base *B;
@@ -865,6 +866,79 @@ START_TEST(deadlock_is_retried)
 }
 END_TEST
 
+/* A call that always conflicts (40001), counting its attempts in a sequence,
+ * which a rollback does not undo. */
+static qn_store *conflicting_store(int retries)
+{
+    struct qn_store_config cfg;
+    qn_store_config_defaults(&cfg);
+    cfg.conninfo = CI;
+    cfg.pool_size = 1;
+    cfg.conflict_retries = retries;
+    qn_store *st = qt_store_cfg(B, &cfg);
+    struct qt_status q;
+    ck_assert_int_eq(qt_exec(B, st, "CREATE SEQUENCE IF NOT EXISTS tries", &q), QN_OK);
+    ck_assert_int_eq(qt_exec(B, st,
+                             "CREATE OR REPLACE FUNCTION always_conflict() RETURNS int "
+                             "LANGUAGE plpgsql AS $$ BEGIN PERFORM nextval('tries'); "
+                             "RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'conflict'; "
+                             "END $$",
+                             &q),
+                     QN_OK);
+    return st;
+}
+
+static int64_t tries_so_far(qn_store *st)
+{
+    struct qt_status q;
+    ck_assert_int_eq(
+        qt_exec(B, st, "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM tries", &q),
+        QN_OK);
+    return strtoll(q.value, NULL, 10);
+}
+
+/* A call waiting out a conflict backoff still ends at its deadline, is never
+ * sent again after it, and a cancel of it means no callback and no attempt. */
+START_TEST(conflict_backoff_ends_at_deadline_or_cancel)
+{
+    qn_store *st = conflicting_store(30); /* ~7 s of backoff in all */
+    int64_t before = tries_so_far(st);
+    struct cap a;
+    int64_t t0 = qn_store_now_ms();
+    sql_async(st, "SELECT always_conflict()", t0 + 400, &a, NULL);
+    ck_assert(qt_run_until(B, &a.s.done, 5000));
+    ck_assert_int_eq(a.s.code, QN_ETIMEOUT);
+    ck_assert_int_ge(a.at_ms - t0, 350); /* (the loop's clock is cached) */
+    ck_assert_int_lt(a.at_ms - t0, 2000);
+    int64_t at_deadline = tries_so_far(st);
+    ck_assert_int_ge(at_deadline - before, 3); /* it was retried before the deadline */
+    qt_run_for(B, 700); /* more than two of the longest backoffs (< 320 ms) */
+    ck_assert_int_eq(tries_so_far(st), at_deadline);
+    ck_assert_int_eq(a.s.calls, 1);
+
+    /* cancelled while in backoff */
+    struct cap b;
+    qn_store_req *rb = NULL;
+    sql_async(st, "SELECT always_conflict()", 0, &b, &rb);
+    bool in_backoff = false;
+    for (int i = 0; i < 1000 && !in_backoff; i++) {
+        qt_run_for(B, 5);
+        in_backoff = rb->state == QN__REQ_QUEUED && rb->waitq == QN__WAIT_BACKOFF &&
+                     rb->conflict_retries >= 2;
+    }
+    ck_assert(in_backoff);
+    int64_t at_cancel = tries_so_far(st);
+    qn_store_cancel(rb);
+    qt_run_for(B, 700);
+    ck_assert_int_eq(tries_so_far(st), at_cancel);
+    ck_assert_int_eq(b.s.calls, 0);
+    struct qt_status q;
+    ck_assert_int_eq(qt_exec(B, st, "SELECT 'after'", &q), QN_OK);
+    ck_assert_str_eq(q.value, "after");
+    qn_store_free(st);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- lanes */
 
 struct lane_cap {
@@ -1301,6 +1375,7 @@ Suite *qn_test_store_engine_suite(void)
     tcase_add_test(t, stray_cancel_is_retried);
     tcase_add_test(t, cancel_landing_on_a_later_call_is_retried);
     tcase_add_test(t, deadlock_is_retried);
+    tcase_add_test(t, conflict_backoff_ends_at_deadline_or_cancel);
     tcase_add_test(t, a_write_passes_slow_reads);
     tcase_add_test(t, lane_configuration);
     tcase_add_test(t, max_waiting_is_busy);

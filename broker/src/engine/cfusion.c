@@ -46,7 +46,6 @@
 #include "queen/store.h"
 
 #define NAME_MAX_LEN 255
-#define QUEUE_MODE_GROUP "__QUEUE_MODE__" /* the wire's default group (rpc/validate.h) */
 
 /* The database compares a lease's expiry with its own now(): the expiry wake-up
  * comes this much later, so the woken pop finds the lease gone. */
@@ -203,7 +202,7 @@ static size_t name_key(const uint8_t tenant[16], const char *queue, const char *
 static uint64_t group_hash(const char *group)
 {
     if (group == NULL || *group == '\0')
-        group = QUEUE_MODE_GROUP;
+        group = QN_QUEUE_MODE;
     uint64_t h = qn_hash_bytes(group, strlen(group));
     return h ? h : 1;
 }
@@ -316,7 +315,7 @@ bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const 
     memcpy(partition, p, strlen(p) + 1);
     uint8_t t[16];
     memcpy(t, tenant, 16);
-    /* the waiters take "" and QUEUE_MODE_GROUP for one group (waiters.h) */
+    /* the waiters take "" and QN_QUEUE_MODE for one group (waiters.h) */
     qn_waiters_feed(cf->waiters, t, queue, group == NULL ? "" : group, partition, 0);
     return true;
 }

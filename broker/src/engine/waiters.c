@@ -34,6 +34,7 @@
 
 #include "engine/map.h"
 #include "queen/error.h"
+#include "queen/store.h"
 #include "engine/waiters.h"
 
 struct qn_wait_queue;
@@ -164,10 +165,10 @@ static size_t queue_key(const uint8_t tenant[16], const char *queue, char *buf)
 }
 
 /* The bucket name of a group: the wire's default group is spelled "" or
- * "__QUEUE_MODE__" (rpc/validate.h), one group either way. */
+ * QN_QUEUE_MODE (queen/store.h), one group either way. */
 static const char *group_key(const char *group)
 {
-    return group == NULL || strcmp(group, "__QUEUE_MODE__") == 0 ? "" : group;
+    return group == NULL || strcmp(group, QN_QUEUE_MODE) == 0 ? "" : group;
 }
 
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],

@@ -10,12 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queen/store.h" /* QN_QUEUE_MODE */
 #include "queen/v1/queue.pb-c.h"
 
 struct qn_config;
 
-/* The consumer group of queue mode (a pop or ack that names no group). */
-#define QN_QUEUE_MODE "__QUEUE_MODE__"
 /* The partition of a push that names none. */
 #define QN_DEFAULT_PARTITION "Default"
 #define QN_NAME_MAX 255

@@ -316,6 +316,10 @@ int qn_store_segment_at(qn_store *st, const uint8_t pid[16], const int64_t *offs
 
 /* ---------------------------------------------------------------- pop */
 
+/* The consumer group of queue mode: what a pop or ack that names no group (NULL
+ * or "") is stored under. One spelling for the broker and the procedures. */
+#define QN_QUEUE_MODE "__QUEUE_MODE__"
+
 enum qn_sub_mode { QN_SUB_ALL = 0, QN_SUB_NEW = 1, QN_SUB_TIMESTAMP = 2 };
 
 struct qn_pop_args {
