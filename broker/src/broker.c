@@ -56,6 +56,7 @@
 #include "queen/error.h"
 #include "queen/store.h"
 #include "engine/held.h"
+#include "engine/offload.h"
 #include "security.h"
 #include "transport/call.h"
 #include "transport/health.h"
@@ -296,6 +297,7 @@ static int worker_start(struct run *r, unsigned k)
     w->ctx.loops = &r->loops;
     w->ctx.store_family = r->ctx.store_family;
     w->ctx.held = r->ctx.held;
+    w->ctx.offload = r->ctx.offload;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         QN_ERROR("cannot start worker %u", k);
         return QN_EINTERNAL;
@@ -457,9 +459,11 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_init(&r.loops.counters_mu, NULL);
-    /* loops wake each other (inboxes, shutdown): libevent's locks, before any base */
-    if (r.loops.n > 1 && evthread_use_pthreads() != 0) {
-        QN_ERROR("QUEEN_WORKERS=%u: libevent has no thread support", r.loops.n);
+    /* loops wake each other (inboxes, shutdown), offload threads wake loops:
+     * libevent's locks, before any base */
+    if ((r.loops.n > 1 || cfg->offload_threads > 0) && evthread_use_pthreads() != 0) {
+        QN_ERROR("libevent has no thread support (QUEEN_WORKERS=%u, QUEEN_OFFLOAD_THREADS=%lld)",
+                 r.loops.n, (long long)cfg->offload_threads);
         pthread_mutex_destroy(&r.loops.counters_mu);
         pthread_cond_destroy(&r.cv);
         pthread_mutex_destroy(&r.mu);
@@ -478,6 +482,13 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
     rc = qn_metrics_new(MAX_SERIES_PER_FAMILY, &r.ctx.metrics);
     if (rc != QN_OK)
         goto out;
+    /* at most 8 jobs a thread waiting: a burst beyond is packed on its loop */
+    if (cfg->offload_threads > 0 &&
+        (rc = qn_offload_new((int)cfg->offload_threads, (size_t)cfg->offload_threads * 8,
+                             &r.ctx.offload)) != QN_OK) {
+        QN_ERROR("cannot start the offload threads: %s", qn_strerror(rc));
+        goto out;
+    }
     rc = qn_rpc_server_new(r.ctx.base, cfg, &r.ctx.server);
     if (rc != QN_OK)
         goto out;
@@ -617,5 +628,6 @@ out:
     pthread_mutex_destroy(&r.mu);
     qn_store_family_free(r.ctx.store_family); /* after every loop's store */
     qn_held_free(r.ctx.held);                 /* after every loop's consume fusion */
+    qn_offload_free(r.ctx.offload);           /* after every loop's fusion (its port) */
     return rc;
 }

@@ -116,8 +116,10 @@ struct qn_config {
     bool auth_jwt;              /* derived from QUEEN_AUTH: tokens accepted */
     bool auth_mtls;             /* derived from QUEEN_AUTH: client certificates accepted */
     /* workers */
-    int64_t workers;      /* QUEEN_WORKERS (0 at load = online cores; >= 1 after) */
-    int64_t worker_inbox; /* QUEEN_WORKER_INBOX */
+    int64_t workers;           /* QUEEN_WORKERS (0 at load = online cores; >= 1 after) */
+    int64_t worker_inbox;      /* QUEEN_WORKER_INBOX */
+    int64_t offload_threads;   /* QUEEN_OFFLOAD_THREADS */
+    int64_t offload_min_bytes; /* QUEEN_OFFLOAD_MIN_BYTES */
 };
 
 enum qn_config_type { QN_CFG_INT, QN_CFG_BOOL, QN_CFG_STRING };

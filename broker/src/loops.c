@@ -83,6 +83,7 @@ static void add_fusion(struct qn_fusion_stats *acc, const struct qn_fusion_stats
     ADD(doubt_now);
     ADD(doubt_failed);
     ADD(committed_bytes);
+    ADD(offloaded);
 }
 
 static void add_dedup(struct qn_dedup_stats *acc, const struct qn_dedup_stats *c)

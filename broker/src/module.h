@@ -35,6 +35,8 @@ struct qn_broker_ctx {
     struct qn_store_family *store_family;
     /* the leases every loop's consumers hold (engine/held.h) */
     struct qn_held *held;
+    /* the process's pool for CPU-heavy work (engine/offload.h); NULL: none */
+    struct qn_offload *offload;
 };
 
 /*

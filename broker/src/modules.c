@@ -350,6 +350,10 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         qn_rpc_server_set_admission(ctx->server, admit_call, app);
     if ((rc = qn_fusion_new(app->base, cfg, app->store, app->zctx, &app->fusion)) != QN_OK)
         return rc;
+    if (ctx->offload != NULL &&
+        (rc = qn_fusion_set_offload(app->fusion, ctx->offload, (size_t)cfg->offload_min_bytes)) !=
+            QN_OK)
+        return rc;
     if (cfg->dedup_cache) {
         struct qn_dedup_config dc;
         /* QUEEN_DEDUP_CACHE_MB is the process's: each loop's shard gets its share */

@@ -79,6 +79,7 @@ struct qn_queue_metrics {
     qn_metrics *reg;
     /* collected at scrape */
     struct fam push_msgs, push_bytes, push_dups, commits, segments, inflight, pending_bytes;
+    struct fam offloaded;
     struct fam pop_msgs, pop_bytes, parked;
     struct fam dd_hits, dd_misses, dd_bytes, dd_hashes, dd_parts, dd_evictions;
     struct fam db_up, db_inflight, db_waiting, db_calls, db_doubt, db_hung, db_reconnects,
@@ -140,6 +141,7 @@ static void collect(void *ud)
     qn_metric_set_total(qm->push_dups.s, fs->duplicates);
     qn_metric_set_total(qm->commits.s, fs->flushes);
     qn_metric_set_total(qm->segments.s, fs->segments);
+    qn_metric_set_total(qm->offloaded.s, fs->offloaded);
     qn_metric_set(qm->inflight.s, (double)fs->inflight);
     qn_metric_set(qm->pending_bytes.s, (double)fs->pending_bytes);
     qn_metric_set_total(qm->pop_msgs.s, c.delivered);
@@ -389,6 +391,8 @@ static int register_all(struct qn_queue_metrics *qm)
       "pushed messages the database answered DUPLICATE (push fusion)");
     F(commits, "queen_push_commits_total", C, "push commits (one database call each)");
     F(segments, "queen_push_segments_total", C, "segments sent by push commits");
+    F(offloaded, "queen_push_segments_offloaded_total", C,
+      "segments packed by an offload thread instead of their event loop");
     F(inflight, "queen_push_commits_in_flight", G, "push commits awaiting the database");
     F(pending_bytes, "queen_push_pending_bytes", G,
       "payload bytes waiting in push fusion for their commit");

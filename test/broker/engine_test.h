@@ -15,10 +15,14 @@
 #ifndef QN_ENGINE_TEST_H
 #define QN_ENGINE_TEST_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <check.h>
+
+#include "engine/offload.h"
 
 Suite *qn_test_hring_suite(void);
 Suite *qn_test_dedup_suite(void);
@@ -26,6 +30,21 @@ Suite *qn_test_fusion_suite(void);
 Suite *qn_test_waiters_suite(void);
 Suite *qn_test_pop_gate_suite(void);
 Suite *qn_test_inbox_suite(void);
+Suite *qn_test_offload_suite(void);
+
+/* test_offload.c: an offload job whose work holds its pool thread until the
+ * test opens the gate (work: started, then waits for open; done counts). */
+struct qn_test_gate {
+    struct qn_offload_job job;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool started, open;
+    int done_calls;
+};
+void qn_test_gate_init(struct qn_test_gate *g);
+void qn_test_gate_wait_started(struct qn_test_gate *g);
+void qn_test_gate_open(struct qn_test_gate *g);
+void qn_test_gate_destroy(struct qn_test_gate *g);
 Suite *qn_test_conn_budget_suite(void);
 Suite *qn_test_cfusion_suite(void);
 Suite *qn_test_cbundle_suite(void);

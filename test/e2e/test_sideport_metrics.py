@@ -174,6 +174,24 @@ class Metrics(unittest.TestCase):
         self.assertGreaterEqual(after.get("queen_db_connections_up"), 1)
         self.assertGreater(check_histograms(self, after), 3)
 
+    def test_large_segments_are_packed_off_the_loop(self):
+        # a segment of QUEEN_OFFLOAD_MIN_BYTES (256 KiB) or more is compressed by
+        # an offload thread: counted, and stored exactly as sent
+        q = uniq("moff")
+        payloads = [os.urandom(500) + (b"%06d" % i) * 84 for i in range(300)]  # ~300 KB
+        before = scrape()
+        self.c.push(q, payloads)
+        self.c.push(q, [b"small"])
+        got = []
+        while len(got) < 301:
+            p = self.c.pop(q, consumer_group="g", batch=1000, auto_ack=True)
+            self.assertGreater(len(p.messages), 0)
+            got += [m.payload for m in p.messages]
+        self.assertEqual(got, payloads + [b"small"])
+        after = settled(before, queen_push_messages_total=301)
+        self.assertEqual(after.get("queen_push_segments_offloaded_total")
+                         - before.get("queen_push_segments_offloaded_total"), 1)
+
     def test_push_segments_and_raw_pops_count(self):
         # PushSegments bypasses fusion: its messages and payload bytes count all
         # the same; a raw-segment pop counts its messages, not bytes it never decodes

@@ -75,6 +75,7 @@
 #include "config.h"
 #include "engine/fusion.h"
 #include "engine/map.h"
+#include "engine/offload.h"
 #include "log.h"
 #include "queen/error.h"
 #include "queen/segment.h"
@@ -125,6 +126,13 @@ struct seg {
     const uint8_t *data; /* the bytes sent: blob's, or the entry's (borrowed) */
     size_t len;
     uint8_t cache_pid[16]; /* partition the dedup watermark is for */
+    /* packed off the loop (engine/offload.h): frames wait here until the job
+     * is back with blob or pack_rc */
+    struct qn_frame *frames;
+    bool packing;
+    int pack_rc;
+    struct bundle *owner;
+    struct qn_offload_job job;
 };
 
 struct bundle {
@@ -139,6 +147,10 @@ struct bundle {
     int64_t backoff_ms;
     unsigned attempts;
     struct bundle *dprev, *dnext;
+    /* segments being packed off the loop; the bundle is on f->packing meanwhile */
+    unsigned packing;
+    uint8_t tenant[16];
+    struct bundle *pprev, *pnext;
 };
 
 /* Original-message-id lookup for duplicates of one segment. */
@@ -177,7 +189,10 @@ struct qn_fusion {
     void *on_commit_ud;
     struct bundle *doubt; /* bundles in doubt, oldest first */
     struct bundle *doubt_tail;
-    struct event *resolve_ev; /* the next resolve pass */
+    struct event *resolve_ev;        /* the next resolve pass */
+    struct qn_offload_port *offload; /* NULL: every segment is packed on the loop */
+    size_t offload_min;              /* raw bytes from which a segment is packed off it */
+    struct bundle *packing;          /* bundles waiting for segments packed off the loop */
     struct qn_fusion_stats stats;
 };
 
@@ -428,6 +443,7 @@ static void seg_release(struct seg *sg)
 {
     free(sg->leaders);
     free(sg->hashes);
+    free(sg->frames);
     qn_buf_free(&sg->blob);
     memset(sg, 0, sizeof *sg);
 }
@@ -497,6 +513,16 @@ static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
     f->stats.pending_bytes = f->pending_bytes;
 
     sg->count = (uint32_t)sg->nleaders;
+    /* Large, or not so large at a high level: a pool thread packs it (see
+     * offload_segs), the loop goes on serving. */
+    if (f->offload != NULL &&
+        (raw >= f->offload_min || (f->cfg->zstd_level >= 10 && raw >= f->offload_min / 8))) {
+        sg->frames = frames;
+        frames = NULL;
+        sg->packing = true;
+        rc = QN_OK;
+        goto out;
+    }
     rc = qn_segment_pack(f->zctx, frames, sg->nleaders, (int)f->cfg->zstd_level, &sg->blob, NULL);
     sg->data = sg->blob.data;
     sg->len = sg->blob.len;
@@ -1185,6 +1211,126 @@ static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg 
     f->stats.frames += sg->count;
 }
 
+/* Sends bundle b (every segment packed): one push_v1 call. It is counted in
+ * f->inflight already. */
+static void bundle_send(struct qn_fusion *f, struct bundle *b)
+{
+    struct qn_push_segment *ps = calloc(b->nsegs, sizeof *ps);
+    if (ps == NULL) {
+        struct qn_store_status st = {QN_ENOMEM, "", ""};
+        push_done(b, &st, NULL);
+        return;
+    }
+    for (size_t i = 0; i < b->nsegs; i++)
+        seg_param(f, b->tenant, &b->segs[i], &ps[i]);
+    struct qn_call_opts opts = {0, b->tenant, NULL};
+    int rc = qn_store_push(f->store, ps, b->nsegs, false, &opts, push_done, b, NULL);
+    free(ps);
+    if (rc != QN_OK) {
+        struct qn_store_status st = {rc, "", ""};
+        push_done(b, &st, NULL);
+    }
+}
+
+static void packing_unlink(struct qn_fusion *f, struct bundle *b)
+{
+    if (b->pprev)
+        b->pprev->pnext = b->pnext;
+    else
+        f->packing = b->pnext;
+    if (b->pnext)
+        b->pnext->pprev = b->pprev;
+    b->pprev = b->pnext = NULL;
+}
+
+/* Every segment of b is packed: drops those whose packing failed (their items
+ * failed, their slots settled) and sends the rest. */
+static void bundle_packed(struct qn_fusion *f, struct bundle *b)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < b->nsegs; i++) {
+        struct seg *sg = &b->segs[i];
+        free(sg->frames);
+        sg->frames = NULL;
+        if (sg->pack_rc != QN_OK) {
+            struct slot *s = sg->slot;
+            seg_fail(sg, sg->pack_rc);
+            seg_release(sg);
+            s->state = 0;
+            slot_settle(f, s);
+            continue;
+        }
+        if (kept != i)
+            b->segs[kept] = *sg; /* no job of b is out any more: segments may move */
+        kept++;
+    }
+    memset(b->segs + kept, 0, (b->nsegs - kept) * sizeof *b->segs); /* moved: not b's twice */
+    b->nsegs = kept;
+    if (kept == 0) {
+        f->inflight--;
+        f->stats.inflight = f->inflight;
+        bundle_free(b);
+        schedule_dispatch(f);
+        return;
+    }
+    bundle_send(f, b);
+}
+
+/* On a pool thread: packs one segment with the thread's context. */
+static void pack_work(struct qn_offload_job *job, qn_zctx *z)
+{
+    struct seg *sg = qn_container_of(job, struct seg, job);
+    struct qn_fusion *f = sg->owner->f;
+    sg->pack_rc = z == NULL ? QN_ENOMEM
+                            : qn_segment_pack(z, sg->frames, sg->nleaders, (int)f->cfg->zstd_level,
+                                              &sg->blob, NULL);
+}
+
+/* Back on the loop. */
+static void pack_done(struct qn_offload_job *job)
+{
+    struct seg *sg = qn_container_of(job, struct seg, job);
+    struct bundle *b = sg->owner;
+    sg->data = sg->blob.data;
+    sg->len = sg->blob.len;
+    sg->packing = false;
+    if (--b->packing == 0) {
+        packing_unlink(b->f, b);
+        bundle_packed(b->f, b);
+    }
+}
+
+/* Hands b's large segments to the pool (one job each; packed here when the pool
+ * is full). True when some are out: b waits on f->packing. */
+static bool offload_segs(struct qn_fusion *f, struct bundle *b)
+{
+    for (size_t i = 0; i < b->nsegs; i++) {
+        struct seg *sg = &b->segs[i];
+        if (!sg->packing)
+            continue;
+        sg->owner = b;
+        sg->job.work = pack_work;
+        sg->job.done = pack_done;
+        if (qn_offload_submit(f->offload, &sg->job) == QN_OK) {
+            b->packing++;
+            f->stats.offloaded++;
+            continue;
+        }
+        sg->packing = false; /* the pool is full: pack it here */
+        sg->pack_rc = qn_segment_pack(f->zctx, sg->frames, sg->nleaders, (int)f->cfg->zstd_level,
+                                      &sg->blob, NULL);
+        sg->data = sg->blob.data;
+        sg->len = sg->blob.len;
+    }
+    if (b->packing == 0)
+        return false;
+    b->pnext = f->packing;
+    if (f->packing)
+        f->packing->pprev = b;
+    f->packing = b;
+    return true;
+}
+
 static void dispatch(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -1195,23 +1341,20 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
 
     while (f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
         struct bundle *b = calloc(1, sizeof *b);
-        struct qn_push_segment *ps = calloc(bundle_max, sizeof *ps);
         if (b)
             b->segs = calloc(bundle_max, sizeof *b->segs);
-        if (b == NULL || ps == NULL || b->segs == NULL) {
-            free(ps);
-            if (b)
-                free(b->segs);
+        if (b == NULL || b->segs == NULL) {
             free(b);
             /* retry on the next event: the slots stay ready */
             schedule_dispatch(f);
             return;
         }
         b->f = f;
-        uint8_t tenant[16]; /* the bundle's: the first slot's */
-        memcpy(tenant, slot_tenant(f->ready_head), 16);
+        /* the bundle's tenant: the first slot's */
+        memcpy(b->tenant, slot_tenant(f->ready_head), 16);
+        bool offload = false;
         struct slot *s;
-        while (b->nsegs < bundle_max && (s = ready_pop(f, tenant)) != NULL) {
+        while (b->nsegs < bundle_max && (s = ready_pop(f, b->tenant)) != NULL) {
             s->state = SLOT_INFLIGHT;
             /* One segment per slot and flush, as for items: the pre-packed entry
              * at the head of the slot (its own segment, as sent), or the frames
@@ -1240,11 +1383,10 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
                 slot_settle(f, s);
                 continue;
             }
-            seg_param(f, tenant, sg, &ps[b->nsegs]);
+            offload |= sg->packing;
             b->nsegs++;
         }
         if (b->nsegs == 0) {
-            free(ps);
             bundle_free(b);
             continue;
         }
@@ -1252,13 +1394,12 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->stats.segments += b->nsegs;
         f->inflight++;
         f->stats.inflight = f->inflight;
-        struct qn_call_opts opts = {0, tenant, NULL};
-        int rc = qn_store_push(f->store, ps, b->nsegs, false, &opts, push_done, b, NULL);
-        free(ps);
-        if (rc != QN_OK) {
-            struct qn_store_status st = {rc, "", ""};
-            push_done(b, &st, NULL);
-        }
+        if (offload && offload_segs(f, b))
+            continue; /* sent when its segments are back (pack_done) */
+        if (offload)
+            bundle_packed(f, b); /* packed here after all: the pool was full */
+        else
+            bundle_send(f, b);
     }
 }
 
@@ -1302,6 +1443,17 @@ void qn_fusion_free(struct qn_fusion *f)
 {
     if (f == NULL)
         return;
+    /* Bundles whose segments a pool thread packs: wait for those to finish, then
+     * fail their items (nothing was sent). Their slots are INFLIGHT and freed
+     * below. */
+    qn_offload_port_free(f->offload);
+    while (f->packing != NULL) {
+        struct bundle *b = f->packing;
+        packing_unlink(f, b);
+        for (size_t i = 0; i < b->nsegs; i++)
+            seg_fail(&b->segs[i], QN_ESHUTDOWN);
+        bundle_free(b);
+    }
     /* Flushes still in doubt: their outcome stays unknown (the store, freed
      * before, answered their resolves with QN_ESHUTDOWN already). Their slots
      * are INFLIGHT and freed below. */
@@ -1318,6 +1470,16 @@ void qn_fusion_free(struct qn_fusion *f)
     event_free(f->dispatch_ev);
     event_free(f->resolve_ev);
     free(f);
+}
+
+int qn_fusion_set_offload(struct qn_fusion *f, struct qn_offload *pool, size_t min_bytes)
+{
+    if (pool == NULL || f->offload != NULL)
+        return QN_EINVAL;
+    int rc = qn_offload_port_new(pool, f->base, &f->offload);
+    if (rc == QN_OK)
+        f->offload_min = min_bytes;
+    return rc;
 }
 
 void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m)

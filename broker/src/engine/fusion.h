@@ -175,6 +175,13 @@ struct qn_fusion_metrics {
 };
 void qn_fusion_set_metrics(struct qn_fusion *f, const struct qn_fusion_metrics *m);
 
+/* Segments of at least min_bytes raw bytes (min_bytes / 8 at zstd levels of 10
+ * and more) are packed by a thread of pool (engine/offload.h), not on the
+ * loop; their bundle is sent when they are back. Once, after qn_fusion_new;
+ * fusion frees its port. QN_OK, QN_EINVAL or QN_ENOMEM. */
+struct qn_offload;
+int qn_fusion_set_offload(struct qn_fusion *f, struct qn_offload *pool, size_t min_bytes);
+
 /*
  * Routes items idx[0..n) of job (all of the same queue and partition, in the
  * job's tenant) to their slot. The items' input fields must be set and stay valid until the job is
@@ -213,6 +220,7 @@ struct qn_fusion_stats {
     uint32_t doubt_now;          /* flushes in doubt now */
     uint64_t doubt_failed;       /* frames failed after QN_FUSION_RESOLVE_MAX_MS */
     uint64_t committed_bytes;    /* payload bytes of the committed frames */
+    uint64_t offloaded;          /* segments packed by the offload pool */
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 

@@ -35,9 +35,11 @@
 #include <string.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 
 #include "config.h"
 #include "engine/fusion.h"
+#include "engine/offload.h"
 #include "engine_test.h"
 #include "queen/error.h"
 #include "queen/ids.h"
@@ -790,6 +792,110 @@ START_TEST(free_fails_what_waits)
         ck_assert_int_eq(a->items[i].status, QN_ITEM_FAILED);
         ck_assert_int_eq(a->items[i].err, QN_ESHUTDOWN);
     }
+    teardown();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- offload */
+
+/* The pool's one thread, held by a gate job of a port of the test's own. */
+struct held_pool {
+    struct qn_offload *pool;
+    struct qn_offload_port *port;
+    struct qn_test_gate gate;
+};
+
+static void held_pool_start(struct held_pool *h)
+{
+    ck_assert_int_eq(qn_offload_new(1, 8, &h->pool), QN_OK);
+    ck_assert_int_eq(qn_offload_port_new(h->pool, base, &h->port), QN_OK);
+    qn_test_gate_init(&h->gate);
+    ck_assert_int_eq(qn_offload_submit(h->port, &h->gate.job), QN_OK);
+    qn_test_gate_wait_started(&h->gate);
+    ck_assert_int_eq(qn_fusion_set_offload(fusion, h->pool, 64 * 1024), QN_OK);
+}
+
+/* After qn_fusion_free (which freed fusion's port). */
+static void held_pool_end(struct held_pool *h)
+{
+    qn_offload_port_free(h->port);
+    qn_offload_free(h->pool);
+    qn_test_gate_destroy(&h->gate);
+}
+
+/* A large segment is packed by a pool thread: its bundle is sent when the
+ * segment is back, with the frames in arrival order and the other segments it
+ * was bundled with; meanwhile the loop goes on dispatching other partitions.
+ * Small segments are packed on the loop. */
+START_TEST(large_segments_are_packed_off_the_loop)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0); /* before the loop: the pool wakes it */
+    setup();
+    struct held_pool h;
+    held_pool_start(&h);
+    struct tjob *big = job_make("q", "p0", 0, 200, false, 1000); /* ~200 KB raw */
+    struct tjob *small = job_make("q", "p1", 1000, 3, false, 0);
+    submit(big);
+    submit(small);
+    turn();
+    ck_assert_uint_eq(npushes, 0); /* the bundle waits for its large segment */
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.offloaded, 1);
+    ck_assert_uint_eq(fs.inflight, 1);
+    struct tjob *later = job_make("q", "p2", 2000, 2, false, 0);
+    submit(later);
+    turn();
+    ck_assert_uint_eq(npushes, 1); /* not behind the packing one */
+    ck_assert_uint_eq(pushes[0].nsegs, 1);
+    ck_assert_str_eq(pushes[0].segs[0].partition, "p2");
+    qn_test_gate_open(&h.gate);
+    while (npushes < 2)
+        turn(); /* until the pool hands the segment back */
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    ck_assert_str_eq(pushes[1].segs[0].partition, "p0");
+    ck_assert_uint_eq(pushes[1].segs[0].count, 200);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(pushes[1].segs[0].seq[i], i);
+    ck_assert_str_eq(pushes[1].segs[1].partition, "p1");
+    ck_assert_uint_eq(pushes[1].segs[1].count, 3);
+    answer_queued(0, NULL);
+    answer_queued(1, NULL);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(big->items[i].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(small->done_calls, 1);
+    ck_assert_int_eq(later->done_calls, 1);
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.offloaded, 1);
+    ck_assert_uint_eq(fs.inflight, 0);
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    held_pool_end(&h);
+    teardown();
+}
+END_TEST
+
+/* Freed while a pool thread packs: fusion waits for the thread, then fails
+ * the segment's items (nothing was sent). */
+START_TEST(free_while_packing_fails_the_items)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setup();
+    struct held_pool h;
+    held_pool_start(&h);
+    struct tjob *big = job_make("q", "p0", 0, 200, false, 1000);
+    submit(big);
+    turn();
+    qn_test_gate_open(&h.gate); /* packs now; its hand-back is never run */
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    ck_assert_uint_eq(npushes, 0);
+    ck_assert_int_eq(big->done_calls, 1);
+    for (int i = 0; i < 200; i++) {
+        ck_assert_int_eq(big->items[i].status, QN_ITEM_FAILED);
+        ck_assert_int_eq(big->items[i].err, QN_ESHUTDOWN);
+    }
+    held_pool_end(&h);
     teardown();
 }
 END_TEST
@@ -1622,6 +1728,8 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, minted_ids_are_vouched_for);
     tcase_add_test(tc, tenants_have_their_own_slots_and_bundles);
     tcase_add_test(tc, free_fails_what_waits);
+    tcase_add_test(tc, large_segments_are_packed_off_the_loop);
+    tcase_add_test(tc, free_while_packing_fails_the_items);
     tcase_add_test(tc, doubt_committed_is_queued_in_order);
     tcase_add_test(tc, doubt_uncommitted_is_stored_by_the_resolve);
     tcase_add_test(tc, doubt_waits_for_the_pool_and_repeats);
