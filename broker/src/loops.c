@@ -84,6 +84,8 @@ static void add_fusion(struct qn_fusion_stats *acc, const struct qn_fusion_stats
     ADD(doubt_failed);
     ADD(committed_bytes);
     ADD(offloaded);
+    ADD(packing);
+    ADD(packed_waiting);
 }
 
 static void add_dedup(struct qn_dedup_stats *acc, const struct qn_dedup_stats *c)

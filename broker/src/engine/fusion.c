@@ -36,8 +36,13 @@
  *                                                 |     until resolved or failed
  *                                                 +--done, nothing waiting--> (freed)
  *
- * Bundle lifecycle (a bundle in doubt is not counted in `inflight`):
+ * Bundle lifecycle (`inflight` counts SENT and RESOLVING bundles not in doubt,
+ * at most FUSION_MAX_INFLIGHT):
  *
+ *     (built) --a segment large enough and the pool takes it--> PACKING
+ *     PACKING (on f->packing) --every segment back, a place free--> SENT
+ *     PACKING --every segment back, no place--> QUEUED (f->sendq) --place--> SENT
+ *     (built) --packed on the loop--> SENT
  *     SENT --answer--> (applied, freed)
  *     SENT --QN_EINDOUBT--> DOUBT --pool up / backoff--> RESOLVING
  *     RESOLVING --answer--> (applied, freed)
@@ -147,10 +152,12 @@ struct bundle {
     int64_t backoff_ms;
     unsigned attempts;
     struct bundle *dprev, *dnext;
-    /* segments being packed off the loop; the bundle is on f->packing meanwhile */
+    /* segments being packed off the loop; the bundle is on f->packing meanwhile,
+     * then on f->sendq until a place in flight is free */
     unsigned packing;
     uint8_t tenant[16];
     struct bundle *pprev, *pnext;
+    struct bundle *snext;
 };
 
 /* Original-message-id lookup for duplicates of one segment. */
@@ -189,10 +196,11 @@ struct qn_fusion {
     void *on_commit_ud;
     struct bundle *doubt; /* bundles in doubt, oldest first */
     struct bundle *doubt_tail;
-    struct event *resolve_ev;        /* the next resolve pass */
-    struct qn_offload_port *offload; /* NULL: every segment is packed on the loop */
-    size_t offload_min;              /* raw bytes from which a segment is packed off it */
-    struct bundle *packing;          /* bundles waiting for segments packed off the loop */
+    struct event *resolve_ev;          /* the next resolve pass */
+    struct qn_offload_port *offload;   /* NULL: every segment is packed on the loop */
+    size_t offload_min;                /* raw bytes from which a segment is packed off it */
+    struct bundle *packing;            /* bundles waiting for segments packed off the loop */
+    struct bundle *sendq, *sendq_tail; /* packed, waiting for a place in flight */
     struct qn_fusion_stats stats;
 };
 
@@ -1153,6 +1161,8 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
     struct qn_fusion *f = b->f;
     f->inflight--;
     f->stats.inflight = f->inflight;
+    if (f->sendq != NULL)
+        schedule_dispatch(f); /* a packed bundle takes the place */
     if (st->code == QN_EINDOUBT) {
         /* it may have committed: resolve before answering (invariant 5) */
         bundle_doubt(f, b);
@@ -1212,7 +1222,9 @@ static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg 
 }
 
 /* Sends bundle b (every segment packed): one push_v1 call. It is counted in
- * f->inflight already. */
+ * f->inflight already (a bundle is counted from its send: one whose segments
+ * are packed off the loop holds no place meanwhile, so it does not keep the
+ * loop's other partitions waiting). */
 static void bundle_send(struct qn_fusion *f, struct bundle *b)
 {
     struct qn_push_segment *ps = calloc(b->nsegs, sizeof *ps);
@@ -1267,13 +1279,22 @@ static void bundle_packed(struct qn_fusion *f, struct bundle *b)
     memset(b->segs + kept, 0, (b->nsegs - kept) * sizeof *b->segs); /* moved: not b's twice */
     b->nsegs = kept;
     if (kept == 0) {
-        f->inflight--;
-        f->stats.inflight = f->inflight;
         bundle_free(b);
         schedule_dispatch(f);
         return;
     }
-    bundle_send(f, b);
+    if (f->inflight < FUSION_MAX_INFLIGHT) {
+        f->inflight++;
+        f->stats.inflight = f->inflight;
+        bundle_send(f, b);
+        return;
+    }
+    b->snext = NULL; /* sent by dispatch, first, when a place is free */
+    if (f->sendq_tail)
+        f->sendq_tail->snext = b;
+    else
+        f->sendq = b;
+    f->sendq_tail = b;
 }
 
 /* On a pool thread: packs one segment with the thread's context. */
@@ -1339,7 +1360,20 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
     f->dispatch_scheduled = false;
     size_t bundle_max = (size_t)f->cfg->bundle_max;
 
-    while (f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
+    /* Packed bundles first: they left their slots before anything ready now.
+     * A new bundle is built only with the queue empty and a place free, so the
+     * bundles packing or queued stay within what the pool holds (it refuses
+     * past its bound, and a refused segment is packed here and sent). */
+    while (f->sendq != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
+        struct bundle *b = f->sendq;
+        f->sendq = b->snext;
+        if (f->sendq == NULL)
+            f->sendq_tail = NULL;
+        f->inflight++;
+        f->stats.inflight = f->inflight;
+        bundle_send(f, b);
+    }
+    while (f->sendq == NULL && f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
         struct bundle *b = calloc(1, sizeof *b);
         if (b)
             b->segs = calloc(bundle_max, sizeof *b->segs);
@@ -1392,14 +1426,15 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         }
         f->stats.flushes++;
         f->stats.segments += b->nsegs;
-        f->inflight++;
-        f->stats.inflight = f->inflight;
         if (offload && offload_segs(f, b))
             continue; /* sent when its segments are back (pack_done) */
-        if (offload)
+        if (offload) {
             bundle_packed(f, b); /* packed here after all: the pool was full */
-        else
-            bundle_send(f, b);
+            continue;
+        }
+        f->inflight++;
+        f->stats.inflight = f->inflight;
+        bundle_send(f, b);
     }
 }
 
@@ -1447,13 +1482,17 @@ void qn_fusion_free(struct qn_fusion *f)
      * fail their items (nothing was sent). Their slots are INFLIGHT and freed
      * below. */
     qn_offload_port_free(f->offload);
-    while (f->packing != NULL) {
-        struct bundle *b = f->packing;
-        packing_unlink(f, b);
+    while (f->packing != NULL || f->sendq != NULL) {
+        struct bundle *b = f->packing ? f->packing : f->sendq;
+        if (b == f->packing)
+            packing_unlink(f, b);
+        else
+            f->sendq = b->snext;
         for (size_t i = 0; i < b->nsegs; i++)
             seg_fail(&b->segs[i], QN_ESHUTDOWN);
         bundle_free(b);
     }
+    f->sendq_tail = NULL;
     /* Flushes still in doubt: their outcome stays unknown (the store, freed
      * before, answered their resolves with QN_ESHUTDOWN already). Their slots
      * are INFLIGHT and freed below. */
@@ -1508,5 +1547,10 @@ void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out)
 {
     *out = f->stats;
     out->inflight = f->inflight;
+    out->packing = out->packed_waiting = 0; /* short lists: the pool's bound */
+    for (const struct bundle *b = f->packing; b != NULL; b = b->pnext)
+        out->packing++;
+    for (const struct bundle *b = f->sendq; b != NULL; b = b->snext)
+        out->packed_waiting++;
     out->pending_bytes = f->pending_bytes;
 }

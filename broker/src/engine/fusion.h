@@ -221,6 +221,8 @@ struct qn_fusion_stats {
     uint64_t doubt_failed;       /* frames failed after QN_FUSION_RESOLVE_MAX_MS */
     uint64_t committed_bytes;    /* payload bytes of the committed frames */
     uint64_t offloaded;          /* segments packed by the offload pool */
+    uint32_t packing;            /* bundles whose segments the pool packs now */
+    uint32_t packed_waiting;     /* bundles packed by the pool, waiting for a place in flight */
 };
 void qn_fusion_stats(const struct qn_fusion *f, struct qn_fusion_stats *out);
 

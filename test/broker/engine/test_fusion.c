@@ -842,7 +842,8 @@ START_TEST(large_segments_are_packed_off_the_loop)
     struct qn_fusion_stats fs;
     qn_fusion_stats(fusion, &fs);
     ck_assert_uint_eq(fs.offloaded, 1);
-    ck_assert_uint_eq(fs.inflight, 1);
+    ck_assert_uint_eq(fs.inflight, 0); /* counted from its send */
+    ck_assert_uint_eq(fs.packing, 1);
     struct tjob *later = job_make("q", "p2", 2000, 2, false, 0);
     submit(later);
     turn();
@@ -868,6 +869,58 @@ START_TEST(large_segments_are_packed_off_the_loop)
     qn_fusion_stats(fusion, &fs);
     ck_assert_uint_eq(fs.offloaded, 1);
     ck_assert_uint_eq(fs.inflight, 0);
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    held_pool_end(&h);
+    teardown();
+}
+END_TEST
+
+/* A bundle whose segment a pool thread packs holds no place in flight: four
+ * other partitions are sent meanwhile; packed with no place free, it waits and
+ * goes first when one frees, ahead of what became ready after it. */
+START_TEST(a_packing_bundle_holds_no_place_in_flight)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setup_with(1, 64 << 20); /* one partition a bundle */
+    struct held_pool h;
+    held_pool_start(&h);
+    struct tjob *big = job_make("q", "p0", 0, 200, false, 1000);
+    submit(big);
+    turn();
+    char part[4][4] = {"p1", "p2", "p3", "p4"};
+    struct tjob *small[4];
+    for (int i = 0; i < 4; i++) {
+        small[i] = job_make("q", part[i], 100 * (i + 1), 2, false, 0);
+        submit(small[i]);
+    }
+    turn();
+    ck_assert_uint_eq(npushes, 4); /* all four: the packing one holds no place */
+    qn_test_gate_open(&h.gate);
+    struct qn_fusion_stats fs;
+    do {
+        turn(); /* until the packed bundle is back (and waits: no place) */
+        qn_fusion_stats(fusion, &fs);
+    } while (fs.packed_waiting == 0);
+    ck_assert_uint_eq(fs.packing, 0);
+    ck_assert_uint_eq(fs.inflight, 4);
+    struct tjob *p5 = job_make("q", "p5", 600, 1, false, 0);
+    submit(p5);
+    turn();
+    ck_assert_uint_eq(npushes, 4); /* no place: p0 waits, and p5 behind it */
+    answer_queued(0, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 5);
+    ck_assert_str_eq(pushes[4].segs[0].partition, "p0");
+    ck_assert_uint_eq(pushes[4].segs[0].count, 200);
+    answer_queued(1, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 6);
+    ck_assert_str_eq(pushes[5].segs[0].partition, "p5");
+    for (size_t k = 2; k < 6; k++)
+        answer_queued(k, NULL);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(big->items[i].status, QN_ITEM_QUEUED);
     qn_fusion_free(fusion);
     fusion = NULL;
     held_pool_end(&h);
@@ -1730,6 +1783,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, free_fails_what_waits);
     tcase_add_test(tc, large_segments_are_packed_off_the_loop);
     tcase_add_test(tc, free_while_packing_fails_the_items);
+    tcase_add_test(tc, a_packing_bundle_holds_no_place_in_flight);
     tcase_add_test(tc, doubt_committed_is_queued_in_order);
     tcase_add_test(tc, doubt_uncommitted_is_stored_by_the_resolve);
     tcase_add_test(tc, doubt_waits_for_the_pool_and_repeats);
