@@ -73,6 +73,8 @@ static void usage(FILE *f)
         "  --partitions N [16]  --batch N [100]  --payload json|random [json]  --size BYTES [256]\n"
         "  --connections N [2] (producers; consumers get as many more)\n"
         "  --inflight N [64; cap 256 with --rate]  --duration S [10]\n"
+        "  --warmup S [0]: latencies of what was sent in a phase's first S seconds are not "
+        "counted\n"
         "  --rate MSG/S [0 = closed loop]\n"
         "  --consumers N [16]  --pop-batch N [1000]  --pop-wait-ms MS [1000]  --pop-partitions N "
         "[1]\n"
@@ -184,6 +186,7 @@ enum {
     OPT_CONNECTIONS,
     OPT_INFLIGHT,
     OPT_DURATION,
+    OPT_WARMUP,
     OPT_RATE,
     OPT_CONSUMERS,
     OPT_POP_BATCH,
@@ -224,6 +227,7 @@ static const struct option long_opts[] = {
     {"connections", required_argument, NULL, OPT_CONNECTIONS},
     {"inflight", required_argument, NULL, OPT_INFLIGHT},
     {"duration", required_argument, NULL, OPT_DURATION},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
     {"rate", required_argument, NULL, OPT_RATE},
     {"consumers", required_argument, NULL, OPT_CONSUMERS},
     {"pop-batch", required_argument, NULL, OPT_POP_BATCH},
@@ -357,6 +361,10 @@ static int parse(struct cli *c, int argc, char **argv)
             if (!parse_double(optarg, 0.1, 7 * 86400, &o->duration_s))
                 return bad(name, optarg, "seconds, 0.1 .. 604800");
             c->duration_given = true;
+            break;
+        case OPT_WARMUP:
+            if (!parse_double(optarg, 0, 3600, &o->warmup_s))
+                return bad(name, optarg, "seconds, 0 .. 3600");
             break;
         case OPT_RATE:
             if (!parse_double(optarg, 0, 1e9, &o->rate))
@@ -805,10 +813,11 @@ static void print_header(const struct cli *c)
     if (gmtime_r(&now, &tm) != NULL)
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     printf("# bench_e2e %s addr=%s:%s%s host=%s cpus=%ld date=%s size=%zu connections=%u"
-           " inflight=%u duration=%.0fs rate=%.0f consumers=%u pop_batch=%u ack=%s api=%s%s%s%s\n",
+           " inflight=%u duration=%.0fs warmup=%gs rate=%.0f consumers=%u pop_batch=%u ack=%s "
+           "api=%s%s%s%s\n",
            c->mode, o->host, o->port, o->tls ? " tls" : "", host, sysconf(_SC_NPROCESSORS_ONLN),
-           date, o->size, o->connections, o->inflight, o->duration_s, o->rate, o->consumers,
-           o->pop_batch, o->ack_mode == E2E_ACK_EACH ? "each" : "last",
+           date, o->size, o->connections, o->inflight, o->duration_s, o->warmup_s, o->rate,
+           o->consumers, o->pop_batch, o->ack_mode == E2E_ACK_EACH ? "each" : "last",
            o->consume_api == E2E_CONSUME_POP ? "pop" : "stream", o->txn ? " txn" : "",
            o->spread ? " spread" : "", o->encrypted ? " encrypted" : "");
     fflush(stdout);

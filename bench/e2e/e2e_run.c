@@ -133,6 +133,8 @@ struct e2e_run {
     bool consuming;
     unsigned push_inflight;
     uint64_t push_started; /* requests started in this phase */
+    uint64_t lat_from_us;  /* realtime: e2e latency of messages sent from then on */
+    uint64_t rtt_from_ns;  /* monotonic: push round trips of calls started from then on */
     struct consumer *cons;
     unsigned ncons;
     struct e2e_hist win_e2e; /* e2e latencies since the last progress line */
@@ -547,7 +549,8 @@ static void push_closed(qn_client_call *call, const struct qn_client_call_result
     st->push_calls++;
     st->push_last_ns = now;
     count_end(r, &st->push_st, res, "push");
-    e2e_hist_add(&st->push_rtt, (now - qn_client_call_started_ns(call)) / 1000u, 1);
+    if (qn_client_call_started_ns(call) >= r->rtt_from_ns) /* past the warm-up */
+        e2e_hist_add(&st->push_rtt, (now - qn_client_call_started_ns(call)) / 1000u, 1);
     if (res->end == QN_CLIENT_END_STATUS && res->grpc_status == 0) {
         Queen__V1__PushResponse *pr =
             res->msg != NULL
@@ -624,7 +627,8 @@ static void delivered(e2e_run *r, Queen__V1__Message **msgs, size_t n)
     st->delivered += n;
     for (size_t i = 0; i < n; i++) {
         uint64_t ts = 0;
-        if (!e2e_payload_ts(r->kind, msgs[i]->payload.data, msgs[i]->payload.len, &ts))
+        if (!e2e_payload_ts(r->kind, msgs[i]->payload.data, msgs[i]->payload.len, &ts) ||
+            ts < r->lat_from_us) /* unknown, or sent during the warm-up */
             continue;
         uint64_t lat = now_us > ts ? now_us - ts : 0;
         e2e_hist_add(&st->e2e_lat, lat, 1);
@@ -1029,6 +1033,8 @@ int e2e_run_phase(e2e_run *r, const struct e2e_phase *ph, struct e2e_stats *st)
     memset(st, 0, sizeof *st);
     r->st = st;
     r->push_started = 0;
+    r->lat_from_us = realtime_us() + (uint64_t)(o->warmup_s * 1e6);
+    r->rtt_from_ns = qn_client_now_ns() + (uint64_t)(o->warmup_s * 1e9);
     e2e_hist_reset(&r->win_e2e);
     e2e_hist_reset(&r->win_pop);
     r->win_pops = r->win_empty = 0;

@@ -43,7 +43,9 @@ struct e2e_opts {
     unsigned connections; /* per role: producers and consumers each get this many */
     unsigned inflight;    /* push requests in flight (closed loop; cap in open loop) */
     double duration_s;
-    double rate; /* msg/s; 0 = closed loop */
+    double rate;     /* msg/s; 0 = closed loop */
+    double warmup_s; /* push and e2e latencies of messages sent in a phase's first warmup_s are
+                        not recorded (they are pushed and consumed all the same) */
     unsigned consumers;
     unsigned pop_batch;
     unsigned pop_wait_ms;
