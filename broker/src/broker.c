@@ -107,6 +107,7 @@ struct run {
     struct worker *workers[QN_MAX_WORKERS];
     _Atomic size_t conns;       /* live gRPC connections of every loop (QUEEN_MAX_CONNECTIONS) */
     _Atomic size_t inbound;     /* unfinished request bytes of every loop (..._RECV_BUFFER_BYTES) */
+    _Atomic uint64_t streams;   /* long-lived streams of every loop (QUEEN_MAX_STREAMS) */
     struct qn_net_peers *peers; /* every loop's connections per peer; NULL with one loop */
     uint64_t next_loop; /* round-robin position of the next accepted socket (worker 0 only) */
     pthread_mutex_t mu;
@@ -204,6 +205,7 @@ static int worker_setup(struct worker *w)
     qn_rpc_server_share_conn_count(w->ctx.server, &w->r->conns);
     qn_rpc_server_share_peers(w->ctx.server, w->r->peers);
     qn_rpc_server_share_recv_count(w->ctx.server, &w->r->inbound);
+    qn_rpc_server_share_stream_count(w->ctx.server, &w->r->streams);
     qn_rpc_server_split_send_buffer(w->ctx.server, w->r->loops.n);
     if ((rc = qn_security_new(w->ctx.base, cfg, &w->ctx.security)) != QN_OK)
         return rc;
@@ -558,6 +560,7 @@ int qn_broker_serve(const struct qn_config *cfg, const struct qn_broker_module *
         qn_rpc_server_share_conn_count(r.ctx.server, &r.conns);
         qn_rpc_server_share_peers(r.ctx.server, r.peers);
         qn_rpc_server_share_recv_count(r.ctx.server, &r.inbound);
+        qn_rpc_server_share_stream_count(r.ctx.server, &r.streams);
         qn_rpc_server_split_send_buffer(r.ctx.server, r.loops.n);
         qn_rpc_server_set_handoff(r.ctx.server, handoff, &r);
     }

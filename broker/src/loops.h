@@ -78,6 +78,7 @@ struct qn_loops {
     void *module_state[QN_MAX_WORKERS];     /* published at start */
     pthread_mutex_t counters_mu;            /* guards counters */
     struct qn_loop_counters counters[QN_MAX_WORKERS];
+    _Atomic size_t parked; /* parked pops of every loop (QUEEN_MAX_PARKED_POPS) */
 };
 
 #endif

@@ -337,6 +337,8 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
 
     if ((rc = qn_waiters_new((size_t)cfg->max_parked_pops, &app->waiters)) != QN_OK)
         return rc;
+    if (m->nworkers > 1) /* QUEEN_MAX_PARKED_POPS is the process's */
+        qn_waiters_share_count(app->waiters, &ctx->loops->parked);
     if ((rc = qn_cfusion_new(app->waiters, 0, &app->cfusion)) != QN_OK)
         return rc;
     qn_cfusion_set_bundling(app->cfusion, cfg->lease_bundle, cfg->ack_bundle);

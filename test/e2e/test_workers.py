@@ -301,6 +301,90 @@ class Workers(unittest.TestCase):
                         % series(streams))
 
 
+class ProcessLimits(unittest.TestCase):
+    """QUEEN_MAX_STREAMS and QUEEN_MAX_PARKED_POPS are the process's, whatever
+    loop a connection lands on (two loops, limits of 2)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.b = Broker("product", db="e2e_workers_limits",
+                       env={"QUEEN_WORKERS": "2", "QUEEN_MAX_STREAMS": "2",
+                            "QUEEN_MAX_PARKED_POPS": "2", "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.b.stop()
+        assert rc == 0, cls.b.log_text()
+
+    def two_loops(self):
+        cs = [Client(own_channel(self.b)) for _ in range(2)]
+        for c in cs:
+            c.health()
+        self.assertTrue(wait_until(lambda: served_by(self.b, 2) == {0, 1}), "one loop served both")
+        return cs
+
+    def test_streams(self):
+        a, b = self.two_loops()
+        q = uniq("slim")
+
+        def stream(c):
+            return ConsumeStream(c, subscribe=Q.ConsumeSubscribe(queue=q, consumer_group="g"))
+        s1, s2 = stream(a), stream(b)
+        try:
+            s1.roundtrip()
+            s2.roundtrip()  # one on each loop: the process is at its limit
+            for c in (a, b):
+                s3 = stream(c)
+                self.assertEqual(s3.wait_end(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("QUEEN_MAX_STREAMS", s3.error.details())
+            s1.cancel()  # a place freed on one loop is taken on the other
+
+            def accepted():
+                s = stream(b)
+                try:
+                    s.roundtrip(timeout=5)
+                    return s
+                except AssertionError:
+                    self.assertEqual(s.wait_end(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                    return None
+            wait_until(accepted, 10, what="a stream place").cancel()
+        finally:
+            s1.cancel()
+            s2.cancel()
+            a.close()
+            b.close()
+
+    def test_parked_pops(self):
+        a, b = self.two_loops()
+        q = uniq("plim")
+        a.push(q, [b"x"], partition="p0")  # the queue exists
+        a.pop(q, partition="p0", auto_ack=True)
+        base = parked(self.b)
+        done = {}
+
+        def park(c, k):
+            done[k] = c.pop(q, partition="p%d" % k, wait_ms=20000, timeout=30)
+        ths = [threading.Thread(target=park, args=(c, k)) for k, c in enumerate((a, b))]
+        try:
+            for t in ths:
+                t.start()
+            self.assertTrue(wait_until(lambda: parked(self.b) >= base + 2), "the pops never parked")
+            for c in (a, b):
+                with self.assertRaises(grpc.RpcError) as e:
+                    c.pop(q, partition="p9", wait_ms=20000, timeout=30)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("QUEEN_MAX_PARKED_POPS", e.exception.details())
+            b.push_items([Q.PushItem(queue=q, partition="p%d" % k, payload=b"y") for k in range(2)])
+            for t in ths:
+                t.join(30)
+            self.assertEqual([len(done[k].messages) for k in range(2)], [1, 1])
+        finally:
+            for t in ths:
+                t.join(30)
+            a.close()
+            b.close()
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_with_calls_in_flight_on_every_loop(self):
         b = Broker("product", db="e2e_workers_stop",

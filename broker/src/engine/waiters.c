@@ -27,6 +27,7 @@
  *   4. Every waiter on `waking` is called exactly once, unless it is unparked
  *      first; none is called after it was unparked.
  */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ struct qn_waiters {
     bool passing;                 /* a wake pass is calling waiters */
     size_t count;
     size_t max_parked;
+    _Atomic size_t *shared; /* every loop's parked count (qn_waiters_share_count); NULL: count */
 };
 
 int qn_waiters_new(size_t max_parked, struct qn_waiters **out)
@@ -171,6 +173,14 @@ static const char *group_key(const char *group)
     return group == NULL || strcmp(group, QN_QUEUE_MODE) == 0 ? "" : group;
 }
 
+void qn_waiters_share_count(struct qn_waiters *ws, _Atomic size_t *count)
+{
+    ws->shared = count;
+}
+
+static int park_in_bucket(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
+                          const char *queue, const char *group);
+
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
                     const char *queue, const char *group)
 {
@@ -178,6 +188,20 @@ int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t te
         return QN_OK; /* parked already, or about to be called by a wake pass */
     if (ws->count >= ws->max_parked)
         return QN_EBUSY;
+    /* the process's limit: a place taken first, given back on failure */
+    if (ws->shared != NULL && atomic_fetch_add(ws->shared, 1) >= ws->max_parked) {
+        atomic_fetch_sub(ws->shared, 1);
+        return QN_EBUSY;
+    }
+    int rc = park_in_bucket(ws, w, tenant, queue, group);
+    if (rc != QN_OK && ws->shared != NULL)
+        atomic_fetch_sub(ws->shared, 1);
+    return rc;
+}
+
+static int park_in_bucket(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],
+                          const char *queue, const char *group)
+{
     group = group_key(group);
     memcpy(w->tenant, tenant, 16);
     struct qn_wait_bucket *b = NULL;
@@ -231,6 +255,8 @@ static void leave_bucket(struct qn_waiters *ws, struct qn_waiter *w)
     struct qn_wait_bucket *b = w->bucket;
     list_unlink(b, w);
     ws->count--;
+    if (ws->shared != NULL)
+        atomic_fetch_sub(ws->shared, 1);
     if (b->head != NULL)
         return;
     if (b->q == NULL) {

@@ -56,10 +56,16 @@ int qn_waiters_new(size_t max_parked, struct qn_waiters **out);
 /* Frees; parked waiters are simply dropped (owners are torn down first). */
 void qn_waiters_free(struct qn_waiters *ws);
 
+/* max_parked becomes the limit of every waiters sharing count (one per loop:
+ * QUEEN_MAX_PARKED_POPS is the process's), counted atomically there. Before
+ * the first park; count outlives ws. */
+void qn_waiters_share_count(struct qn_waiters *ws, _Atomic size_t *count);
+
 /*
  * Parks w under (tenant, queue, group) (tenant: 16 bytes); queue NULL or ""
  * parks it on the discovery list (woken by a push to any queue of tenant).
- * Returns QN_OK, QN_EBUSY when max_parked waiters are already parked, or
+ * Returns QN_OK, QN_EBUSY when max_parked waiters are already parked (here, or
+ * with a shared count in every loop), or
  * QN_ENOMEM.
  */
 int qn_waiters_park(struct qn_waiters *ws, struct qn_waiter *w, const uint8_t tenant[16],

@@ -195,6 +195,7 @@ struct qn_calls {
     size_t nbw;
     struct event *budget_ev; /* wakes budget waiters after room was freed */
     uint64_t max_stream_slots, stream_slots;
+    _Atomic uint64_t *shared_streams; /* every loop's streams (QUEEN_WORKERS); NULL: stream_slots */
     struct method_table *tables;
     size_t ntables;
     qn_call *live; /* every call not CLOSED */
@@ -1271,14 +1272,28 @@ int qn__calls_stream_acquire(struct qn_calls *set)
 {
     if (set->stream_slots >= set->max_stream_slots)
         return QN_EBUSY;
+    /* the process's limit: a place taken first, given back when over */
+    if (set->shared_streams != NULL &&
+        atomic_fetch_add(set->shared_streams, 1) >= set->max_stream_slots) {
+        atomic_fetch_sub(set->shared_streams, 1);
+        return QN_EBUSY;
+    }
     set->stream_slots++;
     return QN_OK;
 }
 
 void qn__calls_stream_release(struct qn_calls *set)
 {
-    if (set->stream_slots > 0)
+    if (set->stream_slots > 0) {
         set->stream_slots--;
+        if (set->shared_streams != NULL)
+            atomic_fetch_sub(set->shared_streams, 1);
+    }
+}
+
+void qn__calls_share_streams(struct qn_calls *set, _Atomic uint64_t *count)
+{
+    set->shared_streams = count;
 }
 
 size_t qn__calls_max_send(const struct qn_calls *set)

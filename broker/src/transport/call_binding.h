@@ -78,6 +78,8 @@ int qn__calls_set_metrics(struct qn_calls *set, struct qn_metrics *m);
 /* Several loops' call sets share one QUEEN_MAX_RECV_BUFFER_BYTES: count (borrowed
  * until the set is freed) holds the unfinished request bytes of all of them. */
 void qn__calls_share_inbound(struct qn_calls *set, _Atomic size_t *count);
+/* QUEEN_MAX_STREAMS counted in *count, every loop's streams (QUEEN_WORKERS > 1). */
+void qn__calls_share_streams(struct qn_calls *set, _Atomic uint64_t *count);
 /* QUEEN_MAX_SEND_BUFFER_BYTES / n for this set, at least QUEEN_MAX_CONN_SEND_BYTES. */
 void qn__calls_split_send_buffer(struct qn_calls *set, unsigned n);
 

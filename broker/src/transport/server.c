@@ -176,6 +176,11 @@ void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count)
     qn__calls_share_inbound(s->calls, count);
 }
 
+void qn_rpc_server_share_stream_count(qn_rpc_server *s, _Atomic uint64_t *count)
+{
+    qn__calls_share_streams(s->calls, count);
+}
+
 void qn_rpc_server_split_send_buffer(qn_rpc_server *s, unsigned n)
 {
     qn__calls_split_send_buffer(s->calls, n);

@@ -73,6 +73,9 @@ void qn_rpc_server_share_conn_count(qn_rpc_server *s, _Atomic size_t *count);
 /* Servers of several loops share one QUEEN_MAX_RECV_BUFFER_BYTES: count
  * (borrowed until s is freed) holds every loop's unfinished request bytes. */
 void qn_rpc_server_share_recv_count(qn_rpc_server *s, _Atomic size_t *count);
+/* QUEEN_MAX_STREAMS becomes the limit of every server sharing *count (the
+ * process's long-lived streams). Before the server serves. */
+void qn_rpc_server_share_stream_count(qn_rpc_server *s, _Atomic uint64_t *count);
 
 /* Servers of n loops split one QUEEN_MAX_SEND_BUFFER_BYTES: each loop's calls
  * hold at most an n-th of it unread (never less than QUEEN_MAX_CONN_SEND_BYTES),

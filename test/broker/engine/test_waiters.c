@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,6 +227,42 @@ START_TEST(parked_limit)
     qn_waiters_notify(ws, T1, "q", NULL, 10);
     ck_assert_uint_eq(qn_waiters_count(ws), 0);
     ck_assert_int_eq(qn_waiters_park(ws, &tws[1].w, T1, "q", "g"), QN_OK);
+    teardown();
+}
+END_TEST
+
+/* Two loops' waiters sharing one count: QUEEN_MAX_PARKED_POPS is the process's.
+ * A park refused by the other loop's count leaves the shared count as it was;
+ * a waiter leaving (unparked or woken) in either gives its place back. */
+START_TEST(parked_limit_shared_by_loops)
+{
+    setup(3);
+    struct qn_waiters *other;
+    ck_assert_int_eq(qn_waiters_new(3, &other), QN_OK);
+    _Atomic size_t count = 0;
+    qn_waiters_share_count(ws, &count);
+    qn_waiters_share_count(other, &count);
+    park(0, "q", "g", NULL);
+    park(1, "q", "h", NULL);
+    ck_assert_int_eq(qn_waiters_park(other, &tws[2].w, T1, "q", "g"), QN_OK);
+    ck_assert_uint_eq(atomic_load(&count), 3);
+    /* each loop holds fewer than 3, the process holds 3: both refuse */
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T1, "q", "g"), QN_EBUSY);
+    ck_assert_int_eq(qn_waiters_park(other, &tws[4].w, T1, "r", "g"), QN_EBUSY);
+    ck_assert(!qn_waiter_parked(&tws[3].w));
+    ck_assert_uint_eq(atomic_load(&count), 3);
+    /* leaving one loop makes room in the other */
+    qn_waiters_unpark(ws, &tws[1].w);
+    ck_assert_uint_eq(atomic_load(&count), 2);
+    ck_assert_int_eq(qn_waiters_park(other, &tws[4].w, T1, "r", "g"), QN_OK);
+    ck_assert_uint_eq(qn_waiters_count(other), 2);
+    /* woken ones give their places back too */
+    qn_waiters_notify(other, T1, "q", NULL, 10);
+    qn_waiters_notify(other, T1, "r", NULL, 10);
+    ck_assert_uint_eq(atomic_load(&count), 1);
+    ck_assert_int_eq(qn_waiters_park(ws, &tws[3].w, T1, "q", "g"), QN_OK);
+    ck_assert_uint_eq(atomic_load(&count), 2);
+    qn_waiters_free(other);
     teardown();
 }
 END_TEST
@@ -680,6 +717,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, other_queues_and_discovery);
     tcase_add_test(tc, tenants_wake_only_their_own);
     tcase_add_test(tc, parked_limit);
+    tcase_add_test(tc, parked_limit_shared_by_loops);
     tcase_add_test(tc, unparked_during_pass_is_not_called);
     tcase_add_test(tc, owner_freed_during_pass);
     tcase_add_test(tc, reparked_in_wake_waits_for_the_next_commit);
