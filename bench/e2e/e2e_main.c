@@ -631,12 +631,17 @@ static void print_e2e(const char *label, const struct cell *cl, const struct e2e
     uint64_t end = st->consume_last_ns != 0 ? st->consume_last_ns : st->phase_end_ns;
     printf("%s batch=%u parts=%u payload=%s rate=%.0f push_msg/s=%.0f msg/s=%.0f p50_ms=%.2f"
            " p99_ms=%.2f ok=%" PRIu64 " pushed=%" PRIu64 " consumed=%" PRIu64
-           " backlog_at_push_end=%" PRId64 " errors=%s conn_failures=%" PRIu64 " %s\n",
+           " backlog_at_push_end=%" PRId64 " push_p50_ms=%.2f push_p99_ms=%.2f pops=%" PRIu64
+           " empty_pops=%" PRIu64
+           " ack_p50_ms=%.2f ack_p99_ms=%.2f errors=%s conn_failures=%" PRIu64 " %s\n",
            label, cl->batch, cl->parts, e2e_payload_kind_name(cl->kind), cl->e2e_rate,
            per_s(st->pushed, st->push_first_ns, st->push_last_ns),
            per_s(st->acked, st->phase_start_ns, end), ms(e2e_hist_quantile(&st->e2e_lat, 0.50)),
            ms(e2e_hist_quantile(&st->e2e_lat, 0.99)), all.code[0], st->pushed, st->acked,
-           st->backlog_at_push_end, errs, st->conn_failures, cpu);
+           st->backlog_at_push_end, ms(e2e_hist_quantile(&st->push_rtt, 0.50)),
+           ms(e2e_hist_quantile(&st->push_rtt, 0.99)), st->pop_calls, st->pop_empty,
+           ms(e2e_hist_quantile(&st->ack_rtt, 0.50)), ms(e2e_hist_quantile(&st->ack_rtt, 0.99)),
+           errs, st->conn_failures, cpu);
     if (st->first_error[0] != '\0')
         printf("  first error: %s\n", st->first_error);
     fflush(stdout);

@@ -763,7 +763,6 @@ static void pop_closed(qn_client_call *call, const struct qn_client_call_result 
 
 static void ack_closed(qn_client_call *call, const struct qn_client_call_result *res, void *ud)
 {
-    (void)call;
     struct consumer *c = ud;
     e2e_run *r = c->r;
     struct e2e_stats *st = r->st;
@@ -786,6 +785,9 @@ static void ack_closed(qn_client_call *call, const struct qn_client_call_result 
     } else {
         st->acked += ack_result(r, ar, c->ack_items, c->ack_msgs);
         st->consume_last_ns = qn_client_now_ns();
+        if (qn_client_call_started_ns(call) >= r->rtt_from_ns) /* past the warm-up */
+            e2e_hist_add(&st->ack_rtt,
+                         (st->consume_last_ns - qn_client_call_started_ns(call)) / 1000u, 1);
     }
     e2e_arena_reset(&r->arena);
     cons_set(c, C_IDLE);

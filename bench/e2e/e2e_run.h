@@ -93,6 +93,7 @@ struct e2e_stats {
     struct e2e_status_count pop_st;
     struct e2e_status_count ack_st;
     struct e2e_hist pop_rtt; /* per Pop that delivered (or stream batch gap), microseconds */
+    struct e2e_hist ack_rtt; /* per unary Ack applied, past the warm-up, microseconds */
     struct e2e_hist e2e_lat; /* push send -> consumer receipt, microseconds */
     uint64_t consume_first_ns, consume_last_ns; /* first delivery, last ack applied */
     /* phase */
