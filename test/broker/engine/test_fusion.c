@@ -27,6 +27,9 @@
  * other partitions, in their tenant; a duplicate frame fails the entry whole;
  * all frames duplicate is DUPLICATE; a lost flush holding entries is resolved
  * (their own ids found: QUEUED); the dedup cache's watermark and hooks apply.
+ * Large segments: packed by the offload pool while the loop goes on, their
+ * bundle holding no place in flight until they are back; packed on the loop and
+ * sent at once when the pool is full.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -805,9 +808,9 @@ struct held_pool {
     struct qn_test_gate gate;
 };
 
-static void held_pool_start(struct held_pool *h)
+static void held_pool_start(struct held_pool *h, size_t cap)
 {
-    ck_assert_int_eq(qn_offload_new(1, 8, &h->pool), QN_OK);
+    ck_assert_int_eq(qn_offload_new(1, cap, &h->pool), QN_OK);
     ck_assert_int_eq(qn_offload_port_new(h->pool, base, &h->port), QN_OK);
     qn_test_gate_init(&h->gate);
     ck_assert_int_eq(qn_offload_submit(h->port, &h->gate.job), QN_OK);
@@ -832,7 +835,7 @@ START_TEST(large_segments_are_packed_off_the_loop)
     ck_assert_int_eq(evthread_use_pthreads(), 0); /* before the loop: the pool wakes it */
     setup();
     struct held_pool h;
-    held_pool_start(&h);
+    held_pool_start(&h, 8);
     struct tjob *big = job_make("q", "p0", 0, 200, false, 1000); /* ~200 KB raw */
     struct tjob *small = job_make("q", "p1", 1000, 3, false, 0);
     submit(big);
@@ -884,7 +887,7 @@ START_TEST(a_packing_bundle_holds_no_place_in_flight)
     ck_assert_int_eq(evthread_use_pthreads(), 0);
     setup_with(1, 64 << 20); /* one partition a bundle */
     struct held_pool h;
-    held_pool_start(&h);
+    held_pool_start(&h, 8);
     struct tjob *big = job_make("q", "p0", 0, 200, false, 1000);
     submit(big);
     turn();
@@ -928,6 +931,51 @@ START_TEST(a_packing_bundle_holds_no_place_in_flight)
 }
 END_TEST
 
+/* The pool is full (its only place held by the gate job): the large segment is
+ * packed on the loop after all, and its bundle sent in the same turn with the
+ * segments it was bundled with, its frames intact and in arrival order. The
+ * pool counts the refusal; fusion counts nothing offloaded or packing. */
+START_TEST(a_full_pool_packs_on_the_loop)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setup();
+    struct held_pool h;
+    held_pool_start(&h, 1);
+    struct tjob *big = job_make("q", "p0", 0, 200, false, 1000); /* ~200 KB raw: offloaded */
+    struct tjob *small = job_make("q", "p1", 1000, 3, false, 0);
+    submit(big);
+    submit(small);
+    turn();
+    ck_assert_uint_eq(npushes, 1); /* nothing waits for the pool */
+    ck_assert_uint_eq(pushes[0].nsegs, 2);
+    ck_assert_str_eq(pushes[0].segs[0].partition, "p0");
+    ck_assert_uint_eq(pushes[0].segs[0].count, 200);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(pushes[0].segs[0].seq[i], i);
+    ck_assert_str_eq(pushes[0].segs[1].partition, "p1");
+    ck_assert_uint_eq(pushes[0].segs[1].count, 3);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.offloaded, 0);
+    ck_assert_uint_eq(fs.packing, 0);
+    ck_assert_uint_eq(fs.inflight, 1);
+    struct qn_offload_stats os;
+    qn_offload_stats(h.pool, &os);
+    ck_assert_uint_eq(os.submitted, 1); /* the gate */
+    ck_assert_uint_eq(os.refused, 1);
+    answer_queued(0, NULL);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(big->items[i].status, QN_ITEM_QUEUED);
+    ck_assert_int_eq(big->done_calls, 1);
+    ck_assert_int_eq(small->done_calls, 1);
+    qn_test_gate_open(&h.gate); /* freeing the test's port waits for its work */
+    qn_fusion_free(fusion);
+    fusion = NULL;
+    held_pool_end(&h);
+    teardown();
+}
+END_TEST
+
 /* Freed while a pool thread packs: fusion waits for the thread, then fails
  * the segment's items (nothing was sent). */
 START_TEST(free_while_packing_fails_the_items)
@@ -935,7 +983,7 @@ START_TEST(free_while_packing_fails_the_items)
     ck_assert_int_eq(evthread_use_pthreads(), 0);
     setup();
     struct held_pool h;
-    held_pool_start(&h);
+    held_pool_start(&h, 8);
     struct tjob *big = job_make("q", "p0", 0, 200, false, 1000);
     submit(big);
     turn();
@@ -1784,6 +1832,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, large_segments_are_packed_off_the_loop);
     tcase_add_test(tc, free_while_packing_fails_the_items);
     tcase_add_test(tc, a_packing_bundle_holds_no_place_in_flight);
+    tcase_add_test(tc, a_full_pool_packs_on_the_loop);
     tcase_add_test(tc, doubt_committed_is_queued_in_order);
     tcase_add_test(tc, doubt_uncommitted_is_stored_by_the_resolve);
     tcase_add_test(tc, doubt_waits_for_the_pool_and_repeats);
