@@ -71,35 +71,40 @@ static void never(evutil_socket_t fd, short what, void *arg)
     ck_abort_msg("the loop waited 20 s for the pool");
 }
 
+/* Each case's loop, pool and port (pool_start, pool_end). */
+static struct event_base *base;
 static struct event *keep;
+static struct qn_offload *o;
+static struct qn_offload_port *port;
 
 /* A loop with libevent's thread support (pool threads wake it) and one timer,
- * so that it blocks until a port wakes it instead of returning at once. */
-static struct event_base *new_base(void)
+ * so that it blocks until a port wakes it instead of returning at once; a pool
+ * of `threads` threads holding `cap` jobs, and the loop's port on it. */
+static void pool_start(int threads, size_t cap)
 {
     ck_assert_int_eq(evthread_use_pthreads(), 0);
-    struct event_base *b = event_base_new();
-    ck_assert_ptr_nonnull(b);
-    keep = evtimer_new(b, never, NULL);
+    base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+    keep = evtimer_new(base, never, NULL);
     struct timeval tv = {20, 0};
     evtimer_add(keep, &tv);
-    return b;
+    ck_assert_int_eq(qn_offload_new(threads, cap, &o), QN_OK);
+    ck_assert_int_eq(qn_offload_port_new(o, base, &port), QN_OK);
 }
 
-static void base_free(struct event_base *b)
+/* Frees what pool_start made; port NULL: the case freed it already. */
+static void pool_end(void)
 {
+    qn_offload_port_free(port);
+    qn_offload_free(o);
     event_free(keep);
-    event_base_free(b);
+    event_base_free(base);
 }
 
 START_TEST(work_on_a_pool_thread_done_on_the_loop)
 {
-    struct event_base *base = new_base();
+    pool_start(2, 64);
     memset(payload, 'x', sizeof payload);
-    struct qn_offload *o;
-    ck_assert_int_eq(qn_offload_new(2, 64, &o), QN_OK);
-    struct qn_offload_port *port;
-    ck_assert_int_eq(qn_offload_port_new(o, base, &port), QN_OK);
     enum { N = 40 };
     static struct pjob jobs[N];
     int ndone = 0;
@@ -147,19 +152,13 @@ START_TEST(work_on_a_pool_thread_done_on_the_loop)
     qn_offload_stats(o, &st);
     ck_assert_uint_eq(st.submitted, N);
     ck_assert_uint_eq(st.refused, 0);
-    qn_offload_port_free(port);
-    qn_offload_free(o);
-    base_free(base);
+    pool_end();
 }
 END_TEST
 
 START_TEST(full_pool_refuses)
 {
-    struct event_base *base = new_base();
-    struct qn_offload *o;
-    ck_assert_int_eq(qn_offload_new(1, 2, &o), QN_OK);
-    struct qn_offload_port *port;
-    ck_assert_int_eq(qn_offload_port_new(o, base, &port), QN_OK);
+    pool_start(1, 2);
     struct qn_test_gate g, a, b;
     qn_test_gate_init(&g);
     qn_test_gate_init(&a);
@@ -182,23 +181,17 @@ START_TEST(full_pool_refuses)
     while (b.done_calls < 1)
         event_base_loop(base, EVLOOP_ONCE);
     ck_assert_int_eq(g.done_calls + a.done_calls + b.done_calls, 3);
-    qn_offload_port_free(port);
-    qn_offload_free(o);
+    pool_end();
     qn_test_gate_destroy(&g);
     qn_test_gate_destroy(&a);
     qn_test_gate_destroy(&b);
-    base_free(base);
 }
 END_TEST
 
 START_TEST(port_free_waits_for_work_and_runs_no_done)
 {
-    struct event_base *base = new_base();
+    pool_start(1, 8);
     memset(payload, 'y', sizeof payload);
-    struct qn_offload *o;
-    ck_assert_int_eq(qn_offload_new(1, 8, &o), QN_OK);
-    struct qn_offload_port *port;
-    ck_assert_int_eq(qn_offload_port_new(o, base, &port), QN_OK);
     struct qn_test_gate g;
     qn_test_gate_init(&g);
     g.open = true;
@@ -213,14 +206,14 @@ START_TEST(port_free_waits_for_work_and_runs_no_done)
     ck_assert_int_eq(qn_offload_submit(port, &g.job), QN_OK);
     ck_assert_int_eq(qn_offload_submit(port, &big.job), QN_OK);
     qn_offload_port_free(port); /* both queued or running: waits for their work */
+    port = NULL;
     ck_assert_int_eq(atomic_load(&big.worked), 1);
     ck_assert_int_eq(big.work_rc, QN_OK);
     ck_assert_int_eq(big.done_calls, 0);
     ck_assert_int_eq(g.done_calls, 0);
     qn_buf_free(&big.blob);
-    qn_offload_free(o);
+    pool_end();
     qn_test_gate_destroy(&g);
-    base_free(base);
 }
 END_TEST
 
