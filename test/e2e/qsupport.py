@@ -30,8 +30,8 @@ from queen.v1 import queue_pb2_grpc as QG  # noqa: E402
 from grpc.health.v1 import health_pb2 as H  # noqa: E402
 from grpc.health.v1 import health_pb2_grpc as HG  # noqa: E402
 
-__all__ = ["A", "C", "Q", "H", "Client", "ConsumeStream", "PrivatePg", "fixture_db_url", "rpc_error",
-           "uniq", "wait_until", "is_uuid7", "UUID_RE"]
+__all__ = ["A", "C", "Q", "H", "Client", "ConsumeStream", "PrivatePg", "accepted_stream",
+           "fixture_db_url", "rpc_error", "uniq", "wait_until", "is_uuid7", "UUID_RE"]
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -311,6 +311,22 @@ class ConsumeStream:
         if not self.done.wait(timeout):
             raise AssertionError("the Consume stream did not end within %.1fs" % timeout)
         return self.error.code() if self.error is not None else grpc.StatusCode.OK
+
+
+def accepted_stream(client, subscribe, timeout=5.0):
+    """A Consume stream subscribed with `subscribe`, once the broker has taken
+    it (a renew round trip within timeout); None when the broker refused it with
+    RESOURCE_EXHAUSTED (a limit such as QUEEN_MAX_STREAMS); AssertionError when
+    it ended otherwise. For wait_until while a place under a limit frees."""
+    s = ConsumeStream(client, subscribe=subscribe)
+    try:
+        s.roundtrip(timeout=timeout)
+        return s
+    except AssertionError:
+        code = s.wait_end()
+        if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise AssertionError("the Consume stream ended with %s, not RESOURCE_EXHAUSTED" % code)
+        return None
 
 
 class PrivatePg:

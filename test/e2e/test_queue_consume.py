@@ -14,7 +14,7 @@ import unittest
 import grpc
 
 from harness import Broker
-from qsupport import C, Client, ConsumeStream, Q, uniq, wait_until
+from qsupport import C, Client, ConsumeStream, Q, accepted_stream, uniq, wait_until
 
 broker = None
 
@@ -402,17 +402,7 @@ class StreamLimit(unittest.TestCase):
             wait_until(lambda: not s1._in.empty() or not s2._in.empty(), 10, what="a batch")
             # closing one frees its slot
             s1.cancel()
-
-            def accepted():
-                s = ConsumeStream(self.c, sub(q))
-                try:
-                    s.roundtrip(timeout=5)
-                    return s
-                except AssertionError:
-                    self.assertEqual(s.wait_end(), grpc.StatusCode.RESOURCE_EXHAUSTED)
-                    return None
-
-            s4 = wait_until(accepted, 10, what="a stream slot")
+            s4 = wait_until(lambda: accepted_stream(self.c, sub(q)), 10, what="a stream slot")
             s4.cancel()
         finally:
             s1.cancel()

@@ -26,7 +26,7 @@ import urllib.request
 import grpc
 
 from harness import Broker
-from qsupport import Client, ConsumeStream, Q, uniq, wait_until
+from qsupport import Client, ConsumeStream, Q, accepted_stream, uniq, wait_until
 from test_segments import frame, segment, stored_records
 
 LOOPS = 4
@@ -338,16 +338,8 @@ class ProcessLimits(unittest.TestCase):
                 self.assertEqual(s3.wait_end(), grpc.StatusCode.RESOURCE_EXHAUSTED)
                 self.assertIn("QUEEN_MAX_STREAMS", s3.error.details())
             s1.cancel()  # a place freed on one loop is taken on the other
-
-            def accepted():
-                s = stream(b)
-                try:
-                    s.roundtrip(timeout=5)
-                    return s
-                except AssertionError:
-                    self.assertEqual(s.wait_end(), grpc.StatusCode.RESOURCE_EXHAUSTED)
-                    return None
-            wait_until(accepted, 10, what="a stream place").cancel()
+            wait_until(lambda: accepted_stream(b, Q.ConsumeSubscribe(queue=q, consumer_group="g")),
+                       10, what="a stream place").cancel()
         finally:
             s1.cancel()
             s2.cancel()
