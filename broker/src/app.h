@@ -29,6 +29,7 @@ struct qn_fusion;
 struct qn_loops;
 struct qn_method;
 struct qn_notifier;
+struct qn_offload;
 struct qn_pop_gates;
 struct qn_pop_release;
 struct qn_security;
@@ -55,6 +56,8 @@ struct qn_app {
     struct qn_pop_release *releases; /* lease releases retried in the background
                                         (rpc/svc_batch.c) */
     struct qn_loops *loops;          /* the process's loops (loops.h); NULL in unit tests */
+    struct qn_offload *offload;      /* the process's offload pool (engine/offload.h), borrowed;
+                                        NULL: none */
     unsigned worker;                 /* this app's loop */
     int64_t started_ms;              /* qn_store_now_ms() at start */
     bool shutting_down;

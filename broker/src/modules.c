@@ -310,6 +310,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     m->nworkers = ctx->nworkers < 1 ? 1 : ctx->nworkers;
     app->loops = ctx->loops;
     app->worker = ctx->worker;
+    app->offload = ctx->offload;
     app->base = ctx->base;
     app->cfg = cfg;
     app->rpc = ctx->server;

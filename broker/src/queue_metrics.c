@@ -3,7 +3,7 @@
  * docs/metrics.md, which lists every family this file registers).
  *
  * Does: at each scrape, copy the counters the app, fusion, the dedup cache,
- * the waiters, the storage pool and the maintenance loop keep anyway into
+ * the waiters, the storage pool, the offload pool and the maintenance loop keep anyway into
  * their series (nothing on the hot paths changes for that); give fusion its two
  * segment histograms; every QUEEN_METRICS_REFRESH_MS advance the database's
  * stats walk by one bounded step and read the per-queue figures and the
@@ -43,6 +43,7 @@
 #include "engine/dedup.h"
 #include "engine/fusion.h"
 #include "engine/maint_loop.h"
+#include "engine/offload.h"
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
@@ -79,7 +80,7 @@ struct qn_queue_metrics {
     qn_metrics *reg;
     /* collected at scrape */
     struct fam push_msgs, push_bytes, push_dups, commits, segments, inflight, pending_bytes;
-    struct fam offloaded;
+    struct fam offloaded, offload_refused;
     struct fam pop_msgs, pop_bytes, parked;
     struct fam dd_hits, dd_misses, dd_bytes, dd_hashes, dd_parts, dd_evictions;
     struct fam db_up, db_inflight, db_waiting, db_calls, db_doubt, db_hung, db_reconnects,
@@ -142,6 +143,11 @@ static void collect(void *ud)
     qn_metric_set_total(qm->commits.s, fs->flushes);
     qn_metric_set_total(qm->segments.s, fs->segments);
     qn_metric_set_total(qm->offloaded.s, fs->offloaded);
+    if (app->offload != NULL) { /* the process's pool: read once, not summed over loops */
+        struct qn_offload_stats os;
+        qn_offload_stats(app->offload, &os);
+        qn_metric_set_total(qm->offload_refused.s, os.refused);
+    }
     qn_metric_set(qm->inflight.s, (double)fs->inflight);
     qn_metric_set(qm->pending_bytes.s, (double)fs->pending_bytes);
     qn_metric_set_total(qm->pop_msgs.s, c.delivered);
@@ -393,6 +399,8 @@ static int register_all(struct qn_queue_metrics *qm)
     F(segments, "queen_push_segments_total", C, "segments sent by push commits");
     F(offloaded, "queen_push_segments_offloaded_total", C,
       "segments packed by an offload thread instead of their event loop");
+    F(offload_refused, "queen_offload_refused_total", C,
+      "segments the full offload pool refused, packed on their event loop instead");
     F(inflight, "queen_push_commits_in_flight", G, "push commits awaiting the database");
     F(pending_bytes, "queen_push_pending_bytes", G,
       "payload bytes waiting in push fusion for their commit");

@@ -191,6 +191,10 @@ class Metrics(unittest.TestCase):
         after = settled(before, queen_push_messages_total=301)
         self.assertEqual(after.get("queen_push_segments_offloaded_total")
                          - before.get("queen_push_segments_offloaded_total"), 1)
+        # one segment for a pool of 8 places: none refused
+        self.assertIn(("queen_offload_refused_total", frozenset()), after.samples)
+        self.assertEqual(after.get("queen_offload_refused_total")
+                         - before.get("queen_offload_refused_total"), 0)
 
     def test_push_segments_and_raw_pops_count(self):
         # PushSegments bypasses fusion: its messages and payload bytes count all

@@ -61,7 +61,8 @@ int qn_offload_port_new(struct qn_offload *o, struct event_base *base,
 int qn_offload_submit(struct qn_offload_port *p, struct qn_offload_job *job);
 
 /* Jobs of this port not yet handed back (waiting, running or done but not yet
- * delivered). On the port's loop. */
+ * delivered). On the port's loop. For tests (test_offload.c): the broker reads
+ * the pool's totals (qn_offload_stats) instead. */
 size_t qn_offload_port_pending(const struct qn_offload_port *p);
 
 /* Waits until every job of the port has finished its work, then frees the port
