@@ -67,6 +67,10 @@ struct qn_app {
                            fusion counts its own (qn_fusion_stats.committed) */
     uint64_t delivered; /* messages handed to consumers */
     uint64_t rpcs;      /* RPCs started */
+    /* pops over every partition of a queue (scans), and new pops that waited
+     * for a hint instead (svc_pop.c) */
+    uint64_t pop_scans;
+    uint64_t pop_scans_skipped;
     /* payload bytes of `pushed` and `delivered` (metrics) */
     uint64_t pushed_bytes;
     uint64_t delivered_bytes;

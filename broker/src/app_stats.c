@@ -20,6 +20,8 @@ void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters 
     out->pushed_bytes = app->pushed_bytes;
     out->delivered = app->delivered;
     out->delivered_bytes = app->delivered_bytes;
+    out->pop_scans = app->pop_scans;
+    out->pop_scans_skipped = app->pop_scans_skipped;
     if (app->waiters != NULL)
         out->parked = qn_waiters_count(app->waiters);
     if (app->fusion != NULL)

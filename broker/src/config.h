@@ -58,13 +58,14 @@ struct qn_config {
     int64_t tls_handshake_timeout_ms; /* QUEEN_TLS_HANDSHAKE_TIMEOUT_MS */
     int64_t max_conns_per_peer;       /* QUEEN_MAX_CONNECTIONS_PER_PEER (0 = no cap) */
     /* push path */
-    int64_t zstd_level;      /* QUEEN_V2_ZSTD_LEVEL */
-    int64_t bundle_max;      /* QUEEN_V2_BUNDLE_MAX */
-    bool dedup_cache;        /* QUEEN_DEDUP_CACHE */
-    int64_t dedup_cache_mb;  /* QUEEN_DEDUP_CACHE_MB */
-    int64_t wake_recheck_ms; /* QUEEN_WAKE_RECHECK_MS */
-    bool lease_bundle;       /* QUEEN_LEASE_BUNDLE (consume fusion) */
-    bool ack_bundle;         /* QUEEN_ACK_BUNDLE (consume fusion) */
+    int64_t zstd_level;        /* QUEEN_V2_ZSTD_LEVEL */
+    int64_t bundle_max;        /* QUEEN_V2_BUNDLE_MAX */
+    bool dedup_cache;          /* QUEEN_DEDUP_CACHE */
+    int64_t dedup_cache_mb;    /* QUEEN_DEDUP_CACHE_MB */
+    int64_t wake_recheck_ms;   /* QUEEN_WAKE_RECHECK_MS */
+    int64_t pop_scan_reuse_ms; /* QUEEN_POP_SCAN_REUSE_MS */
+    bool lease_bundle;         /* QUEEN_LEASE_BUNDLE (consume fusion) */
+    bool ack_bundle;           /* QUEEN_ACK_BUNDLE (consume fusion) */
     /* maintenance */
     int64_t retention_interval_ms;  /* RETENTION_INTERVAL */
     int64_t retention_batch_size;   /* RETENTION_BATCH_SIZE */

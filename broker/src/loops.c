@@ -144,6 +144,8 @@ void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_cou
     ADD(delivered);
     ADD(delivered_bytes);
     ADD(parked);
+    ADD(pop_scans);
+    ADD(pop_scans_skipped);
     add_fusion(&acc->fusion, &c->fusion);
     add_dedup(&acc->dedup, &c->dedup);
     add_store(&acc->store, &c->store);

@@ -39,6 +39,7 @@ struct qn_loop_counters {
     uint64_t delivered;
     uint64_t delivered_bytes;
     uint64_t parked; /* parked pops and streams now */
+    uint64_t pop_scans, pop_scans_skipped;
     struct qn_fusion_stats fusion;
     struct qn_dedup_stats dedup;
     struct qn_store_stats store;

@@ -16,6 +16,7 @@ import concurrent.futures
 import re
 import time
 import unittest
+import urllib.request
 
 import grpc
 
@@ -753,13 +754,25 @@ class SmallLimits(unittest.TestCase):
         wait_until(accepted, timeout=10, what="the cancelled pops to free their slots")
 
 
+def metric(b, name):
+    """A counter of b's /metrics (0 when absent)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % b.http_port, timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 class CrossBroker(unittest.TestCase):
     """Two brokers on one database: a commit on one wakes consumers parked on
-    the other (NOTIFY), well before their re-check (60 s)."""
+    the other (NOTIFY), well before their re-check (60 s). Broker a keeps a
+    group's empty scan for a minute (QUEEN_POP_SCAN_REUSE_MS): a new Pop of the
+    group waits for news without scanning, and news it was not told of (b's
+    NOTIFY) ends that."""
 
     @classmethod
     def setUpClass(cls):
-        cls.a = Broker("product", db="e2e_queue_pop_two", env={"QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.a = Broker("product", db="e2e_queue_pop_two", env={
+            "QUEEN_WAKE_RECHECK_MS": "60000", "QUEEN_POP_SCAN_REUSE_MS": "60000"}).start()
         cls.b = Broker("product", db="e2e_queue_pop_two_unused", env={
             "QUEEN_DATABASE_URL": fixture_db_url("e2e_queue_pop_two"),
             "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
@@ -782,6 +795,34 @@ class CrossBroker(unittest.TestCase):
         self.cb.push(q, [b"from b"])
         self.assertEqual([m.payload for m in fut.result(20).messages], [b"from b"])
         self.assertLess(time.monotonic() - t0, 4.0)
+
+    def test_a_new_pop_after_an_empty_scan_waits_unscanned_and_is_fed(self):
+        q = uniq()
+        self.assertEqual(len(self.ca.pop(q, consumer_group="g", wait_ms=200).messages), 0)
+        skipped = metric(self.a, "queen_pop_scans_skipped_total")
+        before = self.ca.rpcs()
+        fut = pool.submit(self.ca.pop, q, consumer_group="g", wait_ms=8000, timeout=20)
+        self.ca.wait_received(before)
+        wait_until(lambda: metric(self.a, "queen_pop_scans_skipped_total") > skipped,
+                   what="the new pop to wait without a scan")
+        self.ca.push(q, [b"told"], partition="p1")
+        self.assertEqual([m.payload for m in fut.result(20).messages], [b"told"])
+
+    def test_another_brokers_news_ends_a_groups_empty_scan(self):
+        """Group g's scan was empty; then b commits. Once a's loop has the
+        NOTIFY (it woke h's pop), a new pop of g must scan, not wait for a hint
+        that never comes (its wait would end at 8 s, the re-check at 60 s)."""
+        q = uniq()
+        self.assertEqual(len(self.ca.pop(q, consumer_group="g", wait_ms=200).messages), 0)
+        before = self.ca.rpcs()
+        fut_h = pool.submit(self.ca.pop, q, consumer_group="h", wait_ms=8000, timeout=20)
+        self.ca.wait_received(before)
+        self.cb.push(q, [b"from b"])
+        self.assertEqual([m.payload for m in fut_h.result(20).messages], [b"from b"])
+        t0 = time.monotonic()
+        p = self.ca.pop(q, consumer_group="g", wait_ms=8000, timeout=20)
+        self.assertEqual([m.payload for m in p.messages], [b"from b"])
+        self.assertLess(time.monotonic() - t0, 4.0, "the pop waited for news it already had")
 
     def test_stream_on_one_fed_by_the_other(self):
         q = uniq()

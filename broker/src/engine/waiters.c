@@ -54,11 +54,19 @@ struct qn_wait_queue {
     char key[]; /* tenant (16 bytes) then the queue name, NUL-terminated */
 };
 
-enum { UNFED_SLOTS = 64 };
+enum { UNFED_SLOTS = 64, SCAN_SLOTS = 256 };
+
+/* A group's last scan on this loop (qn_waiters_scanned); key 0: none. */
+struct scan_slot {
+    uint64_t key;   /* hash of (tenant, queue, group) */
+    uint64_t unfed; /* the queue's unfed count when that scan was issued */
+    int64_t at_ms;  /* when it came back empty */
+};
 
 struct qn_waiters {
     struct qn_map queues;
-    uint64_t unfed[UNFED_SLOTS]; /* qn_waiters_unfed, per (tenant, queue) slot */
+    uint64_t unfed[UNFED_SLOTS];        /* qn_waiters_unfed, per (tenant, queue) slot */
+    struct scan_slot scans[SCAN_SLOTS]; /* direct-mapped by key */
     struct qn_wait_bucket *discovery;
     struct qn_wait_bucket waking; /* the wake pass's list (not a real bucket) */
     bool passing;                 /* a wake pass is calling waiters */
@@ -367,6 +375,8 @@ static void wake_chosen(struct qn_waiters *ws, struct qn_waiter **wake, size_t n
 
 enum { WAKE_BATCH = 256 };
 
+static size_t unfed_slot(const char *key, size_t klen);
+
 void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char *queue,
                        const char *partition, size_t per_group)
 {
@@ -374,9 +384,16 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
     size_t n = 0;
     if (per_group == 0)
         per_group = 1;
+    if (queue == NULL || tenant == NULL) {
+        /* news of no known partition, maybe of any queue: any group may have
+         * data no consumer here was told of */
+        for (size_t i = 0; i < UNFED_SLOTS; i++)
+            ws->unfed[i]++;
+    }
     if (queue != NULL && tenant != NULL) {
         char kbuf[16 + 256];
         size_t klen = queue_key(tenant, queue, kbuf);
+        ws->unfed[unfed_slot(kbuf, klen)]++; /* no partition named: told to nobody in particular */
         struct qn_map_node *node = qn_map_get(&ws->queues, kbuf, klen);
         if (node != NULL) {
             struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
@@ -402,6 +419,48 @@ uint64_t qn_waiters_unfed(const struct qn_waiters *ws, const uint8_t tenant[16],
     char kbuf[16 + 256];
     size_t klen = queue_key(tenant, queue, kbuf);
     return ws->unfed[unfed_slot(kbuf, klen)];
+}
+
+static uint64_t scan_key(const uint8_t tenant[16], const char *queue, const char *group)
+{
+    char kbuf[16 + 256 + 256];
+    size_t klen = queue_key(tenant, queue, kbuf) + 1; /* with the NUL */
+    const char *g = group_key(group);
+    size_t gl = strnlen(g, 255);
+    memcpy(kbuf + klen, g, gl);
+    uint64_t k = qn_hash_bytes(kbuf, klen + gl);
+    return k != 0 ? k : 1;
+}
+
+void qn_waiters_scanned(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                        const char *group, uint64_t unfed, bool empty, int64_t now_ms)
+{
+    if (queue == NULL || *queue == '\0')
+        return;
+    uint64_t k = scan_key(tenant, queue, group);
+    struct scan_slot *s = &ws->scans[k % SCAN_SLOTS];
+    if (empty) {
+        s->key = k;
+        s->unfed = unfed;
+        s->at_ms = now_ms;
+    } else if (s->key == k) {
+        s->key = 0; /* data was there untold: the next consumers look again */
+    }
+}
+
+bool qn_waiters_known_empty(const struct qn_waiters *ws, const uint8_t tenant[16],
+                            const char *queue, const char *group, int64_t now_ms,
+                            int64_t max_age_ms, uint64_t *unfed)
+{
+    if (queue == NULL || *queue == '\0')
+        return false;
+    uint64_t k = scan_key(tenant, queue, group);
+    const struct scan_slot *s = &ws->scans[k % SCAN_SLOTS];
+    if (s->key != k || now_ms - s->at_ms > max_age_ms || now_ms < s->at_ms ||
+        qn_waiters_unfed(ws, tenant, queue) != s->unfed)
+        return false;
+    *unfed = s->unfed;
+    return true;
 }
 
 static bool told_has(const struct qn_told *t, const char *group)

@@ -147,9 +147,33 @@ void qn_waiters_feed_except(struct qn_waiters *ws, const uint8_t tenant[16], con
  * moved since its last look at every partition (its last scan);
  * otherwise every partition with news had a consumer of its own, and it waits.
  * Queues share 64 slots, so a move may be another queue's (a needless scan,
- * never a missed one).
+ * never a missed one). A notify (news without a partition: another broker's
+ * NOTIFY) moves it too: nobody in particular was told.
  */
 uint64_t qn_waiters_unfed(const struct qn_waiters *ws, const uint8_t tenant[16], const char *queue);
+
+/*
+ * What a group's scans on this loop say. A scan is a pop that looked at every
+ * partition of the queue (no hint, no partition named) for a consumer of
+ * (tenant, queue, group); unfed is qn_waiters_unfed of the queue read before it
+ * was issued. An empty scan is remembered (one per group; 256 slots shared by
+ * hash, so a group may be forgotten, never confused with another), a scan that
+ * found data forgets it.
+ *
+ * qn_waiters_known_empty: true (and *unfed set to that count) when the group's
+ * last scan here came back empty at most max_age_ms before now_ms and the
+ * queue's unfed count has not moved since that scan was issued: every commit or
+ * release since then was handed to a consumer of the group, so a new consumer
+ * of the group may wait for a hint instead of scanning. News this broker is
+ * not told of (another writer, a lease of another broker ending) is seen by the
+ * next scan, at most max_age_ms later or at the waiter's re-check. A NOTIFY
+ * (qn_waiters_notify, a feed without a partition) moves the unfed count.
+ */
+void qn_waiters_scanned(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                        const char *group, uint64_t unfed, bool empty, int64_t now_ms);
+bool qn_waiters_known_empty(const struct qn_waiters *ws, const uint8_t tenant[16],
+                            const char *queue, const char *group, int64_t now_ms,
+                            int64_t max_age_ms, uint64_t *unfed);
 
 size_t qn_waiters_count(const struct qn_waiters *ws);
 

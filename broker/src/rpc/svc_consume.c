@@ -294,8 +294,13 @@ static void consume_pop_done(void *ud, const struct qn_store_status *st,
         consume_free(c);
         return;
     }
-    if (!c->hinted)
+    if (!c->hinted) {
         c->scanning = res->n > 0; /* invariant 5: the chain ends with an empty scan */
+        if (c->args.partition == NULL || c->args.partition[0] == '\0')
+            /* what the group's new Pops may go by (waiters.h) */
+            qn_waiters_scanned(c->app->waiters, c->tenant, c->args.queue, c->args.group, c->unfed,
+                               res->n == 0, qn_store_now_ms());
+    }
     if (res->n > 0) {
         long sent =
             qn_pop_send_batch(c->app, c->call, &c->args, res,

@@ -20,6 +20,9 @@
  * may go out in a bundle with other consumers' pops):
  *
  *   start --queue may hold pops (gate cache)--> GATING
+ *   start --wait_ms, and its group's last scan on this loop came back empty
+ *           within QUEEN_POP_SCAN_REUSE_MS with no commit or release left
+ *           untold since (waiters.h)--> WAITING (no scan: wait_unscanned)
  *   start --otherwise--> POPPING
  *   GATING --enough pending, hold over, or no room to park--> POPPING
  *   GATING --under-full--> HELD --wake / re-check timer--> GATING (asks again)
@@ -59,6 +62,8 @@
  *      commit and leave a batch leased to nobody until the lease expires.
  *   4. After the call is answered or gone, the handler never touches it again
  *      (the call's data is cleared first).
+ *   6. A pop never answers empty without a scan of its own: one that waited
+ *      unscanned scans at its re-check or at the end of its wait.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -107,6 +112,7 @@ struct pop_rpc {
     bool rewake;           /* a commit was seen while a call was in flight */
     bool hinted;           /* the call in flight leases in a hinted partition only */
     uint64_t unfed;        /* qn_waiters_unfed when it last looked everywhere */
+    bool unscanned;        /* it waited without a scan and has not scanned since (invariant 6) */
     uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
     struct event *timer;   /* re-check / end of the wait or of the hold */
     /* min_pop_wait_time: an under-full pop is held until enough is pending or
@@ -177,6 +183,13 @@ static void arm_at(struct pop_rpc *p, int64_t now, int64_t at)
 }
 
 static void pop_issue(struct pop_rpc *p);
+
+/* The pop in flight (or just answered) looks at every partition of its queue. */
+static bool is_scan(const struct pop_rpc *p)
+{
+    return !p->hinted && p->args.queue != NULL && p->args.queue[0] != '\0' &&
+           (p->args.partition == NULL || p->args.partition[0] == '\0');
+}
 
 static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
 {
@@ -280,6 +293,9 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         pop_store_error(p, st);
         return;
     }
+    if (is_scan(p))
+        qn_waiters_scanned(p->app->waiters, p->tenant, p->args.queue, p->args.group, p->unfed,
+                           res->n == 0, qn_store_now_ms());
     if (res->n > 0) {
         qn_call *call = p->call;
         long sent =
@@ -299,6 +315,12 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     }
     /* empty */
     int64_t now = qn_store_now_ms();
+    if (p->unscanned && p->waiting && now >= p->wait_until_ms && !p->app->shutting_down) {
+        /* invariant 6: a hinted pop found nothing at the end of the wait, and
+         * this pop has not looked everywhere yet (it waited unscanned) */
+        pop_issue(p);
+        return;
+    }
     if (!p->waiting || now >= p->wait_until_ms || p->app->shutting_down) {
         pop_answer_empty(p);
         return;
@@ -384,7 +406,36 @@ static void pop_budget(qn_call *call)
     }
 }
 
-/* Asks the gate or pops: NEW|HELD|WAITING|BUDGET|GATING(answered) -> GATING|POPPING|BUDGET. */
+/* A new pop that would scan may wait for a hint instead: it has time to wait,
+ * its queue holds no pops (gate), and its group's last scan on this loop came
+ * back empty at most QUEEN_POP_SCAN_REUSE_MS ago with every commit and release since handed to a
+ * consumer of the group (waiters.h). It waits as after an empty scan, until a
+ * hint, a wake-up or its re-check; at the end of its wait it scans once before
+ * answering empty. */
+static bool wait_unscanned(struct pop_rpc *p)
+{
+    struct qn_app *app = p->app;
+    int64_t now = qn_store_now_ms();
+    uint64_t unfed = 0;
+    if (p->state != POP_NEW || !p->waiting || app->cfg->pop_scan_reuse_ms <= 0 ||
+        p->waiter.hinted || p->args.queue == NULL || p->args.queue[0] == '\0' ||
+        (p->args.partition != NULL && p->args.partition[0]) || now >= p->wait_until_ms ||
+        qn_pop_gates_get(app->gates, p->tenant, p->args.queue, now) != 0 ||
+        !qn_waiters_known_empty(app->waiters, p->tenant, p->args.queue, p->args.group, now,
+                                app->cfg->pop_scan_reuse_ms, &unfed))
+        return false;
+    app->pop_scans_skipped++;
+    p->unscanned = true;
+    p->unfed = unfed;
+    p->hinted = false;
+    p->state = POP_WAITING;
+    int64_t at = now + app->cfg->wake_recheck_ms;
+    arm_at(p, now, at < p->wait_until_ms ? at : p->wait_until_ms);
+    return true;
+}
+
+/* Asks the gate or pops: NEW|HELD|WAITING|BUDGET|GATING(answered) -> GATING|POPPING|BUDGET,
+ * or NEW -> WAITING (wait_unscanned). */
 static void pop_issue(struct pop_rpc *p)
 {
     struct qn_app *app = p->app;
@@ -398,6 +449,8 @@ static void pop_issue(struct pop_rpc *p)
         }
     }
     p->rewake = false;
+    if (wait_unscanned(p))
+        return;
     if (p->slot == NULL) {
         int rc = qn_svc_take_slot(app, p->call, p->admitted, &p->slot);
         if (rc != QN_OK) {
@@ -447,6 +500,10 @@ static void pop_issue(struct pop_rpc *p)
     p->hinted = qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
     if (!p->hinted && p->args.queue != NULL)      /* a scan: sees every commit told nobody so far */
         p->unfed = qn_waiters_unfed(app->waiters, p->tenant, p->args.queue);
+    if (is_scan(p)) {
+        app->pop_scans++;
+        p->unscanned = false;
+    }
     rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

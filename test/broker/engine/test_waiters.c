@@ -631,6 +631,60 @@ START_TEST(default_group_has_two_spellings)
 }
 END_TEST
 
+/* A group's empty scan lets its new consumers wait without one while nothing
+ * moved the queue's unfed count, for max_age at most; a scan that found data,
+ * a commit told nobody, a NOTIFY (no partition) or age ends it. Per group and
+ * tenant; the default group's two spellings are one. */
+START_TEST(empty_scan_is_remembered_until_news_reaches_nobody)
+{
+    setup(100);
+    uint64_t u = qn_waiters_unfed(ws, T1, "q"), got = 0;
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1000, 100, &got)); /* never scanned */
+    qn_waiters_scanned(ws, T1, "q", "g", u, true, 1000);
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", "g", 1050, 100, &got));
+    ck_assert_uint_eq(got, u);
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", "g", 1100, 100, &got));
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1101, 100, &got));  /* too old */
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "h", 1050, 100, &got));  /* another group */
+    ck_assert(!qn_waiters_known_empty(ws, T2, "q", "g", 1050, 100, &got));  /* another tenant */
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q2", "g", 1050, 100, &got)); /* another queue */
+    /* a commit handed to a parked consumer of the queue keeps it */
+    park(0, "q", "g", NULL);
+    qn_waiters_feed(ws, T1, "q", NULL, "p1", 0);
+    ck_assert(tws[0].w.hinted);
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", "g", 1050, 100, &got));
+    /* a commit told nobody ends it */
+    qn_waiters_feed(ws, T1, "q", NULL, "p2", 0);
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1050, 100, &got));
+    /* a scan issued before that commit cannot vouch for it */
+    qn_waiters_scanned(ws, T1, "q", "g", u, true, 1060);
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1060, 100, &got));
+    u = qn_waiters_unfed(ws, T1, "q");
+    qn_waiters_scanned(ws, T1, "q", "g", u, true, 1070);
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", "g", 1070, 100, &got));
+    /* a scan that found data forgets it */
+    qn_waiters_scanned(ws, T1, "q", "g", u, false, 1080);
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1080, 100, &got));
+    /* news from another broker names no partition: nobody here was told */
+    qn_waiters_scanned(ws, T1, "q", "g", u, true, 1090);
+    qn_waiters_notify(ws, T1, "q", NULL, 1);
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1090, 100, &got));
+    u = qn_waiters_unfed(ws, T1, "q");
+    qn_waiters_scanned(ws, T1, "q", "g", u, true, 1100);
+    qn_waiters_notify(ws, NULL, NULL, NULL, 1); /* of any queue */
+    ck_assert(!qn_waiters_known_empty(ws, T1, "q", "g", 1100, 100, &got));
+    /* the default group: "" and QN_QUEUE_MODE are one */
+    u = qn_waiters_unfed(ws, T1, "q");
+    qn_waiters_scanned(ws, T1, "q", "__QUEUE_MODE__", u, true, 2000);
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", "", 2000, 100, &got));
+    ck_assert(qn_waiters_known_empty(ws, T1, "q", NULL, 2000, 100, &got));
+    /* discovery (no queue) is never vouched for */
+    qn_waiters_scanned(ws, T1, "", "g", u, true, 2000);
+    ck_assert(!qn_waiters_known_empty(ws, T1, "", "g", 2000, 100, &got));
+    teardown();
+}
+END_TEST
+
 static bool never_ready(const struct qn_waiter *w)
 {
     (void)w;
@@ -732,6 +786,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, default_group_has_two_spellings);
     tcase_add_test(tc, groups_told_on_another_loop);
     tcase_add_test(tc, told_set_overflows_to_incomplete);
+    tcase_add_test(tc, empty_scan_is_remembered_until_news_reaches_nobody);
     suite_add_tcase(s, tc);
     return s;
 }
