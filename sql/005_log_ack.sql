@@ -304,6 +304,9 @@ BEGIN
     END IF;
     IF v_release THEN
         v_flags := v_flags | 1;
+        IF v_lastoff > v_new THEN
+            v_flags := v_flags | 16;                          -- more is there to lease
+        END IF;
     END IF;
     IF v_charge THEN
         v_flags := v_flags | 8;

@@ -75,6 +75,30 @@ END_TEST
  * batch_end]: a stale failure there must neither release the live lease nor
  * spend the retry budget, and a repeated completion there is a noop, not
  * "applied". (Treating it as inside the span, o >= committed, breaks all three.) */
+/* A release says whether the partition holds more past the new cursor (16):
+ * the broker hints the partition to a parked consumer only then. */
+START_TEST(test_release_says_whether_more_is_there)
+{
+    PGconn *c = qt_connect();
+    qt_push1(c, "ack.more", "", "p", 0, 10);
+    char pid[37];
+    qt_pid(c, "ack.more", "", pid);
+    ck_assert_int_eq(popn(c, "ack.more", "g", 4, "w1"), 4);
+    struct qt_ack_item it = {.off = 3, .status = 1};
+    PGresult *r = qt_ack(c, pid, "g", "w1", &it, 1);
+    int s = qt_ack_summary(r);
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 16); /* 4..9 left */
+    PQclear(r);
+    ck_assert_int_eq(popn(c, "ack.more", "g", 100, "w2"), 6);
+    it.off = 9;
+    r = qt_ack(c, pid, "g", "w2", &it, 1);
+    s = qt_ack_summary(r);
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1); /* drained */
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_item_at_the_committed_offset)
 {
     PGconn *c = qt_connect();
@@ -175,7 +199,7 @@ START_TEST(test_outcomes)
     ck_assert_int_eq(qt_gi(r, 1, "r_outcome"), 7);
     ck_assert_int_eq(qt_gi(r, 2, "r_outcome"), 1);
     int s = qt_ack_summary(r);
-    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 8); /* released, charged */
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 8 | 16); /* released, charged, more */
     ck_assert_int_eq(qt_gi(r, s, "r_committed"), 2);
     PQclear(r);
     r = consumer(c, pid, "g");
@@ -218,7 +242,7 @@ START_TEST(test_budget_and_dlq_handoff)
     ck_assert_int_eq(popn(c, "ack.dlq", "g", 5, "w"), 5);
     struct qt_ack_item f1[] = {{.txn = "u0", .status = 1}, {.txn = "u1", .status = 2}};
     PGresult *r = qt_ack(c, pid, "g", "w", f1, 2);
-    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_flags"), 1 | 8);
+    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_flags"), 1 | 8 | 16); /* u1 left to redeliver */
     ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_committed"), 0);
     PQclear(r);
 
@@ -236,7 +260,7 @@ START_TEST(test_budget_and_dlq_handoff)
 
     struct qt_ack_item f2 = {.txn = "u1", .status = 2};
     r = qt_ack(c, pid, "g", "w", &f2, 1);
-    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_flags"), 1 | 8);
+    ck_assert_int_eq(qt_gi(r, qt_ack_summary(r), "r_flags"), 1 | 8 | 16);
     PQclear(r);
     ck_assert_int_eq(popn(c, "ack.dlq", "g", 5, "w"), 4);
     r = qt_ack(c, pid, "g", "w", &f2, 1);
@@ -310,7 +334,7 @@ START_TEST(test_forced_dlq_and_retry)
     struct qt_ack_item rt[] = {{.txn = "v1", .status = 1}, {.txn = "v2", .status = 3}};
     r = qt_ack(c, pid, "g", "w", rt, 2);
     s = qt_ack_summary(r);
-    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1);
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 16); /* v2 to retry */
     ck_assert_int_eq(qt_gi(r, s, "r_committed"), 1);
     PQclear(r);
     r = consumer(c, pid, "g");
@@ -333,7 +357,7 @@ START_TEST(test_dlq_off_drops_poison_frame)
     struct qt_ack_item f = {.txn = "x0", .status = 2};
     PGresult *r = qt_ack(c, pid, "g", "w", &f, 1);
     int s = qt_ack_summary(r);
-    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 4);
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 4 | 16);
     ck_assert_int_eq(qt_gi(r, s, "r_committed"), 0); /* past exactly one frame */
     PQclear(r);
     ck_assert_int_eq(qt_i(c, "SELECT count(*) FROM queen.log_dlq WHERE partition_id = '%s'", pid),
@@ -360,7 +384,7 @@ START_TEST(test_poison_behind_unacked_head)
     struct qt_ack_item f = {.txn = "y3", .status = 2};
     PGresult *r = qt_ack(c, pid, "g", "w", &f, 1);
     int s = qt_ack_summary(r);
-    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1);
+    ck_assert_int_eq(qt_gi(r, s, "r_flags"), 1 | 16);
     ck_assert_int_eq(qt_gi(r, s, "r_committed"), -1);
     PQclear(r);
     ck_assert_int_eq(popn(c, "ack.head", "g", 5, "w"), 5);
@@ -522,6 +546,7 @@ Suite *qt_suite_ack(void)
     Suite *s = suite_create("ack");
     TCase *tc = qt_tcase("ack", fixture, 120);
     tcase_add_test(tc, test_positional_partial_then_full);
+    tcase_add_test(tc, test_release_says_whether_more_is_there);
     tcase_add_test(tc, test_item_at_the_committed_offset);
     tcase_add_test(tc, test_outcomes);
     tcase_add_test(tc, test_budget_and_dlq_handoff);

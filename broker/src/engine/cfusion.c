@@ -290,6 +290,23 @@ void qn_cfusion_committed(struct qn_cfusion *cf, const uint8_t tenant[16], const
         qn_container_of(n, struct cf_entry, by_name)->commit_ms = now_ms;
 }
 
+/* The lease slot of group on e (NULL: not remembered), taken off the held
+ * list: the lease has ended. */
+static struct cf_lease *lease_ended(struct qn_cfusion *cf, struct cf_entry *e, const char *group)
+{
+    uint64_t gh = group_hash(group);
+    struct cf_lease *l = NULL;
+    for (unsigned i = 0; i < QN_CFUSION_GROUPS && l == NULL; i++)
+        if (e->leases[i].group == gh)
+            l = &e->leases[i];
+    if (l != NULL)
+        unhold(cf, l);
+    return l;
+}
+
+static bool hint_released(struct qn_cfusion *cf, const uint8_t tenant[16], struct cf_entry *e,
+                          const char *group);
+
 bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
                          const char *group)
 {
@@ -298,16 +315,31 @@ bool qn_cfusion_released(struct qn_cfusion *cf, const uint8_t tenant[16], const 
     struct cf_entry *e = by_pid(cf, tenant, pid);
     if (e == NULL)
         return false;
-    uint64_t gh = group_hash(group);
-    struct cf_lease *l = NULL;
-    for (unsigned i = 0; i < QN_CFUSION_GROUPS && l == NULL; i++)
-        if (e->leases[i].group == gh)
-            l = &e->leases[i];
-    if (l != NULL)
-        unhold(cf, l);
+    struct cf_lease *l = lease_ended(cf, e, group);
     if (l != NULL && !l->full &&
         (e->commit_ms == INT64_MIN || e->commit_ms < l->lease_ms - QN_CFUSION_RACE_MS))
         return false; /* drained by that lease, nothing committed here since */
+    return hint_released(cf, tenant, e, group);
+}
+
+bool qn_cfusion_ack_released(struct qn_cfusion *cf, const uint8_t tenant[16], const uint8_t pid[16],
+                             const char *group, bool more, int64_t sent_ms)
+{
+    if (cf == NULL)
+        return false;
+    struct cf_entry *e = by_pid(cf, tenant, pid);
+    if (e == NULL)
+        return false;
+    lease_ended(cf, e, group);
+    if (!more && (e->commit_ms == INT64_MIN || e->commit_ms < sent_ms))
+        return false; /* the ack saw the partition drained, and no commit since */
+    return hint_released(cf, tenant, e, group);
+}
+
+/* Wakes one parked consumer of group, hinted with e's partition. */
+static bool hint_released(struct qn_cfusion *cf, const uint8_t tenant[16], struct cf_entry *e,
+                          const char *group)
+{
     /* copies: a wake-up may run pops that learn (and so may free this entry) */
     char queue[NAME_MAX_LEN + 1], partition[NAME_MAX_LEN + 1];
     const char *q = e->name_key + 16, *p = e->name_key + 16 + e->qlen + 1;

@@ -131,6 +131,7 @@ struct ack_group {
     int64_t resend_ms;    /* next backoff between re-sends */
     struct event *resend; /* re-send timer (made on the first doubt) */
     bool skip;            /* its partition is not in the caller's tenant: answered rejected */
+    int64_t sent_ms;      /* when its (last) ack_v1 was handed to consume fusion */
 };
 
 struct qn_ack_op {
@@ -358,7 +359,8 @@ static void group_done(void *ud, const struct qn_store_status *st, const struct 
     if ((r->flags & QN_ACKF_RELEASED) && op->call != NULL)
         /* the partition is free for the group again: one parked consumer
          * leases what is left there (engine/cfusion.h) */
-        qn_cfusion_released(op->app->cfusion, qn_authz_tenant(op->call), g->pid, op->group);
+        qn_cfusion_ack_released(op->app->cfusion, qn_authz_tenant(op->call), g->pid, op->group,
+                                (r->flags & QN_ACKF_MORE) != 0, g->sent_ms);
     if ((r->flags & QN_ACKF_DROPPED) && head >= 0)
         op->results[head].dropped = true;
     if (r->flags & QN_ACKF_DLQ_HANDOFF) {
@@ -410,6 +412,7 @@ static int group_send(struct ack_group *g)
     struct qn_call_opts opts = qn_authz_opts(op->call, op->deadline);
     /* bundled with the loop's other acks into one ack_bundle_v1 per flush
      * (engine/cfusion.h); group_done runs after that bundle's commit */
+    g->sent_ms = qn_store_now_ms();
     rc = qn_cfusion_ack(op->app->cfusion, op->app->store, &args, &opts, group_done, g, &g->sreq);
     if (rc != QN_OK)
         g->sreq = NULL;

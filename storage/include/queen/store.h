@@ -433,6 +433,9 @@ int qn_store_pop_gate(qn_store *st, const char *queue, const char *partition, co
 #define QN_ACKF_DLQ_HANDOFF 2
 #define QN_ACKF_DROPPED 4
 #define QN_ACKF_CHARGED 8
+/* with RELEASED: the partition held messages past the new cursor as the ack
+ * read it (a commit after that is not in it) */
+#define QN_ACKF_MORE 16
 
 struct qn_ack_item {
     const uint8_t *hash; /* 16 bytes, or NULL to ack by offset */

@@ -183,6 +183,43 @@ START_TEST(bounded_and_relearns)
 }
 END_TEST
 
+/* An ack's release wakes exactly when the ack saw more in the partition
+ * (QN_ACKF_MORE) or this broker committed there at or after the ack was sent
+ * (the ack could not see that commit); otherwise nobody. */
+START_TEST(ack_release_wakes_on_what_the_ack_saw_or_could_not_see)
+{
+    setup(0);
+    uint8_t pid[16];
+    pid_of(9, pid);
+    park(0, T1, "q", "g");
+    qn_cfusion_learn(cf, T1, pid, "q", "p9", "g", true, 1000); /* even a full batch */
+    /* drained as the ack read it, no commit known: nobody */
+    ck_assert(!qn_cfusion_ack_released(cf, T1, pid, "g", false, 1100));
+    /* a commit answered before the ack was sent: the ack saw it (drained) */
+    qn_cfusion_committed(cf, T1, "q", "p9", 1099);
+    ck_assert(!qn_cfusion_ack_released(cf, T1, pid, "g", false, 1100));
+    ck_assert_int_eq(total_woken(), 0);
+    /* the ack saw more */
+    ck_assert(qn_cfusion_ack_released(cf, T1, pid, "g", true, 1100));
+    ck_assert_int_eq(cws[0].woken, 1);
+    ck_assert_str_eq(cws[0].w.hint, "p9");
+    /* a commit answered as the ack was sent, or after: maybe not seen by it */
+    park(1, T1, "q", "g");
+    qn_cfusion_committed(cf, T1, "q", "p9", 1100);
+    ck_assert(qn_cfusion_ack_released(cf, T1, pid, "g", false, 1100));
+    ck_assert_int_eq(cws[1].woken, 1);
+    /* another partition's commit does not count; an unknown partition: nobody */
+    park(2, T1, "q", "g");
+    qn_cfusion_committed(cf, T1, "q", "p8", 5000);
+    ck_assert(!qn_cfusion_ack_released(cf, T1, pid, "g", false, 2000));
+    uint8_t other[16];
+    pid_of(10, other);
+    ck_assert(!qn_cfusion_ack_released(cf, T1, other, "g", true, 2000));
+    ck_assert_int_eq(cws[2].woken, 0);
+    teardown();
+}
+END_TEST
+
 /* A release wakes only when something is likely left: the last lease of the
  * group was a full batch, or this broker committed there since (or within
  * QN_CFUSION_RACE_MS before) that lease came back. */
@@ -464,6 +501,7 @@ Suite *qn_test_cfusion_suite(void)
     tcase_add_test(tc, queue_mode_group_matches_both_spellings);
     tcase_add_test(tc, bounded_and_relearns);
     tcase_add_test(tc, release_wakes_only_when_something_is_left);
+    tcase_add_test(tc, ack_release_wakes_on_what_the_ack_saw_or_could_not_see);
     tcase_add_test(tc, leases_are_per_group);
     tcase_add_test(tc, commit_to_held_partition_wakes_nobody_of_that_group);
     tcase_add_test(tc, worker_release_hints_its_partitions);
