@@ -66,8 +66,9 @@ void qn_cfusion_committed(struct qn_cfusion *cf, const uint8_t tenant[16], const
                           const char *partition, int64_t now_ms);
 
 /*
- * An ack of this broker committed and released group's lease on (tenant, pid)
- * (or filed its DLQ hand-off, which releases it), so it is no longer held:
+ * Group's lease on (tenant, pid) ended without an ack that says what it saw
+ * (a DLQ hand-off filed, a worker's release, an expiry; an ack_v1 that
+ * released it: qn_cfusion_ack_released), so it is no longer held:
  * when the partition is known and likely holds more (the last lease there was
  * a full batch, or this broker committed to it since QN_CFUSION_RACE_MS before
  * that lease), wakes one parked "any partition" consumer of that group on the
@@ -98,7 +99,7 @@ bool qn_cfusion_ack_released(struct qn_cfusion *cf, const uint8_t tenant[16], co
  * holds the only lease; the release hints the partition to a parked consumer
  * when something is likely left, as above). Every way a lease ends is learned
  * so that no data waits for a re-check: an ack that released it
- * (qn_cfusion_released), release_lease_v1 of its worker
+ * (qn_cfusion_ack_released), release_lease_v1 of its worker
  * (qn_cfusion_worker_released), its expiry (qn_cfusion_expire, from a timer when
  * a base is set) and a DLQ hand-off (qn_cfusion_released).
  */
