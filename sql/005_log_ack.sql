@@ -81,6 +81,8 @@ DECLARE
     v_release BOOL := false;
     v_reset   BOOL := false;
     v_charge  BOOL := false;
+    v_fast    BOOL;
+    v_badidx  INT8;
     v_total   INT8;
     h         BYTEA;
     o         INT8;
@@ -131,142 +133,165 @@ BEGIN
     -- caller named the lease (the lease id only triggers validation).
     v_lease := v_bend IS NOT NULL;
     v_hi := CASE WHEN v_lease THEN v_bend ELSE v_lastoff END;
-    v_st := array_fill(1::INT2, ARRAY[v_n]);
-    v_eff := array_fill(NULL::INT8, ARRAY[v_n]);
-    v_below := array_fill(false, ARRAY[v_n]);
-    v_out := array_fill(NULL::INT2, ARRAY[v_n]);
-
-    FOR i IN 1 .. v_n LOOP
-        v_st[i] := CASE WHEN p_statuses IS NULL OR p_statuses[i] IS NULL
-                             OR p_statuses[i] IN (0, 1) THEN 1
-                        WHEN p_statuses[i] IN (2, 3, 4) THEN p_statuses[i]
-                        ELSE 2 END;   -- anything else is a failure, as on the wire
-        h := p_hashes[i];
-        o := p_offsets[i];
-        IF h IS NOT NULL THEN
-            IF octet_length(h) <> 16 OR o IS NOT NULL THEN
-                v_out[i] := 6;
-            ELSE
-                v_hash_n := v_hash_n + 1;
-            END IF;
-        ELSIF o IS NULL OR o > v_hi THEN
-            v_out[i] := 6;                   -- nothing to ack, or beyond the span
-        ELSIF o > v_com THEN
-            v_eff[i] := o;
+    -- Positional acks that all complete (the common case: a consumer acks
+    -- what it was given) take set-based statements instead of the per-item
+    -- loops below (an ack of 100 messages at 50,000 msg/s: 0.29 ms of server
+    -- time that way, 0.23 ms this way). Same verdicts: an item past the span (or with
+    -- no offset) is rejected (6), one at or below the cursor is a noop (2),
+    -- the rest apply (1) and the cursor moves to the highest of them.
+    v_fast := coalesce(cardinality(p_offsets), 0) = v_n
+              AND NOT EXISTS (SELECT 1 FROM unnest(p_hashes) x WHERE x IS NOT NULL)
+              AND NOT EXISTS (SELECT 1 FROM unnest(p_statuses) x
+                              WHERE x IS NOT NULL AND x NOT IN (0, 1));
+    IF v_fast THEN
+        SELECT max(u.o) FILTER (WHERE u.o > v_com AND u.o <= v_hi),
+               min(u.ord) FILTER (WHERE u.o IS NULL OR u.o > v_hi)
+        INTO v_maxok, v_badidx
+        FROM unnest(p_offsets) WITH ORDINALITY AS u(o, ord);
+        IF p_strict AND v_badidx IS NOT NULL THEN
+            RAISE EXCEPTION 'QACK rejected item %', v_badidx - 1;
         END IF;
-    END LOOP;
+        v_new := greatest(v_com, coalesce(v_maxok, v_com));
+        v_total := v_new - v_com;
+    ELSE
+        v_st := array_fill(1::INT2, ARRAY[v_n]);
+        v_eff := array_fill(NULL::INT8, ARRAY[v_n]);
+        v_below := array_fill(false, ARRAY[v_n]);
+        v_out := array_fill(NULL::INT2, ARRAY[v_n]);
 
-    IF v_hash_n > 0 THEN
-        -- Resolution, bounded through the primary key to the ackable span: the
-        -- sidecar rows from the one covering lo up to batch_end. Stored frames
-        -- are filtered by "h = ANY(the items' hashes)" in a one-shot plan
-        -- (EXECUTE), where the array is a constant and the test is a hash
-        -- lookup; the few matches are then joined to the items. A cached plan
-        -- chose nested loops that exploded every stored row once per item.
-        v_lo := greatest(v_com + 1, v_txs);
-        v_res := p_hashes;
-        -- one-shot plans below: JIT would compile again at every call
-        PERFORM set_config('jit', 'off', true);
         FOR i IN 1 .. v_n LOOP
-            IF v_out[i] IS NOT NULL THEN
-                v_res[i] := NULL;            -- rejected already: not resolved
+            v_st[i] := CASE WHEN p_statuses IS NULL OR p_statuses[i] IS NULL
+                                 OR p_statuses[i] IN (0, 1) THEN 1
+                            WHEN p_statuses[i] IN (2, 3, 4) THEN p_statuses[i]
+                            ELSE 2 END;   -- anything else is a failure, as on the wire
+            h := p_hashes[i];
+            o := p_offsets[i];
+            IF h IS NOT NULL THEN
+                IF octet_length(h) <> 16 OR o IS NOT NULL THEN
+                    v_out[i] := 6;
+                ELSE
+                    v_hash_n := v_hash_n + 1;
+                END IF;
+            ELSIF o IS NULL OR o > v_hi THEN
+                v_out[i] := 6;                   -- nothing to ack, or beyond the span
+            ELSIF o > v_com THEN
+                v_eff[i] := o;
             END IF;
         END LOOP;
-        IF v_lo <= v_hi THEN
-            FOR r IN EXECUTE
-                'SELECT u.ord::INT AS ord, c.off
-                 FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
-                 JOIN (SELECT th.h, min(t.base_offset + th.idx) AS off
-                       FROM queen.log_txns t
-                       CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
-                       WHERE t.partition_id = $2
-                         AND t.base_offset >= coalesce(
-                                 (SELECT max(t2.base_offset) FROM queen.log_txns t2
-                                  WHERE t2.partition_id = $2 AND t2.base_offset <= $3),
-                                 $3)
-                         AND t.base_offset <= $4
-                         AND t.base_offset + th.idx BETWEEN $3 AND $4
-                         AND th.h = ANY ($1)
-                       GROUP BY th.h) c ON c.h = u.h'
-                USING v_res, p_pid, v_lo, v_hi
-            LOOP
-                v_eff[r.ord] := r.off;
-                v_res[r.ord] := NULL;
+
+        IF v_hash_n > 0 THEN
+            -- Resolution, bounded through the primary key to the ackable span: the
+            -- sidecar rows from the one covering lo up to batch_end. Stored frames
+            -- are filtered by "h = ANY(the items' hashes)" in a one-shot plan
+            -- (EXECUTE), where the array is a constant and the test is a hash
+            -- lookup; the few matches are then joined to the items. A cached plan
+            -- chose nested loops that exploded every stored row once per item.
+            v_lo := greatest(v_com + 1, v_txs);
+            v_res := p_hashes;
+            -- one-shot plans below: JIT would compile again at every call
+            PERFORM set_config('jit', 'off', true);
+            FOR i IN 1 .. v_n LOOP
+                IF v_out[i] IS NOT NULL THEN
+                    v_res[i] := NULL;            -- rejected already: not resolved
+                END IF;
+            END LOOP;
+            IF v_lo <= v_hi THEN
+                FOR r IN EXECUTE
+                    'SELECT u.ord::INT AS ord, c.off
+                     FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
+                     JOIN (SELECT th.h, min(t.base_offset + th.idx) AS off
+                           FROM queen.log_txns t
+                           CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
+                           WHERE t.partition_id = $2
+                             AND t.base_offset >= coalesce(
+                                     (SELECT max(t2.base_offset) FROM queen.log_txns t2
+                                      WHERE t2.partition_id = $2 AND t2.base_offset <= $3),
+                                     $3)
+                             AND t.base_offset <= $4
+                             AND t.base_offset + th.idx BETWEEN $3 AND $4
+                             AND th.h = ANY ($1)
+                           GROUP BY th.h) c ON c.h = u.h'
+                    USING v_res, p_pid, v_lo, v_hi
+                LOOP
+                    v_eff[r.ord] := r.off;
+                    v_res[r.ord] := NULL;
+                END LOOP;
+            END IF;
+            FOR i IN 1 .. v_n LOOP
+                IF v_res[i] IS NOT NULL THEN
+                    v_miss := true;
+                END IF;
+            END LOOP;
+            -- Hashes not in the span: acked before (below the cursor) or unknown.
+            -- Only this uncommon path reads the sidecar below the cursor (from
+            -- txns_start: rows below it are gone).
+            IF v_miss AND v_com >= v_txs THEN
+                FOR r IN EXECUTE
+                    'SELECT u.ord::INT AS ord
+                     FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
+                     WHERE u.h IN (SELECT th.h
+                                   FROM queen.log_txns t
+                                   CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
+                                   WHERE t.partition_id = $2 AND t.base_offset <= $3
+                                     AND t.base_offset + th.idx <= $3
+                                     AND th.h = ANY ($1))'
+                    USING v_res, p_pid, v_com
+                LOOP
+                    v_below[r.ord] := true;
+                END LOOP;
+            END IF;
+        END IF;
+
+        -- The head signal: the lowest failure in the span (dlq > failed > retry at
+        -- the same offset). Without a leased batch failures have no effect.
+        IF v_lease THEN
+            FOR i IN 1 .. v_n LOOP
+                CONTINUE WHEN v_st[i] = 1 OR v_eff[i] IS NULL;
+                IF v_sig IS NULL OR v_eff[i] < v_sig
+                   OR (v_eff[i] = v_sig
+                       AND (CASE v_st[i] WHEN 4 THEN 3 WHEN 2 THEN 2 ELSE 1 END)
+                           > (CASE v_sigst WHEN 4 THEN 3 WHEN 2 THEN 2 ELSE 1 END)) THEN
+                    v_sig := v_eff[i];
+                    v_sigst := v_st[i];
+                END IF;
             END LOOP;
         END IF;
         FOR i IN 1 .. v_n LOOP
-            IF v_res[i] IS NOT NULL THEN
-                v_miss := true;
+            IF v_st[i] = 1 AND v_eff[i] IS NOT NULL AND (v_sig IS NULL OR v_eff[i] < v_sig) THEN
+                v_maxok := greatest(v_maxok, v_eff[i]);
             END IF;
         END LOOP;
-        -- Hashes not in the span: acked before (below the cursor) or unknown.
-        -- Only this uncommon path reads the sidecar below the cursor (from
-        -- txns_start: rows below it are gone).
-        IF v_miss AND v_com >= v_txs THEN
-            FOR r IN EXECUTE
-                'SELECT u.ord::INT AS ord
-                 FROM unnest($1::BYTEA[]) WITH ORDINALITY AS u(h, ord)
-                 WHERE u.h IN (SELECT th.h
-                               FROM queen.log_txns t
-                               CROSS JOIN LATERAL qn.log_unnest_hashes(t.hashes) th
-                               WHERE t.partition_id = $2 AND t.base_offset <= $3
-                                 AND t.base_offset + th.idx <= $3
-                                 AND th.h = ANY ($1))'
-                USING v_res, p_pid, v_com
-            LOOP
-                v_below[r.ord] := true;
+        v_new := greatest(v_com, coalesce(v_maxok, v_com));
+        v_total := v_new - v_com;
+
+        -- Per-item outcomes.
+        FOR i IN 1 .. v_n LOOP
+            CONTINUE WHEN v_out[i] IS NOT NULL;
+            IF v_eff[i] IS NOT NULL THEN
+                IF v_st[i] = 1 THEN
+                    v_out[i] := CASE WHEN v_sig IS NULL OR v_eff[i] < v_sig THEN 1 ELSE 7 END;
+                ELSIF NOT v_lease THEN
+                    v_out[i] := 6;               -- no leased batch to fail
+                ELSE
+                    v_out[i] := CASE WHEN v_eff[i] = v_sig AND v_st[i] = v_sigst THEN 1 ELSE 7 END;
+                END IF;
+            ELSIF p_hashes[i] IS NOT NULL AND NOT v_below[i] THEN
+                v_out[i] := 4;                   -- unknown: not acked, redelivered
+            ELSE
+                v_out[i] := CASE WHEN v_st[i] = 1 THEN 2 ELSE 3 END;
+            END IF;
+        END LOOP;
+
+        IF p_strict THEN
+            FOR i IN 1 .. v_n LOOP
+                IF v_out[i] NOT IN (1, 2) THEN
+                    RAISE EXCEPTION 'QACK % item %',
+                        CASE v_out[i] WHEN 3 THEN 'stale' WHEN 4 THEN 'unresolved'
+                                      WHEN 6 THEN 'rejected' ELSE 'deferred' END, i - 1;
+                END IF;
             END LOOP;
         END IF;
-    END IF;
 
-    -- The head signal: the lowest failure in the span (dlq > failed > retry at
-    -- the same offset). Without a leased batch failures have no effect.
-    IF v_lease THEN
-        FOR i IN 1 .. v_n LOOP
-            CONTINUE WHEN v_st[i] = 1 OR v_eff[i] IS NULL;
-            IF v_sig IS NULL OR v_eff[i] < v_sig
-               OR (v_eff[i] = v_sig
-                   AND (CASE v_st[i] WHEN 4 THEN 3 WHEN 2 THEN 2 ELSE 1 END)
-                       > (CASE v_sigst WHEN 4 THEN 3 WHEN 2 THEN 2 ELSE 1 END)) THEN
-                v_sig := v_eff[i];
-                v_sigst := v_st[i];
-            END IF;
-        END LOOP;
-    END IF;
-    FOR i IN 1 .. v_n LOOP
-        IF v_st[i] = 1 AND v_eff[i] IS NOT NULL AND (v_sig IS NULL OR v_eff[i] < v_sig) THEN
-            v_maxok := greatest(v_maxok, v_eff[i]);
-        END IF;
-    END LOOP;
-    v_new := greatest(v_com, coalesce(v_maxok, v_com));
-    v_total := v_new - v_com;
-
-    -- Per-item outcomes.
-    FOR i IN 1 .. v_n LOOP
-        CONTINUE WHEN v_out[i] IS NOT NULL;
-        IF v_eff[i] IS NOT NULL THEN
-            IF v_st[i] = 1 THEN
-                v_out[i] := CASE WHEN v_sig IS NULL OR v_eff[i] < v_sig THEN 1 ELSE 7 END;
-            ELSIF NOT v_lease THEN
-                v_out[i] := 6;               -- no leased batch to fail
-            ELSE
-                v_out[i] := CASE WHEN v_eff[i] = v_sig AND v_st[i] = v_sigst THEN 1 ELSE 7 END;
-            END IF;
-        ELSIF p_hashes[i] IS NOT NULL AND NOT v_below[i] THEN
-            v_out[i] := 4;                   -- unknown: not acked, redelivered
-        ELSE
-            v_out[i] := CASE WHEN v_st[i] = 1 THEN 2 ELSE 3 END;
-        END IF;
-    END LOOP;
-
-    IF p_strict THEN
-        FOR i IN 1 .. v_n LOOP
-            IF v_out[i] NOT IN (1, 2) THEN
-                RAISE EXCEPTION 'QACK % item %',
-                    CASE v_out[i] WHEN 3 THEN 'stale' WHEN 4 THEN 'unresolved'
-                                  WHEN 6 THEN 'rejected' ELSE 'deferred' END, i - 1;
-            END IF;
-        END LOOP;
     END IF;
 
     -- The branch.
@@ -334,12 +359,22 @@ BEGIN
     r_committed := NULL;
     r_base := NULL;
     r_blob := NULL;
-    FOR i IN 1 .. v_n LOOP
-        r_idx := i - 1;
-        r_outcome := v_out[i];
-        r_off := v_eff[i];
-        RETURN NEXT;
-    END LOOP;
+    IF v_fast THEN
+        RETURN QUERY
+        SELECT (u.ord - 1)::INT4,
+               (CASE WHEN u.o IS NULL OR u.o > v_hi THEN 6 WHEN u.o > v_com THEN 1 ELSE 2 END)::INT2,
+               CASE WHEN u.o > v_com AND u.o <= v_hi THEN u.o END,
+               NULL::INT4, NULL::INT8, NULL::INT8, NULL::BYTEA
+        FROM unnest(p_offsets) WITH ORDINALITY AS u(o, ord)
+        ORDER BY u.ord;
+    ELSE
+        FOR i IN 1 .. v_n LOOP
+            r_idx := i - 1;
+            r_outcome := v_out[i];
+            r_off := v_eff[i];
+            RETURN NEXT;
+        END LOOP;
+    END IF;
     r_idx := -1;
     r_outcome := NULL;
     r_off := v_poff;

@@ -99,6 +99,58 @@ START_TEST(test_release_says_whether_more_is_there)
 }
 END_TEST
 
+/* Positional acks that all complete take ack_v1's set-based path; the same
+ * items with one more that cannot apply (a retry past the span: rejected, no
+ * effect) take the per-item loops. Both must give every item the same
+ * outcome and offset, and the cursor and flags the same, round after round
+ * over two identical partitions. */
+START_TEST(test_fast_and_slow_paths_agree)
+{
+    PGconn *c = qt_connect();
+    const char *qs[2] = {"ack.fast", "ack.slow"};
+    char pids[2][37];
+    for (int k = 0; k < 2; k++) {
+        qt_push1(c, qs[k], "", "p", 0, 30);
+        qt_pid(c, qs[k], "", pids[k]);
+        ck_assert_int_eq(popn(c, qs[k], "g", 10, "w"), 10);
+    }
+    uint32_t seed = 12345;
+    int released = 0;
+    for (int round = 0; round < 40 && released < 2; round++) {
+        struct qt_ack_item items[9];
+        int n = 1 + (int)(seed % 7);
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            items[i] = (struct qt_ack_item){.off = (int64_t)((seed >> 16) % 18) - 2 +
+                                                  10 * released,
+                                            .status = (int)((seed >> 8) % 2)};
+        }
+        items[n] = (struct qt_ack_item){.off = 1000, .status = 3};
+        PGresult *rf = qt_ack(c, pids[0], "g", "w", items, n);
+        PGresult *rs = qt_ack(c, pids[1], "g", "w", items, n + 1);
+        for (int i = 0; i < n; i++) {
+            ck_assert_int_eq(qt_gi(rf, i, "r_outcome"), qt_gi(rs, i, "r_outcome"));
+            ck_assert_int_eq(qt_gnull(rf, i, "r_off"), qt_gnull(rs, i, "r_off"));
+            if (!qt_gnull(rf, i, "r_off"))
+                ck_assert_int_eq(qt_gi(rf, i, "r_off"), qt_gi(rs, i, "r_off"));
+        }
+        ck_assert_int_eq(qt_gi(rs, n, "r_outcome"), 6);
+        int sf = qt_ack_summary(rf), ss = qt_ack_summary(rs);
+        ck_assert_int_eq(qt_gi(rf, sf, "r_committed"), qt_gi(rs, ss, "r_committed"));
+        ck_assert_int_eq(qt_gi(rf, sf, "r_flags"), qt_gi(rs, ss, "r_flags"));
+        if (qt_gi(rf, sf, "r_flags") & 1) {
+            released++;
+            for (int k = 0; k < 2; k++)
+                ck_assert_int_eq(popn(c, qs[k], "g", 10, "w"), 10);
+        }
+        PQclear(rf);
+        PQclear(rs);
+    }
+    ck_assert_int_eq(released, 2); /* both batches went through */
+    PQfinish(c);
+}
+END_TEST
+
 START_TEST(test_item_at_the_committed_offset)
 {
     PGconn *c = qt_connect();
@@ -547,6 +599,7 @@ Suite *qt_suite_ack(void)
     TCase *tc = qt_tcase("ack", fixture, 120);
     tcase_add_test(tc, test_positional_partial_then_full);
     tcase_add_test(tc, test_release_says_whether_more_is_there);
+    tcase_add_test(tc, test_fast_and_slow_paths_agree);
     tcase_add_test(tc, test_item_at_the_committed_offset);
     tcase_add_test(tc, test_outcomes);
     tcase_add_test(tc, test_budget_and_dlq_handoff);
