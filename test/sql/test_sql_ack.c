@@ -121,8 +121,7 @@ START_TEST(test_fast_and_slow_paths_agree)
         int n = 1 + (int)(seed % 7);
         for (int i = 0; i < n; i++) {
             seed = seed * 1103515245u + 12345u;
-            items[i] = (struct qt_ack_item){.off = (int64_t)((seed >> 16) % 18) - 2 +
-                                                  10 * released,
+            items[i] = (struct qt_ack_item){.off = (int64_t)((seed >> 16) % 18) - 2 + 10 * released,
                                             .status = (int)((seed >> 8) % 2)};
         }
         items[n] = (struct qt_ack_item){.off = 1000, .status = 3};
