@@ -398,11 +398,18 @@ class LongPoll(PopTest):
         before = self.c.rpcs()
         futs = [pool.submit(self.c.pop, q, partition="p%d" % i, wait_ms=8000, timeout=20) for i in range(3)]
         self.c.wait_received(before, n=3)
+        ended = {}
+        for i, f in enumerate(futs):
+            f.add_done_callback(lambda _, i=i: ended.setdefault(i, time.monotonic()))
         t0 = time.monotonic()
         self.c.push_items([Q.PushItem(queue=q, partition="p%d" % i, payload=b"%d" % i) for i in range(3)])
+        pushed = time.monotonic() - t0
         got = [f.result(timeout=20) for f in futs]
         self.assertEqual([[m.payload for m in p.messages] for p in got], [[b"0"], [b"1"], [b"2"]])
-        self.assertLess(time.monotonic() - t0, 4.0)
+        # which pop was late, and whether the push itself was, if this fails
+        self.assertLess(time.monotonic() - t0, 4.0, "queue %s: push answered after %.3fs; pops of "
+                        "p0..p2 answered after %s s" % (q, pushed, ["%.3f" % (ended.get(i, 0) - t0)
+                                                                    for i in range(3)]))
 
     def test_parked_pop_subscribing_new(self):
         # first contact happens in the parked pop's first (empty) look: what was
