@@ -52,7 +52,8 @@ def scratch():
         _scratch = tempfile.mkdtemp(prefix="e2e-", dir=WORK)
         import atexit
 
-        atexit.register(shutil.rmtree, _scratch, True)
+        if os.environ.get("QN_E2E_KEEP") != "1":  # QN_E2E_KEEP=1: keep logs to read after a run
+            atexit.register(shutil.rmtree, _scratch, True)
     return _scratch
 
 

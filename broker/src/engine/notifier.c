@@ -99,6 +99,8 @@ static void feed_here(struct qn_notifier *nt, const uint8_t tenant[16], const ch
                       const char *partition, const struct qn_told *told_in,
                       struct qn_told *told_out)
 {
+    QN_DEBUG("commit fed here: queue %s partition %s (%s)", queue, partition ? partition : "?",
+             told_in != NULL ? "from another loop" : "this loop's");
     nt->commits[bucket(tenant, queue)]++;
     /* a local commit names its partition: wake as many as it can feed (one per
      * group), hinted with the partition (waiters.h), and nobody of a group whose

@@ -163,10 +163,21 @@ static void pop_store_error(struct pop_rpc *p, const struct qn_store_status *st)
     pop_free(p);
 }
 
+/* Debug trace of a pop's steps (QUEEN_LOG_LEVEL=debug), named by the random end of its
+ * lease id: e2e tests print these lines when a wake-up was missed. */
+static void trace(const struct pop_rpc *p, const char *what)
+{
+    QN_DEBUG("pop %s %s: queue %s partition %s state %d waiting %d parked %d rewake %d",
+             p->worker + 24, what, p->args.queue ? p->args.queue : "",
+             p->args.partition ? p->args.partition : "", (int)p->state, p->waiting,
+             qn_waiter_parked(&p->waiter), p->rewake);
+}
+
 static void pop_answer_empty(struct pop_rpc *p)
 {
     Queen__V1__PopResponse pr = QUEEN__V1__POP_RESPONSE__INIT;
     qn_call *call = p->call;
+    trace(p, "answers empty");
     qn_call_set_data(call, NULL);
     if (qn_call_send(call, &pr.base) == QN_OK)
         qn_call_finish(call, QN_GRPC_OK, NULL);
@@ -196,6 +207,7 @@ static void pop_timer_cb(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     struct pop_rpc *p = ud;
+    trace(p, "timer");
     if (p->sreq != NULL || p->lreq != NULL)
         return; /* the call in flight decides */
     if (p->state == POP_BUDGET) {
@@ -220,6 +232,7 @@ static bool pop_ready(const struct qn_waiter *w)
 static void pop_wake(struct qn_waiter *w)
 {
     struct pop_rpc *p = w->ud;
+    trace(p, "woken");
     if (p->state == POP_BUDGET)
         return; /* it pops as soon as it has room */
     if (p->sreq != NULL || p->lreq != NULL) {
@@ -257,6 +270,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     struct pop_rpc *p = ud;
     assert(p->state == POP_POPPING || p->state == POP_ORPHANED);
     p->lreq = NULL;
+    trace(p, res != NULL && res->n > 0 ? "leased" : "found nothing");
     if (p->state == POP_ORPHANED) {
         /* nobody receives what this pop leased: release it now that it has
          * committed, or may have (invariant 3) */
@@ -338,6 +352,7 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         return;
     }
     p->state = POP_WAITING;
+    trace(p, "waits");
     qn_conn_budget_give(p->slot); /* parked: no database call in flight */
     p->slot = NULL;
     int64_t at = now + p->app->cfg->wake_recheck_ms;
@@ -467,6 +482,7 @@ static void pop_issue(struct pop_rpc *p)
         struct qn_call_opts gopts = {qn_call_deadline_ms(p->call), p->tenant, NULL};
         p->state = POP_GATING;
         p->gate_commits = qn_notifier_commits(app->notifier, p->tenant, p->args.queue);
+        trace(p, "asks the gate");
         if (qn_store_pop_gate(app->store, p->args.queue, p->args.partition, p->args.group, &gopts,
                               pop_gate_done, p, &p->sreq) == QN_OK)
             return;
@@ -505,6 +521,7 @@ static void pop_issue(struct pop_rpc *p)
         p->unscanned = false;
     }
     rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
+    trace(p, p->hinted ? "pops (hinted)" : "pops");
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};
         p->lreq = NULL;
