@@ -389,8 +389,7 @@ void qn_waiters_notify(struct qn_waiters *ws, const uint8_t *tenant, const char 
          * data no consumer here was told of */
         for (size_t i = 0; i < UNFED_SLOTS; i++)
             ws->unfed[i]++;
-    }
-    if (queue != NULL && tenant != NULL) {
+    } else {
         char kbuf[16 + 256];
         size_t klen = queue_key(tenant, queue, kbuf);
         ws->unfed[unfed_slot(kbuf, klen)]++; /* no partition named: told to nobody in particular */
