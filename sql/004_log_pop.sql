@@ -130,17 +130,23 @@ $$;
 -- stored one when another pop won the registration.
 -- p_mode: 'all' | 'new' | 'timestamp' (canonical); p_ts: the subscription
 -- timestamp (epoch for 'all', now for 'new').
+-- The advisory lock key of a group's first contact with a queue.
+CREATE OR REPLACE FUNCTION qn.group_lock_key(p_tenant UUID, p_group TEXT, p_qid UUID)
+RETURNS INT8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT hashtextextended(p_tenant::TEXT || '/' || p_group || '/' || p_qid::TEXT, 43) $$;
+
 CREATE OR REPLACE FUNCTION qn.register_group(p_qid UUID, p_tenant UUID, p_group TEXT,
                                                 p_mode TEXT, p_ts TIMESTAMPTZ,
                                                 OUT o_mode TEXT, OUT o_ts TIMESTAMPTZ)
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    -- Pops never wait: a concurrent first contact of the same (group, queue)
+    -- Never waits here: a concurrent first contact of the same (group, queue)
     -- would make our insert wait for its transaction. Whoever does not get this
-    -- lock returns NULL and its pop returns nothing this time.
-    IF NOT pg_try_advisory_xact_lock(hashtextextended(
-               p_tenant::TEXT || '/' || p_group || '/' || p_qid::TEXT, 43)) THEN
+    -- lock returns NULL; pop_v1 then waits for the lock and calls again,
+    -- discovery returns nothing this time.
+    IF NOT pg_try_advisory_xact_lock(qn.group_lock_key(p_tenant, p_group, p_qid)) THEN
         RETURN;
     END IF;
     INSERT INTO queen.consumer_groups_metadata
@@ -680,7 +686,20 @@ BEGIN
         SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
         FROM qn.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
         IF v_smode IS NULL THEN
-            RETURN;            -- another pop is registering this group right now
+            -- Another pop is registering this group right now. Returning nothing
+            -- here answered a consumer "empty" with data present, after the
+            -- commit that woke it: the broker then parked it until its next news
+            -- or re-check. So wait for that registration to end (a short
+            -- transaction; this one holds nothing it could wait for: a pop
+            -- that inserted the queue itself made the other's insert wait
+            -- instead), then register or read what it registered. Discovery
+            -- (several groups' locks in one call) still never waits.
+            PERFORM pg_advisory_xact_lock(qn.group_lock_key(p_tenant, v_group, v_qid));
+            SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
+            FROM qn.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
+            IF v_smode IS NULL THEN
+                RETURN;        -- not reached: the lock is ours now
+            END IF;
         END IF;
     END IF;
     IF coalesce(p_lease_seconds, 0) > 0 THEN

@@ -355,8 +355,8 @@ int main(int argc, char **argv)
         double s0 = now_ms();
         static const char *const settle[] = {
             "VACUUM (ANALYZE) queen.log_partitions", "VACUUM (ANALYZE) queen.log_segments",
-            "VACUUM (ANALYZE) queen.log_txns", "VACUUM (ANALYZE) qn.partition_pending",
-            "VACUUM (ANALYZE) queen.log_consumers", "CHECKPOINT"};
+            "VACUUM (ANALYZE) queen.log_txns",       "VACUUM (ANALYZE) qn.partition_pending",
+            "VACUUM (ANALYZE) queen.log_consumers",  "CHECKPOINT"};
         for (size_t i = 0; i < sizeof settle / sizeof settle[0]; i++) {
             PGresult *r = PQexec(PG, settle[i]);
             if (PQresultStatus(r) != PGRES_COMMAND_OK)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sql_test.h"
 
@@ -234,12 +235,66 @@ START_TEST(test_skip_locked_never_waits)
     ck_assert_int_eq(popn(b, "pop.skip", "", "g", 4, "wb"), 0); /* skipped, no wait */
     PQclear(qt_q(a, "ROLLBACK"));
     ck_assert_int_eq(popn(b, "pop.skip", "", "g", 4, "wb"), 4);
-    /* first contact: the row being created by an uncommitted pop */
-    PQclear(qt_q(a, "BEGIN"));
+    /* first contact with a partition: the cursor row being created by an
+     * uncommitted pop (the group registered with the queue before the
+     * partition existed, so its cursor there is created by the first claim) */
     ck_assert_int_eq(popn(a, "pop.skip", "", "fresh", 4, "wa"), 4);
-    ck_assert_int_eq(popn(b, "pop.skip", "Default", "fresh", 4, "wb"), 0);
+    qt_push1(a, "pop.skip", "late", "l", 0, 3);
+    PQclear(qt_q(a, "BEGIN"));
+    ck_assert_int_eq(popn(a, "pop.skip", "late", "fresh", 4, "wa"), 3);
+    ck_assert_int_eq(popn(b, "pop.skip", "late", "fresh", 4, "wb"), 0);
     PQclear(qt_q(a, "COMMIT"));
-    ck_assert_int_eq(popn(b, "pop.skip", "Default", "fresh", 4, "wb"), 0); /* leased by wa */
+    ck_assert_int_eq(popn(b, "pop.skip", "late", "fresh", 4, "wb"), 0); /* leased by wa */
+    PQfinish(a);
+    PQfinish(b);
+}
+END_TEST
+
+/* Two pops of one group's first contact with a queue, on two partitions: the
+ * second waits for the first one's registration instead of returning nothing
+ * (an empty answer with data present: the broker would park that consumer
+ * until its next news or re-check, after the commit that woke it). */
+START_TEST(test_first_contact_of_a_group_is_waited_for)
+{
+    PGconn *a = qt_connect(), *b = qt_connect();
+    qt_push1(a, "pop.reg", "p1", "x", 0, 2);
+    qt_push1(a, "pop.reg", "p2", "y", 0, 3);
+    PQclear(qt_q(b, "SET statement_timeout = '30s'"));
+    int64_t bpid = qt_i(b, "SELECT pg_backend_pid()");
+    PQclear(qt_q(a, "BEGIN"));
+    ck_assert_int_eq(popn(a, "pop.reg", "p1", "reg", 10, "wa"), 2); /* registers; holds its lock */
+    const char *vals[13] = {"pop.reg", "p2", "reg", "10", "0",   "0", "0",
+                            "0",       "wb", "f",   "1",  "all", NULL};
+    ck_assert(PQsendQueryParams(b,
+                                "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
+                                "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
+                                "$13::timestamptz)",
+                                13, NULL, vals, NULL, NULL, 0));
+    /* b waits on the registration's advisory lock (polled, up to 20 s) */
+    bool waiting = false;
+    for (int i = 0; i < 2000 && !waiting; i++) {
+        waiting = qt_i(a,
+                       "SELECT count(*) FROM pg_locks WHERE pid = %lld AND locktype = 'advisory' "
+                       "AND NOT granted",
+                       (long long)bpid) > 0;
+        if (!waiting) {
+            ck_assert(PQconsumeInput(b));
+            ck_assert_msg(PQisBusy(b), "the second pop answered before the first committed");
+            usleep(10000);
+        }
+    }
+    ck_assert_msg(waiting, "the second pop never waited for the registration");
+    PQclear(qt_q(a, "COMMIT"));
+    PGresult *r = PQgetResult(b);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+    ck_assert_int_eq(qt_taken(r), 3); /* p2's three messages, under b's own lease */
+    ck_assert_str_eq(qt_gs(r, 0, "r_partition"), "p2");
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(b));
+    ck_assert_int_eq(qt_i(a, "SELECT count(*) FROM queen.consumer_groups_metadata m JOIN "
+                             "queen.queues q ON q.id = m.queue_id WHERE q.name = 'pop.reg' AND "
+                             "m.consumer_group = 'reg'"),
+                     1);
     PQfinish(a);
     PQfinish(b);
 }
@@ -1329,6 +1384,7 @@ Suite *qt_suite_pop(void)
     tcase_add_test(tc, test_pop_lease_and_one_batch_per_group);
     tcase_add_test(tc, test_pop_one_by_id);
     tcase_add_test(tc, test_skip_locked_never_waits);
+    tcase_add_test(tc, test_first_contact_of_a_group_is_waited_for);
     tcase_add_test(tc, test_lease_expiry_redelivers_without_budget);
     tcase_add_test(tc, test_subscription_modes);
     tcase_add_test(tc, test_wildcard_budget_partitions_one_lease);
