@@ -698,7 +698,7 @@ BEGIN
             SELECT g.o_mode, g.o_ts INTO v_smode, v_sts
             FROM qn.register_group(v_qid, p_tenant, v_group, v_mode, v_ts) g;
             IF v_smode IS NULL THEN
-                RETURN;        -- not reached: the lock is ours now
+                RETURN;        -- nothing registered and nothing to read: nothing this time
             END IF;
         END IF;
     END IF;

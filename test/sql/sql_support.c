@@ -380,7 +380,9 @@ void qt_pid(PGconn *c, const char *queue, const char *part, char out[37])
     snprintf(out, 37, "%s", v);
 }
 
-PGresult *qt_pop(PGconn *c, const struct qt_pop *p)
+/* qt_pop's statement: sent now, its result read by the caller (async) or by
+ * qt_pop. */
+static int pop_send(PGconn *c, const struct qt_pop *p)
 {
     char budget[16], maxb[24], ovh[16], maxm[16], lease[16], maxp[16];
     snprintf(budget, sizeof budget, "%d", p->budget);
@@ -402,12 +404,25 @@ PGresult *qt_pop(PGconn *c, const struct qt_pop *p)
                             maxp,
                             p->sub_mode ? p->sub_mode : "all",
                             p->sub_from};
-    PGresult *r = PQexecParams(c,
-                               "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
-                               "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
-                               "$13::timestamptz)",
-                               13, NULL, vals, NULL, NULL, 0);
+    return PQsendQueryParams(c,
+                             "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
+                             "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
+                             "$13::timestamptz)",
+                             13, NULL, vals, NULL, NULL, 0);
+}
+
+void qt_pop_send(PGconn *c, const struct qt_pop *p)
+{
+    ck_assert_msg(pop_send(c, p), "cannot send the pop: %s", PQerrorMessage(c));
+}
+
+PGresult *qt_pop(PGconn *c, const struct qt_pop *p)
+{
+    qt_pop_send(c, p);
+    PGresult *r = PQgetResult(c);
     ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "pop failed: %s", PQresultErrorMessage(r));
+    PGresult *end = PQgetResult(c);
+    ck_assert_msg(end == NULL, "pop: more than one result");
     return r;
 }
 

@@ -99,6 +99,8 @@ struct qt_pop {
     const char *sub_from; /* timestamptz text or NULL */
 };
 PGresult *qt_pop(PGconn *c, const struct qt_pop *p);
+/* Sends the same pop without waiting: read it with PQgetResult (tests of waits). */
+void qt_pop_send(PGconn *c, const struct qt_pop *p);
 /* Messages delivered by a pop result (sum of r_take). */
 int64_t qt_taken(const PGresult *r);
 

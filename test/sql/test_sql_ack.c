@@ -71,10 +71,6 @@ START_TEST(test_positional_partial_then_full)
 }
 END_TEST
 
-/* An item at exactly the committed offset is below the ackable span (committed,
- * batch_end]: a stale failure there must neither release the live lease nor
- * spend the retry budget, and a repeated completion there is a noop, not
- * "applied". (Treating it as inside the span, o >= committed, breaks all three.) */
 /* A release says whether the partition holds more past the new cursor (16):
  * the broker hints the partition to a parked consumer only then. */
 START_TEST(test_release_says_whether_more_is_there)
@@ -150,6 +146,10 @@ START_TEST(test_fast_and_slow_paths_agree)
 }
 END_TEST
 
+/* An item at exactly the committed offset is below the ackable span (committed,
+ * batch_end]: a stale failure there must neither release the live lease nor
+ * spend the retry budget, and a repeated completion there is a noop, not
+ * "applied". (Treating it as inside the span, o >= committed, breaks all three.) */
 START_TEST(test_item_at_the_committed_offset)
 {
     PGconn *c = qt_connect();

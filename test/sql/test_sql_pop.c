@@ -263,13 +263,13 @@ START_TEST(test_first_contact_of_a_group_is_waited_for)
     int64_t bpid = qt_i(b, "SELECT pg_backend_pid()");
     PQclear(qt_q(a, "BEGIN"));
     ck_assert_int_eq(popn(a, "pop.reg", "p1", "reg", 10, "wa"), 2); /* registers; holds its lock */
-    const char *vals[13] = {"pop.reg", "p2", "reg", "10", "0",   "0", "0",
-                            "0",       "wb", "f",   "1",  "all", NULL};
-    ck_assert(PQsendQueryParams(b,
-                                "SELECT * FROM qn.pop_v1($1, $2, $3, $4::int4, $5::int8, "
-                                "$6::int4, $7::int4, $8::int4, $9, $10::bool, $11::int4, $12, "
-                                "$13::timestamptz)",
-                                13, NULL, vals, NULL, NULL, 0));
+    struct qt_pop second = {.queue = "pop.reg",
+                            .part = "p2",
+                            .group = "reg",
+                            .budget = 10,
+                            .worker = "wb",
+                            .max_partitions = 1};
+    qt_pop_send(b, &second);
     /* b waits on the registration's advisory lock (polled, up to 20 s) */
     bool waiting = false;
     for (int i = 0; i < 2000 && !waiting; i++) {
