@@ -20,3 +20,12 @@ if (typeof HTMLCanvasElement !== "undefined") {
 // Waits are bounded, but generous: the suite shares two cores with builds.
 import { configure } from "@testing-library/preact";
 configure({ asyncUtilTimeout: 10_000 });
+
+// Preact's hooks run effects after a frame: requestAnimationFrame raced by a 35 ms
+// timer that calls cancelAnimationFrame. A timer left over from a suite's last
+// render fires after jsdom's globals are gone and throws "cancelAnimationFrame is
+// not defined" (an unhandled error that fails the run). A plain timer instead.
+import { options } from "preact";
+options.requestAnimationFrame = (flush: () => void) => {
+  setTimeout(flush, 0);
+};
