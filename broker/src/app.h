@@ -23,6 +23,7 @@ struct event_base;
 struct qn_config;
 struct qn_conn_budget;
 struct qn_cfusion;
+struct qn_decoder;
 struct qn_crypt;
 struct qn_dedup;
 struct qn_fusion;
@@ -58,6 +59,8 @@ struct qn_app {
     struct qn_loops *loops;          /* the process's loops (loops.h); NULL in unit tests */
     struct qn_offload *offload;      /* the process's offload pool (engine/offload.h), borrowed;
                                         NULL: none */
+    struct qn_decoder *decoder;      /* large batches decompressed off the loop
+                                        (engine/decode.h); NULL without a pool */
     unsigned worker;                 /* this app's loop */
     int64_t started_ms;              /* qn_store_now_ms() at start */
     bool shutting_down;

@@ -26,6 +26,7 @@ void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters 
         out->parked = qn_waiters_count(app->waiters);
     if (app->fusion != NULL)
         qn_fusion_stats(app->fusion, &out->fusion);
+    qn_decoder_stats(app->decoder, &out->decode);
     if (app->store != NULL)
         qn_store_get_stats(app->store, &out->store);
     if (app->maint != NULL)

@@ -228,11 +228,12 @@ const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_WORKER_INBOX", QN_CFG_INT, "8192", 16, 1048576, OFF(worker_inbox),
      "messages one loop's inbox holds (work from other loops); a full inbox is back-pressure"},
     {"QUEEN_OFFLOAD_THREADS", QN_CFG_INT, "1", 0, 64, OFF(offload_threads),
-     "threads that pack large segments (QUEEN_OFFLOAD_MIN_BYTES) off the event loops, so that a "
-     "big push does not stall the other calls of its loop; 0 = pack on the loops"},
+     "threads that pack large segments and decompress large read batches "
+     "(QUEEN_OFFLOAD_MIN_BYTES) off the event loops, so that a big push or read does not stall "
+     "the other calls of its loop; 0 = all on the loops"},
     {"QUEEN_OFFLOAD_MIN_BYTES", QN_CFG_INT, "262144", 1024, 1024LL * MIB, OFF(offload_min_bytes),
-     "raw bytes from which a segment is packed by an offload thread (an eighth of it at "
-     "QUEEN_V2_ZSTD_LEVEL 10 and above)"},
+     "raw bytes from which a segment is packed (an eighth of it at QUEEN_V2_ZSTD_LEVEL 10 and "
+     "above), or a Pop, Consume or Fetch batch decompressed, by an offload thread"},
     {NULL, QN_CFG_INT, NULL, 0, 0, 0, NULL},
 };
 

@@ -88,6 +88,13 @@ static void add_fusion(struct qn_fusion_stats *acc, const struct qn_fusion_stats
     ADD(packed_waiting);
 }
 
+static void add_decode(struct qn_decode_stats *acc, const struct qn_decode_stats *c)
+{
+    ADD(batches);
+    ADD(segments);
+    ADD(bytes);
+}
+
 static void add_dedup(struct qn_dedup_stats *acc, const struct qn_dedup_stats *c)
 {
     ADD(entries);
@@ -147,6 +154,7 @@ void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_cou
     ADD(pop_scans);
     ADD(pop_scans_skipped);
     add_fusion(&acc->fusion, &c->fusion);
+    add_decode(&acc->decode, &c->decode);
     add_dedup(&acc->dedup, &c->dedup);
     add_store(&acc->store, &c->store);
     add_maint(&acc->maint, &c->maint);

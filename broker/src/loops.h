@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "engine/decode.h"
 #include "engine/dedup.h"
 #include "engine/fusion.h"
 #include "engine/inbox.h"
@@ -41,6 +42,7 @@ struct qn_loop_counters {
     uint64_t parked; /* parked pops and streams now */
     uint64_t pop_scans, pop_scans_skipped;
     struct qn_fusion_stats fusion;
+    struct qn_decode_stats decode; /* batches decompressed off the loop */
     struct qn_dedup_stats dedup;
     struct qn_store_stats store;
     struct qn_maint_stats maint; /* worker 0's loop only */

@@ -46,6 +46,7 @@
 #include "engine/pop_gate.h"
 #include "engine/waiters.h"
 #include "engine/cfusion.h"
+#include "engine/decode.h"
 #include "log.h"
 #include "loops.h"
 #include "modules.h"
@@ -357,6 +358,17 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         (rc = qn_fusion_set_offload(app->fusion, ctx->offload, (size_t)cfg->offload_min_bytes)) !=
             QN_OK)
         return rc;
+    if (ctx->offload != NULL) {
+        /* a batch decompressed at once holds its segments whole: up to twice
+         * the largest response (a span rarely covers less than half of them) */
+        size_t most = 2 * (size_t)cfg->max_send_bytes;
+        if (most < (size_t)cfg->offload_min_bytes)
+            most = (size_t)cfg->offload_min_bytes;
+        if ((rc = qn_decoder_new(ctx->offload, app->base, (size_t)cfg->offload_min_bytes, most,
+                                 (size_t)cfg->segment_raw_max, &app->decoder)) != QN_OK)
+            return rc;
+        qn_cfusion_set_decoder(app->cfusion, app->decoder);
+    }
     if (cfg->dedup_cache) {
         struct qn_dedup_config dc;
         /* QUEEN_DEDUP_CACHE_MB is the process's: each loop's shard gets its share */
@@ -459,6 +471,11 @@ static void queue_stop(void *state)
     app->notifier = NULL;
     qn_crypt_free(app->crypt); /* cancels its lookups: before the store goes */
     app->crypt = NULL;
+    /* pops whose batch it holds finish (an orphaned one releases its lease):
+     * before the store goes */
+    qn_decoder_free(app->decoder);
+    app->decoder = NULL;
+    qn_cfusion_set_decoder(app->cfusion, NULL);
     if (app->store) {
         qn_store_on_state(app->store, NULL, NULL);
         qn_store_free(app->store);

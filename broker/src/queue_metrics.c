@@ -80,7 +80,7 @@ struct qn_queue_metrics {
     qn_metrics *reg;
     /* collected at scrape */
     struct fam push_msgs, push_bytes, push_dups, commits, segments, inflight, pending_bytes;
-    struct fam offloaded, offload_refused;
+    struct fam offloaded, offload_refused, read_offloaded, read_offloaded_bytes;
     struct fam pop_scans, pop_scans_skipped;
     struct fam pop_msgs, pop_bytes, parked;
     struct fam dd_hits, dd_misses, dd_bytes, dd_hashes, dd_parts, dd_evictions;
@@ -144,6 +144,8 @@ static void collect(void *ud)
     qn_metric_set_total(qm->commits.s, fs->flushes);
     qn_metric_set_total(qm->segments.s, fs->segments);
     qn_metric_set_total(qm->offloaded.s, fs->offloaded);
+    qn_metric_set_total(qm->read_offloaded.s, c.decode.batches);
+    qn_metric_set_total(qm->read_offloaded_bytes.s, c.decode.bytes);
     if (app->offload != NULL) { /* the process's pool: read once, not summed over loops */
         struct qn_offload_stats os;
         qn_offload_stats(app->offload, &os);
@@ -403,7 +405,12 @@ static int register_all(struct qn_queue_metrics *qm)
     F(offloaded, "queen_push_segments_offloaded_total", C,
       "segments packed by an offload thread instead of their event loop");
     F(offload_refused, "queen_offload_refused_total", C,
-      "segments the full offload pool refused, packed on their event loop instead");
+      "jobs the full offload pool refused (segments to pack, batches to decompress), done on "
+      "their event loop instead");
+    F(read_offloaded, "queen_read_batches_offloaded_total", C,
+      "Pop, Consume and Fetch batches whose segments an offload thread decompressed");
+    F(read_offloaded_bytes, "queen_read_bytes_offloaded_total", C,
+      "decompressed bytes of those batches' segments");
     F(inflight, "queen_push_commits_in_flight", G, "push commits awaiting the database");
     F(pending_bytes, "queen_push_pending_bytes", G,
       "payload bytes waiting in push fusion for their commit");

@@ -275,6 +275,21 @@ static int decompress_into(ZSTD_DCtx *dctx, const uint8_t *blob, size_t blob_len
     return QN_OK;
 }
 
+int qn_segment_raw_size(const uint8_t *blob, size_t blob_len, uint64_t *raw_len)
+{
+    if ((!blob && blob_len) || !raw_len)
+        return QN_EINVAL;
+    if (blob_len < 4 || qn__le32(blob) != ZSTD_MAGICNUMBER)
+        return QN_ESEGMENT_CORRUPT;
+    unsigned long long cs = ZSTD_getFrameContentSize(blob, blob_len);
+    if (cs == ZSTD_CONTENTSIZE_ERROR)
+        return QN_ESEGMENT_CORRUPT;
+    if (cs == ZSTD_CONTENTSIZE_UNKNOWN)
+        return QN_ENOTFOUND;
+    *raw_len = (uint64_t)cs;
+    return QN_OK;
+}
+
 int qn_segment_decompress(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, size_t max_raw,
                           const uint8_t **raw, size_t *raw_len)
 {

@@ -31,6 +31,7 @@ Suite *qn_test_waiters_suite(void);
 Suite *qn_test_pop_gate_suite(void);
 Suite *qn_test_inbox_suite(void);
 Suite *qn_test_offload_suite(void);
+Suite *qn_test_decode_suite(void);
 
 /* test_offload.c: an offload job whose work holds its pool thread until the
  * test opens the gate (work: started, then waits for open; done counts). */
@@ -45,6 +46,12 @@ void qn_test_gate_init(struct qn_test_gate *g);
 void qn_test_gate_wait_started(struct qn_test_gate *g);
 void qn_test_gate_open(struct qn_test_gate *g);
 void qn_test_gate_destroy(struct qn_test_gate *g);
+/* A loop with libevent's thread support (offload threads wake it) and one 20 s
+ * timer that fails the case, so that it blocks until a port wakes it instead of
+ * returning at once; free *keep, then the base. */
+struct event;
+struct event_base;
+struct event_base *qn_test_thread_loop(struct event **keep);
 Suite *qn_test_conn_budget_suite(void);
 Suite *qn_test_cfusion_suite(void);
 Suite *qn_test_cbundle_suite(void);

@@ -184,6 +184,7 @@ static const struct qn_check_suite suites[] = {
     {"pop_gate", qn_test_pop_gate_suite, false}, {"conn_budget", qn_test_conn_budget_suite, false},
     {"cfusion", qn_test_cfusion_suite, false},   {"inbox", qn_test_inbox_suite, false},
     {"cbundle", qn_test_cbundle_suite, false},   {"offload", qn_test_offload_suite, false},
+    {"decode", qn_test_decode_suite, false},
 };
 
 const struct qn_check_runner qn_check_runner = {"test_engine", suites, QN_CHECK_NSUITES(suites),

@@ -506,6 +506,56 @@ START_TEST(declared_bomb_refused_without_allocating)
 }
 END_TEST
 
+/* The declared size is read from the header alone: what a pack wrote, what a
+ * bomb claims (without allocating), no size for an unsized frame, corruption
+ * for anything that is not a zstd frame. */
+START_TEST(raw_size_reads_the_header)
+{
+    struct frames fs;
+    frames_make(&fs, 40);
+    qn_zctx *z = zctx();
+    struct qn_buf blob = {0};
+    ck_assert_int_eq(qn_segment_pack(z, fs.f, fs.n, 0, &blob, NULL), QN_OK);
+    struct qn_buf out = {0};
+    ck_assert_int_eq(qn_segment_decompress_owned(z, blob.data, blob.len, 1u << 20, &out), QN_OK);
+    uint64_t size = 7;
+    qn_test_alloc_start();
+    int rc = qn_segment_raw_size(blob.data, blob.len, &size);
+    struct qn_alloc_stats s = qn_test_alloc_stop();
+    ck_assert_int_eq(rc, QN_OK);
+    ck_assert_uint_eq(size, out.len);
+    ck_assert_uint_eq(s.calls, 0);
+    /* a header claiming 1 TiB is read as such (the reader decides) */
+    uint8_t bomb[] = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0, 0, 1, 0, 0, 0x01, 0, 0};
+    ck_assert_int_eq(qn_segment_raw_size(bomb, sizeof bomb, &size), QN_OK);
+    ck_assert_uint_eq(size, UINT64_C(1) << 40);
+    /* a frame without a declared size */
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)));
+    uint8_t unsized[256];
+    ZSTD_outBuffer o = {unsized, sizeof unsized, 0};
+    ZSTD_inBuffer in = {"hello", 5, 0};
+    ck_assert(!ZSTD_isError(ZSTD_compressStream2(c, &o, &in, ZSTD_e_end)));
+    ZSTD_freeCCtx(c);
+    size = 7;
+    ck_assert_int_eq(qn_segment_raw_size(unsized, o.pos, &size), QN_ENOTFOUND);
+    ck_assert_uint_eq(size, 7);
+    /* not zstd, too short, a skippable frame */
+    ck_assert_int_eq(qn_segment_raw_size((const uint8_t *)"not zstd", 8, &size),
+                     QN_ESEGMENT_CORRUPT);
+    ck_assert_int_eq(qn_segment_raw_size(blob.data, 3, &size), QN_ESEGMENT_CORRUPT);
+    static const uint8_t skippable[] = {0x50, 0x2a, 0x4d, 0x18, 2, 0, 0, 0, 'h', 'i'};
+    ck_assert_int_eq(qn_segment_raw_size(skippable, sizeof skippable, &size), QN_ESEGMENT_CORRUPT);
+    ck_assert_int_eq(qn_segment_raw_size(NULL, 4, &size), QN_EINVAL);
+    ck_assert_int_eq(qn_segment_raw_size(blob.data, blob.len, NULL), QN_EINVAL);
+    ck_assert_uint_eq(size, 7);
+    qn_buf_free(&out);
+    qn_buf_free(&blob);
+    qn_zctx_free(z);
+    frames_free(&fs);
+}
+END_TEST
+
 /* 32 MiB of zeros streamed without a declared size (a small blob): refused at
  * the cap, and no buffer of ours ever exceeds the cap. */
 START_TEST(produced_bomb_refused_at_cap)
@@ -811,6 +861,7 @@ Suite *qn_test_segment_suite(void)
     tcase_add_test(tc, decompress_rejects_corrupt_blobs);
     tcase_add_test(tc, decompress_cap_is_exact);
     tcase_add_test(tc, declared_bomb_refused_without_allocating);
+    tcase_add_test(tc, raw_size_reads_the_header);
     tcase_add_test(tc, produced_bomb_refused_at_cap);
     tcase_add_test(tc, unsized_frames_decode);
     tcase_add_test(tc, empty_content_is_zero_frames);

@@ -196,6 +196,52 @@ class Metrics(unittest.TestCase):
         self.assertEqual(after.get("queen_offload_refused_total")
                          - before.get("queen_offload_refused_total"), 0)
 
+    def test_large_batches_are_decompressed_off_the_loop(self):
+        # a Pop, a Consume batch and a Fetch whose segments decompress to
+        # QUEEN_OFFLOAD_MIN_BYTES (256 KiB) or more are decompressed by an offload
+        # thread: counted, and delivered exactly as pushed; a raw-segment pop and a
+        # small batch are not
+        from qsupport import ConsumeStream
+        q = uniq("mdec")
+        payloads = [os.urandom(500) + (b"%06d" % i) * 84 for i in range(300)]  # ~300 KB
+        self.c.push(q, payloads)
+        self.c.push(q, [b"small"])
+        before = scrape()
+        # a raw-segment pop of the large segment: never decompressed here
+        r = self.c.pop(q, consumer_group="raw", batch=1000, auto_ack=True, raw_segments=True)
+        self.assertGreater(len(r.segments), 0)
+        everything = payloads + [b"small"]
+        got, large = [], 0  # large: batches holding part of the large segment
+        while len(got) < 301:
+            p = self.c.pop(q, consumer_group="g", batch=1000, auto_ack=True)
+            self.assertGreater(len(p.messages), 0)
+            large += p.messages[0].offset < 300
+            got += [m.payload for m in p.messages]
+        self.assertEqual(got, everything)
+        f = self.c.fetch(q, offset=0, max_bytes=4 * 1024 * 1024)
+        self.assertEqual([m.payload for m in f.records], everything[:len(f.records)])
+        self.assertGreaterEqual(len(f.records), 300)
+        s = ConsumeStream(self.c, subscribe=Q.ConsumeSubscribe(
+            queue=q, consumer_group="s", credits=1, batch=1000, auto_ack=True))
+        try:
+            b = [m.payload for m in s.recv().batch.messages]
+            self.assertEqual(b, everything[:len(b)])
+            self.assertGreater(len(b), 0)
+        finally:
+            s.close()
+        want = large + 2
+        after = settled(before, queen_read_batches_offloaded_total=want)
+        self.assertEqual(after.get("queen_read_batches_offloaded_total")
+                         - before.get("queen_read_batches_offloaded_total"), want)
+        # each of them decompressed the large segment once (and maybe "small")
+        raw = sum(len(x) for x in payloads)
+        moved = (after.get("queen_read_bytes_offloaded_total")
+                 - before.get("queen_read_bytes_offloaded_total"))
+        self.assertGreaterEqual(moved, want * raw)
+        self.assertLess(moved, (want + 1) * raw)
+        self.assertEqual(after.get("queen_offload_refused_total")
+                         - before.get("queen_offload_refused_total"), 0)
+
     def test_push_segments_and_raw_pops_count(self):
         # PushSegments bypasses fusion: its messages and payload bytes count all
         # the same; a raw-segment pop counts its messages, not bytes it never decodes

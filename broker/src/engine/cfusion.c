@@ -22,8 +22,9 @@
  *   5. While a lease is held the timer is armed at or before its expiry (+
  *      slack), when a base is set: a lease nobody acks still hints at expiry.
  *   6. A bundled pop is in exactly one place: the queued list (not sent), a
- *      bundle in flight (its slot there), or alone in flight (its store
- *      request); its callback runs once, then it is freed. The flush event is
+ *      bundle in flight (its slot there), alone in flight (its store
+ *      request), or its result with the decoder (dec, engine/decode.h); its
+ *      callback runs once, then it is freed. The flush event is
  *      active whenever the queued list is not empty and a base is set.
  *   7. At most one ack bundle is in flight (ack_inflight); a queued ack is
  *      sent when none is: at the turn's flush, or the turn after the one in
@@ -38,6 +39,7 @@
 #include <event2/event.h>
 
 #include "engine/cfusion.h"
+#include "engine/decode.h"
 #include "engine/held.h"
 #include "engine/map.h"
 #include "engine/waiters.h"
@@ -98,6 +100,7 @@ struct qn_cfusion {
     bool ack_inflight;                   /* a bundle (or a bundle of one) is out */
     struct qn_cfusion_ack_stats astats;
     bool no_lease_bundle, no_ack_bundle; /* qn_cfusion_set_bundling */
+    struct qn_decoder *decoder;          /* borrowed; NULL: every batch decodes on the loop */
 };
 
 static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
@@ -615,8 +618,10 @@ struct qn_cfusion_pop {
     struct qn_cfusion_pop *next; /* queued list */
     struct pop_bundle *bundle;   /* in flight in a bundle */
     qn_store_req *sreq;          /* in flight alone */
+    struct qn_decode *dec;       /* its result is being decompressed (engine/decode.h) */
     qn_cfusion_pop_cb cb;        /* NULL once cancelled */
     void *ud;
+    bool decode;          /* QN_CFUSION_DECODE */
     struct qn_pop_args a; /* strings point into names[] */
     uint8_t pid[16];
     uint8_t tenant[16];
@@ -649,15 +654,39 @@ static bool keep_name(char **at, char *end, const char *s, const char **out)
     return true;
 }
 
-static void pop_alone_done(void *ud, const struct qn_store_status *st,
-                           const struct qn_pop_result *res)
+/* The copy of p's result, decompressed off the loop. */
+static void pop_decoded(void *ud, const struct qn_pop_segment *segs, size_t n)
 {
     struct qn_cfusion_pop *p = ud;
     qn_cfusion_pop_cb cb = p->cb;
     void *cud = p->ud;
     free(p);
+    struct qn_store_status st = {QN_OK, "", ""};
+    struct qn_pop_result res = {n, segs};
+    cb(cud, &st, &res);
+}
+
+/* p's answer: its callback runs and p is freed, or a large batch to decode
+ * goes to the decoder first (p stays in flight until pop_decoded). */
+static void pop_deliver(struct qn_cfusion_pop *p, const struct qn_store_status *st,
+                        const struct qn_pop_result *res)
+{
+    if (p->cb != NULL && p->decode && st->code == QN_OK && res != NULL && res->n > 0 &&
+        qn_decode_start(p->cf->decoder, res->segs, res->n, pop_decoded, p, &p->dec) == QN_OK)
+        return;
+    qn_cfusion_pop_cb cb = p->cb;
+    void *cud = p->ud;
+    free(p);
     if (cb)
         cb(cud, st, res);
+}
+
+static void pop_alone_done(void *ud, const struct qn_store_status *st,
+                           const struct qn_pop_result *res)
+{
+    struct qn_cfusion_pop *p = ud;
+    p->sreq = NULL;
+    pop_deliver(p, st, res);
 }
 
 /* Sends p by itself; on a refused submit its callback runs now with the code
@@ -688,11 +717,7 @@ static void bundle_done(void *ud, const struct qn_store_status *st, const struct
             pop_send_alone(p);
             continue;
         }
-        qn_cfusion_pop_cb cb = p->cb;
-        void *cud = p->ud;
-        free(p);
-        if (cb)
-            cb(cud, st, st->code == QN_OK ? &res[k] : NULL);
+        pop_deliver(p, st, st->code == QN_OK ? &res[k] : NULL);
     }
     free(b);
 }
@@ -771,8 +796,14 @@ static void flush_cb(evutil_socket_t fd, short what, void *ud)
     qn_cfusion_ack_flush(ud);
 }
 
+void qn_cfusion_set_decoder(struct qn_cfusion *cf, struct qn_decoder *dec)
+{
+    if (cf != NULL)
+        cf->decoder = dec;
+}
+
 int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct qn_pop_args *a,
-                   const struct qn_call_opts *opts, qn_cfusion_pop_cb cb, void *ud,
+                   const struct qn_call_opts *opts, unsigned flags, qn_cfusion_pop_cb cb, void *ud,
                    struct qn_cfusion_pop **out)
 {
     if (cf == NULL || a == NULL || cb == NULL || out == NULL)
@@ -784,6 +815,7 @@ int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct q
     p->store = store;
     p->cb = cb;
     p->ud = ud;
+    p->decode = (flags & QN_CFUSION_DECODE) != 0;
     p->filter = opts ? opts->names : NULL;
     if (opts != NULL && opts->tenant != NULL) {
         memcpy(p->tenant, opts->tenant, 16);
@@ -829,6 +861,11 @@ void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p)
 {
     if (p == NULL)
         return;
+    if (p->dec != NULL) {
+        qn_decode_cancel(p->dec);
+        free(p);
+        return;
+    }
     if (p->sreq != NULL) {
         qn_store_cancel(p->sreq);
         free(p);

@@ -186,14 +186,26 @@ struct qn_cfusion_pop;
 typedef void (*qn_cfusion_pop_cb)(void *ud, const struct qn_store_status *st,
                                   const struct qn_pop_result *res);
 
+/* qn_cfusion_pop's flags. QN_CFUSION_DECODE: the batch will be decoded
+ * (not sent as raw segments), so a large one is decompressed by an offload
+ * thread before the callback runs (qn_cfusion_set_decoder); the callback then
+ * gets that copy, raw set (engine/decode.h), and the pop stays in flight
+ * (cancellable, its caller's state unchanged) until then. */
+#define QN_CFUSION_DECODE 1u
+
 /* As qn_store_pop (same arguments, same callback; a and opts are copied, the
  * name filter of opts is borrowed until the callback). *out is the handle for
  * qn_cfusion_pop_cancel, valid until the callback runs or the cancel returns.
  * Without a base (qn_cfusion_set_base) bundled pops wait for
  * qn_cfusion_pop_flush. */
 int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct qn_pop_args *a,
-                   const struct qn_call_opts *opts, qn_cfusion_pop_cb cb, void *ud,
+                   const struct qn_call_opts *opts, unsigned flags, qn_cfusion_pop_cb cb, void *ud,
                    struct qn_cfusion_pop **out);
+
+/* The decoder (borrowed; NULL: none) for QN_CFUSION_DECODE pops (cf NULL allowed). Free it before
+ * cf (qn_decoder_free runs the callbacks of the pops it holds). */
+struct qn_decoder;
+void qn_cfusion_set_decoder(struct qn_cfusion *cf, struct qn_decoder *dec);
 /* NULL allowed. */
 void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p);
 /* Sends this turn's bundles now (the loop does it by itself; tests). */

@@ -3,7 +3,8 @@
  * batch builder (leased segments -> queen.v1.Message), the pop request both Pop
  * and Consume carry, sending one batch and releasing a worker's leases.
  *
- * Does: decompress each segment once and slice exactly its span; copy payloads
+ * Does: decompress each segment once (unless an offload thread did already,
+ * engine/decode.h) and slice exactly its span; copy payloads
  * and names into the response's arena; budget a pop's bytes so its response
  * fits QUEEN_MAX_SEND_BYTES and the outbound budget it reserved.
  * Does not: touch a call's lifecycle (the RPC files do) or park anything.
@@ -49,9 +50,11 @@ int qn_build_messages(struct qn_app *app, struct qn_arena *a, const struct qn_po
         const struct qn_pop_segment *s = &segs[i];
         if (s->take <= 0 || s->start_idx < 0)
             continue;
-        const uint8_t *raw;
-        size_t rawlen;
-        int rc = qn_segment_decompress(app->zctx, s->blob, s->blob_len,
+        const uint8_t *raw = s->raw; /* decompressed off the loop (engine/decode.h) */
+        size_t rawlen = s->raw_len;
+        int rc = QN_OK;
+        if (raw == NULL)
+            rc = qn_segment_decompress(app->zctx, s->blob, s->blob_len,
                                        (size_t)app->cfg->segment_raw_max, &raw, &rawlen);
         if (rc != QN_OK)
             return rc;

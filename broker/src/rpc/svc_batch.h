@@ -19,7 +19,8 @@ struct qn_app;
 struct qn_config;
 
 /*
- * Decompresses segs and builds one queen.v1.Message per frame of each segment's
+ * Decompresses segs (a segment whose raw is set was decompressed already:
+ * engine/decode.h) and builds one queen.v1.Message per frame of each segment's
  * span [start_idx, start_idx + take), in order, allocating everything in arena
  * (payloads are copied, so the result does not depend on the decompression
  * buffer; an encrypted one is decrypted, and one that cannot be is delivered

@@ -396,8 +396,9 @@ static void consume_pump(struct consume_rpc *c)
     c->hinted = qn_pop_take_hint(&c->waiter, &a); /* a commit named its partition */
     if (!c->hinted && c->args.queue != NULL)      /* a scan: sees every commit told nobody so far */
         c->unfed = qn_waiters_unfed(c->app->waiters, c->tenant, c->args.queue);
-    rc = qn_cfusion_pop(c->app->cfusion, c->app->store, &a, &popts, consume_pop_done, c,
-                        &c->pop_req);
+    rc = qn_cfusion_pop(c->app->cfusion, c->app->store, &a, &popts,
+                        c->sub->subscribe->raw_segments ? 0 : QN_CFUSION_DECODE, consume_pop_done,
+                        c, &c->pop_req);
     if (rc != QN_OK) {
         c->pop_req = NULL;
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

@@ -3,7 +3,8 @@
  *
  * Does: validate; check the consume grant of every entry's queue; read every
  * entry through fetch_v1 in one call, in the caller's tenant; build records
- * with the shared batch builder; when every entry came back empty and the client
+ * with the shared batch builder (a large answer's segments decompressed by an
+ * offload thread first, engine/decode.h); when every entry came back empty and the client
  * allows a wait, park on each named queue until a commit, the wait's end or the
  * re-check timer, then read again.
  * Does not: move any cursor or take any lease; read for a client over its
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "engine/decode.h"
 #include "engine/waiters.h"
 #include "log.h"
 #include "queen/error.h"
@@ -42,6 +44,11 @@ struct fetch_rpc {
     size_t nwait;
     int64_t wait_until_ms;
     qn_store_req *sreq;
+    /* a large answer's segments being decompressed off the loop
+     * (engine/decode.h), with the entries' heads of that answer */
+    struct qn_decode *dec;
+    struct qn_fetch_entry_result *heads;
+    size_t nheads;
     bool rewake;
     struct event *timer;
     /* the connection's database slot while fetch_v1 is in flight; admitted:
@@ -54,6 +61,8 @@ static void fetch_free(struct fetch_rpc *f)
 {
     if (f->sreq)
         qn_store_cancel(f->sreq);
+    qn_decode_cancel(f->dec);
+    free(f->heads);
     qn_conn_budget_give(f->slot);
     for (size_t i = 0; f->waiters && i < f->nwait; i++)
         qn_waiters_unpark(f->app->waiters, &f->waiters[i]);
@@ -71,6 +80,8 @@ static void fetch_issue(struct fetch_rpc *f);
 static void fetch_wake(struct qn_waiter *w)
 {
     struct fetch_rpc *f = w->ud;
+    if (f->dec != NULL)
+        return; /* answering */
     if (f->sreq != NULL) {
         f->rewake = true;
         return;
@@ -83,7 +94,7 @@ static void fetch_wake(struct qn_waiter *w)
 static void fetch_budget(qn_call *call)
 {
     struct fetch_rpc *f = qn_call_data(call);
-    if (f != NULL && f->sreq == NULL) {
+    if (f != NULL && f->sreq == NULL && f->dec == NULL) {
         evtimer_del(f->timer);
         fetch_issue(f);
     }
@@ -94,7 +105,7 @@ static void fetch_timer_cb(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     struct fetch_rpc *f = ud;
-    if (f->sreq == NULL)
+    if (f->sreq == NULL && f->dec == NULL)
         fetch_issue(f);
 }
 
@@ -157,6 +168,53 @@ static void fetch_answer(struct fetch_rpc *f, const struct qn_fetch_result *r)
     fetch_free(f);
 }
 
+/* The decoder's copy of the answer's segments, in entry order. */
+static void fetch_decoded(void *ud, const struct qn_pop_segment *segs, size_t n)
+{
+    struct fetch_rpc *f = ud;
+    f->dec = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < f->nheads; i++) {
+        f->heads[i].segs = f->heads[i].nsegs > 0 ? segs + at : NULL;
+        at += f->heads[i].nsegs;
+    }
+    (void)n; /* == at: the copy of what fetch_decode flattened */
+    struct qn_fetch_result r = {f->nheads, f->heads};
+    fetch_answer(f, &r);
+}
+
+/* Hands a large answer's segments to the decoder (true: fetch_decoded answers
+ * later); false: answer now. */
+static bool fetch_decode(struct fetch_rpc *f, const struct qn_fetch_result *r)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < r->n; i++)
+        total += r->entries[i].nsegs;
+    if (f->app->decoder == NULL || total == 0)
+        return false;
+    struct qn_pop_segment *flat = malloc(total * sizeof *flat);
+    struct qn_fetch_entry_result *heads = malloc(r->n * sizeof *heads);
+    bool started = false;
+    if (flat != NULL && heads != NULL) {
+        size_t at = 0;
+        for (size_t i = 0; i < r->n; i++) {
+            heads[i] = r->entries[i];
+            for (size_t k = 0; k < r->entries[i].nsegs; k++)
+                flat[at++] = r->entries[i].segs[k];
+        }
+        started = qn_decode_start(f->app->decoder, flat, total, fetch_decoded, f, &f->dec) == QN_OK;
+    }
+    free(flat); /* copied by the decoder */
+    if (!started) {
+        f->dec = NULL;
+        free(heads);
+        return false;
+    }
+    f->heads = heads;
+    f->nheads = r->n;
+    return true;
+}
+
 static void fetch_done(void *ud, const struct qn_store_status *st, const struct qn_fetch_result *r)
 {
     struct fetch_rpc *f = ud;
@@ -176,7 +234,8 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
     /* at shutdown a waiting fetch answers with what it has instead of holding
      * the drain until its wait ends */
     if (!empty || now >= f->wait_until_ms || f->app->shutting_down) {
-        fetch_answer(f, r);
+        if (!fetch_decode(f, r))
+            fetch_answer(f, r);
         return;
     }
     qn_call_unreserve(f->call); /* a waiting fetch holds no budget */

@@ -520,7 +520,8 @@ static void pop_issue(struct pop_rpc *p)
         app->pop_scans++;
         p->unscanned = false;
     }
-    rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts, pop_done, p, &p->lreq);
+    rc = qn_cfusion_pop(app->cfusion, app->store, &a, &popts,
+                        p->req->raw_segments ? 0 : QN_CFUSION_DECODE, pop_done, p, &p->lreq);
     trace(p, p->hinted ? "pops (hinted)" : "pops");
     if (rc != QN_OK) {
         struct qn_store_status st = {rc, "", qn_strerror(rc)};

@@ -86,6 +86,12 @@ int qn_segment_pack_borrow(qn_zctx *ctx, const struct qn_frame *frames, size_t n
 int qn_segment_decompress(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, size_t max_raw,
                           const uint8_t **raw, size_t *raw_len);
 
+/* The decompressed size blob's zstd header declares, read without
+ * decompressing (a few bytes of header). QN_OK and *raw_len; QN_ESEGMENT_CORRUPT
+ * when blob is not a zstd frame; QN_ENOTFOUND when the frame declares no size
+ * (other encoders); QN_EINVAL for NULL pointers. */
+int qn_segment_raw_size(const uint8_t *blob, size_t blob_len, uint64_t *raw_len);
+
 /* Same, into a caller-owned buffer *out (allocated here, never more than max_raw
  * bytes; free with qn_buf_free). *out is written only on success. */
 int qn_segment_decompress_owned(qn_zctx *ctx, const uint8_t *blob, size_t blob_len, size_t max_raw,

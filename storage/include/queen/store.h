@@ -351,6 +351,10 @@ struct qn_pop_segment {
     const uint8_t *blob;
     size_t blob_len;
     int64_t lease_expires_at_us; /* 0 for auto-ack */
+    /* NULL from the store. The broker sets it to the decompressed blob when it
+     * decompressed the segment ahead of building the batch (engine/decode.h). */
+    const uint8_t *raw;
+    size_t raw_len;
 };
 
 struct qn_pop_result {

@@ -18,10 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "engine/cfusion.h"
+#include "engine/decode.h"
+#include "engine/offload.h"
 #include "engine/waiters.h"
 #include "engine_test.h"
 #include "queen/error.h"
+#include "queen/segment.h"
 #include "queen/store.h"
 
 int __wrap_qn_store_pop(qn_store *st, const struct qn_pop_args *a, const struct qn_call_opts *opts,
@@ -133,6 +138,7 @@ struct consumer {
     int code;
     size_t rows;
     int64_t base0;
+    bool raw; /* the first segment came decompressed (engine/decode.h) */
     char worker[40];
     char partition[40];
     struct qn_pop_args a;
@@ -151,6 +157,7 @@ static void on_pop(void *ud, const struct qn_store_status *st, const struct qn_p
     c->code = st->code;
     c->rows = res ? res->n : 0;
     c->base0 = res && res->n ? res->segs[0].base : -1;
+    c->raw = res && res->n && res->segs[0].raw != NULL;
 }
 
 static void setup(void)
@@ -174,7 +181,13 @@ static const uint8_t T1[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 static const uint8_t T2[16] = {0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
 
 /* consumer i pops partition (its worker "w-i"); tenant NULL: the default */
+static void pop_flags(int i, const char *partition, const uint8_t *tenant, unsigned flags);
 static void pop(int i, const char *partition, const uint8_t *tenant)
+{
+    pop_flags(i, partition, tenant, 0);
+}
+
+static void pop_flags(int i, const char *partition, const uint8_t *tenant, unsigned flags)
 {
     struct consumer *c = &cs[i];
     snprintf(c->worker, sizeof c->worker, "w-%d", i);
@@ -186,7 +199,7 @@ static void pop(int i, const char *partition, const uint8_t *tenant)
     c->a.worker = c->worker;
     c->a.budget = 10;
     struct qn_call_opts o = {0, tenant, NULL};
-    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &c->a, &o, on_pop, c, &c->h), QN_OK);
+    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &c->a, &o, flags, on_pop, c, &c->h), QN_OK);
     /* the caller's strings may change at once: the pop keeps its own */
     if (partition)
         memset(c->partition, 'z', 3);
@@ -393,7 +406,8 @@ START_TEST(refused_at_submit)
     a.worker = "w";
     a.budget = 1;
     struct qn_cfusion_pop *h = NULL;
-    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &a, NULL, on_pop, &cs[9], &h), QN_EUNAVAILABLE);
+    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &a, NULL, 0, on_pop, &cs[9], &h),
+                     QN_EUNAVAILABLE);
     ck_assert_int_eq(cs[9].calls, 0);
 }
 END_TEST
@@ -693,6 +707,86 @@ START_TEST(bundling_off)
 }
 END_TEST
 
+/* QN_CFUSION_DECODE with a decoder: a large batch is decompressed off the loop
+ * and the pop stays in flight meanwhile (no callback yet; a cancel then means
+ * no callback ever); a pop without the flag, or a small batch, is answered at
+ * once as before, without raw. */
+START_TEST(large_batches_decoded_before_the_callback)
+{
+    struct event *keep;
+    struct event_base *base = qn_test_thread_loop(&keep);
+    struct qn_offload *pool;
+    struct qn_decoder *d;
+    ck_assert_int_eq(qn_offload_new(1, 8, &pool), QN_OK);
+    ck_assert_int_eq(qn_decoder_new(pool, base, 4096, 1u << 20, 64u << 20, &d), QN_OK);
+    qn_cfusion_set_decoder(cf, d);
+    /* a segment of 50 frames of 1 KB */
+    static uint8_t pay[1024];
+    memset(pay, 'p', sizeof pay);
+    struct qn_frame fr[50];
+    memset(fr, 0, sizeof fr);
+    for (int i = 0; i < 50; i++) {
+        fr[i].payload = pay;
+        fr[i].payload_len = sizeof pay;
+        fr[i].txn = (const uint8_t *)"t";
+        fr[i].txn_len = 1;
+    }
+    qn_zctx *z;
+    ck_assert_int_eq(qn_zctx_new(&z), QN_OK);
+    struct qn_buf blob = {0};
+    ck_assert_int_eq(qn_segment_pack(z, fr, 50, 1, &blob, NULL), QN_OK);
+    struct qn_pop_segment seg = {.queue = "q",
+                                 .partition = "p",
+                                 .base = 40,
+                                 .start_idx = 0,
+                                 .take = 50,
+                                 .blob = blob.data,
+                                 .blob_len = blob.len};
+    struct qn_pop_result r = {1, &seg};
+
+    pop_flags(0, NULL, NULL, QN_CFUSION_DECODE);
+    pop_flags(1, NULL, NULL, 0);
+    pop_flags(2, NULL, NULL, QN_CFUSION_DECODE);
+    pop_flags(3, "ka", NULL, QN_CFUSION_DECODE);
+    pop_flags(4, "kb", NULL, QN_CFUSION_DECODE);
+    ck_assert_uint_eq(nalone, 3);
+    alone[0].cb(alone[0].ud, &OK, &r);
+    ck_assert_int_eq(cs[0].calls, 0); /* with the decoder */
+    alone[1].cb(alone[1].ud, &OK, &r);
+    ck_assert_int_eq(cs[1].calls, 1); /* no flag: at once, as stored */
+    ck_assert(!cs[1].raw);
+    alone[2].cb(alone[2].ud, &OK, &r);
+    ck_assert_int_eq(cs[2].calls, 0);
+    qn_cfusion_pop_cancel(cs[2].h); /* its consumer went away while it decoded */
+    /* a bundle's small batches (no blob: nothing to weigh) answer at once */
+    qn_cfusion_pop_flush(cf);
+    answer_bundle(0, &OK);
+    ck_assert_int_eq(cs[3].calls, 1);
+    ck_assert_int_eq(cs[4].calls, 1);
+    ck_assert(!cs[4].raw);
+    /* the store's rows may go once the callback returned */
+    memset(&seg, 0, sizeof seg);
+    while (cs[0].calls == 0)
+        event_base_loop(base, EVLOOP_ONCE); /* woken by the decoder's port */
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_int_eq(cs[0].code, QN_OK);
+    ck_assert_uint_eq(cs[0].rows, 1);
+    ck_assert_int_eq(cs[0].base0, 40);
+    ck_assert(cs[0].raw);
+    qn_decoder_free(d); /* the cancelled one is freed without a callback */
+    ck_assert_int_eq(cs[2].calls, 0);
+    struct qn_decode_stats st;
+    qn_decoder_stats(NULL, &st);
+    ck_assert_uint_eq(st.batches, 0);
+    qn_cfusion_set_decoder(cf, NULL);
+    qn_offload_free(pool);
+    qn_buf_free(&blob);
+    qn_zctx_free(z);
+    event_free(keep);
+    event_base_free(base);
+}
+END_TEST
+
 Suite *qn_test_cbundle_suite(void)
 {
     Suite *s = suite_create("cbundle");
@@ -704,6 +798,7 @@ Suite *qn_test_cbundle_suite(void)
     tcase_add_test(t, cancelled_members);
     tcase_add_test(t, refused_bundle_retries_alone_doubt_reaches_everyone);
     tcase_add_test(t, refused_at_submit);
+    tcase_add_test(t, large_batches_decoded_before_the_callback);
     suite_add_tcase(s, t);
     TCase *a = tcase_create("acks");
     tcase_add_checked_fixture(a, ack_setup, teardown);

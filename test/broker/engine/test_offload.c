@@ -68,7 +68,7 @@ static void never(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
-    ck_abort_msg("the loop waited 20 s for the pool");
+    ck_abort_msg("the loop waited 20 s for an offload thread");
 }
 
 /* Each case's loop, pool and port (pool_start, pool_end). */
@@ -80,14 +80,20 @@ static struct qn_offload_port *port;
 /* A loop with libevent's thread support (pool threads wake it) and one timer,
  * so that it blocks until a port wakes it instead of returning at once; a pool
  * of `threads` threads holding `cap` jobs, and the loop's port on it. */
-static void pool_start(int threads, size_t cap)
+struct event_base *qn_test_thread_loop(struct event **keep_out)
 {
     ck_assert_int_eq(evthread_use_pthreads(), 0);
-    base = event_base_new();
-    ck_assert_ptr_nonnull(base);
-    keep = evtimer_new(base, never, NULL);
+    struct event_base *b = event_base_new();
+    ck_assert_ptr_nonnull(b);
+    *keep_out = evtimer_new(b, never, NULL);
     struct timeval tv = {20, 0};
-    evtimer_add(keep, &tv);
+    evtimer_add(*keep_out, &tv);
+    return b;
+}
+
+static void pool_start(int threads, size_t cap)
+{
+    base = qn_test_thread_loop(&keep);
     ck_assert_int_eq(qn_offload_new(threads, cap, &o), QN_OK);
     ck_assert_int_eq(qn_offload_port_new(o, base, &port), QN_OK);
 }
