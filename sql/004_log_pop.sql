@@ -218,6 +218,8 @@ DECLARE
     v_avail     INT8;
     v_take      INT8;
     v_size      INT8;
+    v_fit       INT8;
+    v_one       INT8;
     v_cost      INT8;
     v_partial   BOOL;
     s           RECORD;
@@ -302,14 +304,22 @@ BEGIN
             v_size := qn.zstd_content_size(s.blob);
             v_cost := v_size + p_overhead::INT8 * v_take;
             IF v_size IS NULL OR v_cost > v_bytes THEN
-                IF NOT (p_first AND v_taken = 0) THEN
+                -- Any k messages of a segment cost at most its whole content
+                -- plus k overheads: as many as that bound lets fit are taken.
+                v_fit := CASE WHEN v_size IS NOT NULL AND p_overhead > 0
+                              THEN (v_bytes - v_size) / p_overhead ELSE 0 END;
+                v_one := greatest(1, p_max_bytes / greatest(p_max_msg::INT8 + p_overhead, 1));
+                IF p_first AND v_taken = 0 AND v_fit < v_one THEN
+                    -- The call's first segment is always delivered: as many
+                    -- messages as the budget holds whatever the size skew.
+                    v_take := least(v_take, v_one);
+                    v_cost := v_bytes;     -- the budget is spent
+                ELSIF v_fit >= 1 THEN
+                    v_take := least(v_take, v_fit);
+                    v_cost := v_size + p_overhead::INT8 * v_take;
+                ELSE
                     EXIT;                  -- does not fit; the rest waits
                 END IF;
-                -- The call's first segment is always delivered: as many messages
-                -- as the budget holds whatever the size skew inside the segment.
-                v_take := least(v_take, greatest(1, p_max_bytes
-                                / greatest(p_max_msg::INT8 + p_overhead, 1)));
-                v_cost := v_bytes;         -- the budget is spent
                 v_partial := true;
             END IF;
             v_bytes := v_bytes - v_cost;

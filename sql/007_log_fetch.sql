@@ -6,9 +6,12 @@
 -- segment covering the offset, one backward primary-key step) and a forward walk,
 -- gap tolerant like pop. Byte budgets use the same cost rule as pop:
 -- zstd_content_size(blob) + p_msg_overhead x taken; a segment that does not fit
--- ends the entry, except the very first segment of the whole call, which is
--- always delivered (partially, max(1, budget / (p_max_msg_bytes +
--- p_msg_overhead)) messages, when it alone is over budget or its size unknown).
+-- whole is taken partially, as many messages k as content size + k x overhead
+-- allows (k of its messages are never larger than all of them), and ends the
+-- entry; when that is none, the very first segment of the whole call is still
+-- delivered (max(1, budget / (p_max_msg_bytes + p_msg_overhead)) messages, the
+-- bound whatever the size skew; also for an unknown size), any other ends the
+-- entry.
 -- r_entry is the zero-based entry position. Errors: 0 none, 1 unknown partition,
 -- 2 offset out of range (< log_start or > last_offset + 1; = last_offset + 1 is a
 -- valid empty read). Budgets <= 0 mean unlimited.
@@ -46,6 +49,7 @@ DECLARE
     v_avail INT8;
     v_take  INT8;
     v_size  INT8;
+    v_fit   INT8;
     v_cost  INT8;
     v_lim   INT8;
     v_stop  BOOL;
@@ -100,9 +104,19 @@ BEGIN
                 v_cost := v_size + v_ovh * v_take;
                 v_lim := least(coalesce(v_ent, v_call), coalesce(v_call, v_ent));
                 IF v_size IS NULL OR v_cost > v_lim THEN
-                    EXIT WHEN NOT v_first;
-                    v_take := least(v_take, greatest(1, greatest(v_lim, 0) / v_unit));
-                    v_cost := greatest(v_lim, 0);
+                    -- as pop: k messages cost at most the whole content plus k
+                    -- overheads; the call's first segment always goes
+                    v_fit := CASE WHEN v_size IS NOT NULL AND v_ovh > 0
+                                  THEN (v_lim - v_size) / v_ovh ELSE 0 END;
+                    IF v_first AND v_fit < greatest(1, greatest(v_lim, 0) / v_unit) THEN
+                        v_take := least(v_take, greatest(1, greatest(v_lim, 0) / v_unit));
+                        v_cost := greatest(v_lim, 0);
+                    ELSIF v_fit >= 1 THEN
+                        v_take := least(v_take, v_fit);
+                        v_cost := v_size + v_ovh * v_take;
+                    ELSE
+                        EXIT;
+                    END IF;
                     v_stop := true;
                 END IF;
                 v_ent := v_ent - v_cost;

@@ -393,6 +393,13 @@ START_TEST(test_fetch)
     r = fetch(c, "('ft.q', '', 0, 2300), ('ft.q', '', 0, 1100)", 0, 0);
     ck_assert_int_eq(PQntuples(r), 5); /* 2 headers, 2 + 1 segments */
     PQclear(r);
+    /* a segment that does not fit whole: as many records as content + k x 10
+     * allows, (2150 - 1100 - 1000) / 10 = 5 of the second; the entry ends there */
+    r = fetch(c, "('ft.q', '', 0, 2150), ('ft.q', '', 20, 1080)", 0, 0);
+    ck_assert_int_eq(PQntuples(r), 5); /* 2 headers, 2 + 1 segments */
+    ck_assert_int_eq(qt_gi(r, 2, "r_take"), 5);
+    ck_assert_int_eq(qt_gi(r, 4, "r_take"), 8); /* (1080 - 1000) / 10 */
+    PQclear(r);
     /* call budget; the first segment of the call always goes (partially) */
     r = fetch(c, "('ft.q', '', 0, 0), ('ft.q', '', 0, 0)", 400, 0);
     ck_assert_int_eq(PQntuples(r), 3);

@@ -694,6 +694,27 @@ START_TEST(test_byte_budget)
     r = qt_pop(c, &p);
     ck_assert_int_eq(qt_taken(r), 30);
     PQclear(r);
+    /* the content fits but not all its overheads: k messages cost at most the
+     * content plus k overheads, (1080 - 1000) / 10 = 8 (the skew bound gives 5) */
+    p.group = "g5", p.max_bytes = 1080;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_gi(r, 0, "r_take"), 8);
+    PQclear(r);
+    /* a later segment too: 1100 for the first, then (2150 - 1100 - 1000) / 10 =
+     * 5 of the second, and the walk ends there */
+    p.group = "g6", p.max_bytes = 2150;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 2);
+    ck_assert_int_eq(qt_gi(r, 1, "r_base"), 10);
+    ck_assert_int_eq(qt_gi(r, 1, "r_take"), 5);
+    PQclear(r);
+    /* a later segment of which not one message is sure to fit waits */
+    p.group = "g7", p.max_bytes = 2105;
+    r = qt_pop(c, &p);
+    ck_assert_int_eq(PQntuples(r), 1);
+    ck_assert_int_eq(qt_taken(r), 10);
+    PQclear(r);
     /* unknown content size counts as over budget */
     struct qt_seg s;
     qt_seg_make(&s, "pop.bytes2", "", "u", 0, 5, 0);

@@ -180,7 +180,7 @@ struct lookup {
 
 struct qn_fusion {
     struct event_base *base;
-    const struct qn_config *cfg; /* segment_raw_max, zstd_level, bundle_max */
+    const struct qn_config *cfg; /* segment_raw_max, max_send_bytes, zstd_level, bundle_max */
     qn_store *store;
     qn_zctx *zctx;
     struct qn_map slots;
@@ -477,10 +477,18 @@ static void seg_fail(struct seg *sg, int err)
  * into a segment: layer-2 dedup, caps, packing. */
 static int seg_build(struct qn_fusion *f, struct seg *sg, struct slot *s)
 {
-    /* A segment stays readable: never larger than what readers may decompress. */
+    /* A segment stays readable: never larger than what readers may decompress.
+     * And it stays cheap to read: a pop can only take what surely fits its
+     * response (QUEEN_MAX_SEND_BYTES) and the sizes inside a segment are not
+     * known to SQL, so a segment larger than the response was read a few
+     * messages at a time (every one of those pops decompressing all of it).
+     * An eighth of the send limit: a Pop takes several whole, and a Fetch of
+     * the default 1 MiB one whole. */
     size_t raw_cap = SEG_MAX_RAW;
     if ((size_t)f->cfg->segment_raw_max / 2 < raw_cap)
         raw_cap = (size_t)f->cfg->segment_raw_max / 2;
+    if (f->cfg->max_send_bytes > 0 && (size_t)f->cfg->max_send_bytes / 8 < raw_cap)
+        raw_cap = (size_t)f->cfg->max_send_bytes / 8;
     size_t take = 0, raw = 0;
     while (take < s->npending && take < SEG_MAX_FRAMES && item_of(s->pending[take])->pre == NULL) {
         size_t b = item_bytes(item_of(s->pending[take]));

@@ -156,7 +156,8 @@ struct qn_fusion_dedup_hooks {
 };
 
 /*
- * Makes fusion on base. Borrows cfg (segment_raw_max, zstd_level, bundle_max),
+ * Makes fusion on base. Borrows cfg (segment_raw_max, max_send_bytes (0: no
+ * cap from it), zstd_level, bundle_max),
  * store and zctx until qn_fusion_free(). Returns QN_OK or QN_ENOMEM.
  */
 int qn_fusion_new(struct event_base *base, const struct qn_config *cfg, qn_store *store,

@@ -375,7 +375,8 @@ static void setup_with(int64_t bundle_max, int64_t segment_raw_max)
     base = event_base_new();
     ck_assert_ptr_nonnull(base);
     ck_assert_int_eq(qn_zctx_new(&test_zctx), QN_OK);
-    /* fusion reads these three settings only (fusion.h) */
+    /* fusion reads these four settings only (fusion.h); max_send_bytes 0: no
+     * cap from the send limit */
     memset(&cfg, 0, sizeof cfg);
     cfg.bundle_max = bundle_max;
     cfg.segment_raw_max = segment_raw_max;
@@ -658,6 +659,49 @@ START_TEST(survivors_stay_ahead_when_flushes_are_split)
             int seq = atoi(jobs[i]->payload[j]);
             ck_assert_int_eq(st, dup_seen[seq] ? QN_ITEM_DUPLICATE : QN_ITEM_QUEUED);
         }
+    teardown();
+}
+END_TEST
+
+/* A segment holds at most an eighth of QUEEN_MAX_SEND_BYTES raw, so that a pop
+ * can take it whole; a frame larger than that still goes, alone. */
+START_TEST(segments_stay_within_an_eighth_of_the_send_limit)
+{
+    setup();
+    cfg.max_send_bytes = 256 * 1024; /* 32 KiB segments: ~30 frames of 1000 bytes */
+    stored.n = 0;
+    submit(job_make("q", "p", 0, 70, false, 1000));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    uint32_t first = pushes[0].segs[0].count;
+    ck_assert_uint_lt(first, 33);
+    ck_assert_uint_gt(first, 25);
+    size_t k = 0, total = 0;
+    while (k < npushes) {
+        ck_assert_uint_le(pushes[k].segs[0].count, first);
+        total += pushes[k].segs[0].count;
+        record_stored(k, "p");
+        answer_queued(k, NULL);
+        k++;
+        turn(); /* the rest, in the next flush */
+    }
+    ck_assert_uint_eq(k, 3);
+    ck_assert_uint_eq(total, 70);
+    /* a frame larger than the cap still goes, alone */
+    cfg.max_send_bytes = 4096;
+    submit(job_make("q", "p", 100, 2, false, 1000));
+    turn();
+    ck_assert_uint_eq(npushes, k + 1);
+    ck_assert_uint_eq(pushes[k].segs[0].count, 1);
+    record_stored(k, "p");
+    answer_queued(k, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, k + 2);
+    ck_assert_uint_eq(pushes[k + 1].segs[0].count, 1);
+    record_stored(k + 1, "p");
+    answer_queued(k + 1, NULL);
+    turn();
+    ck_assert_uint_eq(stored.n, 72);
     teardown();
 }
 END_TEST
@@ -1824,6 +1868,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, bundles_bounded_by_bundle_max);
     tcase_add_test(tc, survivors_stay_ahead_of_later_arrivals);
     tcase_add_test(tc, survivors_stay_ahead_when_flushes_are_split);
+    tcase_add_test(tc, segments_stay_within_an_eighth_of_the_send_limit);
     tcase_add_test(tc, layer2_followers_inherit_the_leader);
     tcase_add_test(tc, failure_fails_every_item_once);
     tcase_add_test(tc, minted_ids_are_vouched_for);
