@@ -116,6 +116,23 @@ class Batches(PopTest):
         self.assertEqual([m.offset for m in p.messages], list(range(7)))
         self.assertEqual(len({m.created_at_us for m in p.messages}), 3)
 
+    def test_a_large_push_pops_in_large_batches(self):
+        # 1000 messages of 4 KB in one Push (4 MB raw, over the 3.9 MiB a Pop's
+        # response may hold): stored as several segments, so a Pop takes whole
+        # ones and the partial take of the next as far as its size allows; one
+        # 4 MB segment was taken 3 messages at a time (budget / largest message)
+        q = uniq()
+        payloads = [(b"%04d" % i) * 1024 for i in range(1000)]
+        self.c.push(q, payloads)
+        got, sizes = [], []
+        while len(got) < 1000 and len(sizes) < 400:
+            p = self.c.pop(q, batch=200, auto_ack=True)  # this broker's largest batch
+            self.assertGreater(len(p.messages), 0)
+            sizes.append(len(p.messages))
+            got += [m.payload for m in p.messages]
+        self.assertEqual(got, payloads)
+        self.assertEqual(sizes, [200] * 5)
+
     def test_empty_queue_and_missing_partition(self):
         q = uniq()
         p = self.c.pop(q)
