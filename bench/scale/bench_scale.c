@@ -32,7 +32,9 @@
  *   8. delete_queue (layout one): DeleteQueue of the big queue (time; the
  *      queue row must be gone).
  * The broker's own maintenance loop runs meanwhile on its timer; run on a
- * quiet machine (figures beside other work are noise).
+ * quiet machine (figures beside other work are noise). QN_SCALE_SLOW_MS=N
+ * prints each hot call slower than N ms (stderr, with its wall-clock time);
+ * QN_SCALE_PGSS=1 prints each hot phase's top statements (pg_stat_statements).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "queen/client.h"
@@ -211,9 +214,55 @@ static Queen__V1__PopResponse *pop(const char *queue, const char *part, const ch
     return (Queen__V1__PopResponse *)r;
 }
 
+/* QN_SCALE_SLOW_MS=N: every hot call slower than N ms is printed to stderr with
+ * its wall-clock time, to line it up with what else ran then (pg_stat_activity
+ * samples, the server log). */
+static void report_slow(const char *phase, const char *op, int round, double ms)
+{
+    static double slow = -1;
+    if (slow < 0) {
+        const char *e = getenv("QN_SCALE_SLOW_MS");
+        slow = e && *e ? atof(e) : 0;
+    }
+    if (slow <= 0 || ms < slow)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stderr, "slow phase=%s op=%s round=%d ms=%.2f at=%lld.%03ld\n", phase, op, round, ms,
+            (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+}
+
+/* QN_SCALE_PGSS=1 (with --pg, on a server with pg_stat_statements loaded,
+ * track = all): the statements of each hot phase, from a reset before it, by
+ * total execution time: where the server's time per call goes at this size. */
+static bool pgss(void)
+{
+    const char *e = getenv("QN_SCALE_PGSS");
+    return PG != NULL && e != NULL && strcmp(e, "1") == 0;
+}
+
+static void pgss_print(const char *phase)
+{
+    PGresult *r = PQexec(PG, "SELECT calls, mean_exec_time, stddev_exec_time, max_exec_time, "
+                             "shared_blks_hit::float8 / greatest(calls, 1), "
+                             "shared_blks_read::float8 / greatest(calls, 1), "
+                             "regexp_replace(left(query, 60), '\\s+', ' ', 'g') "
+                             "FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' "
+                             "ORDER BY total_exec_time DESC LIMIT 8");
+    for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+        printf("phase=%s pgss calls=%s mean_ms=%.3f stddev_ms=%.3f max_ms=%.2f hit=%.1f read=%.2f "
+               "q=\"%s\"\n",
+               phase, PQgetvalue(r, i, 0), atof(PQgetvalue(r, i, 1)), atof(PQgetvalue(r, i, 2)),
+               atof(PQgetvalue(r, i, 3)), atof(PQgetvalue(r, i, 4)), atof(PQgetvalue(r, i, 5)),
+               PQgetvalue(r, i, 6));
+    PQclear(r);
+}
+
 /* Phase 1 / 3: push to a hot partition, pop it by name, ack; latencies. */
 static void hot(const char *phase, const char *queue, const struct opts *o)
 {
+    if (pgss())
+        pg_ms("SELECT pg_stat_statements_reset()", NULL);
     double *pl = calloc((size_t)o->rounds, sizeof *pl), *ol = calloc((size_t)o->rounds, sizeof *ol);
     if (pl == NULL || ol == NULL)
         die("out of memory", NULL);
@@ -223,12 +272,16 @@ static void hot(const char *phase, const char *queue, const struct opts *o)
         double t0 = now_ms();
         push_spread(queue, "hot", i % o->hot, 1, 1);
         pl[i] = now_ms() - t0;
+        report_slow(phase, "push", i, pl[i]);
         Queen__V1__PopResponse *p = pop(queue, part, "hot", &ol[i]);
+        report_slow(phase, "pop", i, ol[i]);
         ack_all(p, "hot");
         protobuf_c_message_free_unpacked(&p->base, NULL);
     }
     print_lat(phase, "push", pl, o->rounds);
     print_lat(phase, "pop", ol, o->rounds);
+    if (pgss())
+        pgss_print(phase);
     free(pl);
     free(ol);
 }
