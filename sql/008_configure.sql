@@ -1,4 +1,5 @@
--- 008_configure.sql - configure_queue_v1, get_queue_v1, list_queues_v1.
+-- 008_configure.sql - configure_queue_v1, get_queue_v1, queue_encrypted_v1,
+-- list_queues_v1.
 --
 -- configure merges by default: an option absent from p_options keeps its stored
 -- value. With p_replace, for a queue that did not exist, or for an option sent as
@@ -293,6 +294,20 @@ LANGUAGE sql STABLE
 AS $$
     SELECT x.* FROM qn.queue_rows(ARRAY(
         SELECT q.id FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue)) x
+$$;
+
+-- queue_encrypted_v1: the queue's encryption_enabled flag alone (false when the
+-- queue does not exist). What the broker asks before it
+-- seals a push; get_queue_v1 also counts the queue's partitions and segments,
+-- which at a million partitions took a second of the server for every lookup.
+CREATE OR REPLACE FUNCTION qn.queue_encrypted_v1(
+    p_queue  TEXT,
+    p_tenant UUID DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS BOOL
+LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce((SELECT q.encryption_enabled FROM queen.queues q
+                     WHERE q.tenant_id = p_tenant AND q.name = p_queue), false)
 $$;
 
 -- list_queues_v1: ordered by name; an empty or NULL namespace / task matches all;

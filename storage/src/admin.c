@@ -342,6 +342,21 @@ int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opt
     return qn__call_submit(r, finish_queues, (qn__anyfn)cb, ud, req);
 }
 
+int qn_store_queue_encrypted(qn_store *st, const char *queue, const struct qn_call_opts *opts,
+                             qn_bool_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (queue == NULL || queue[0] == '\0' || cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_QUEUE_ENCRYPTED, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_text(&s->p, 0, queue);
+    qn__p_uuid(&s->p, 1, qn__req_tenant(r));
+    return qn__call_submit(r, qn__finish_bool, (qn__anyfn)cb, ud, req);
+}
+
 int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
                          int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb, void *ud,
                          qn_store_req **req)
@@ -894,6 +909,20 @@ int qn_store_stats_cached(qn_store *st, int32_t step_parts, const struct qn_call
     qn__p_uuid(&s->p, 0, qn__req_tenant(r));
     qn__p_i32(&s->p, 1, step_parts);
     return qn__call_submit(r, finish_stats, (qn__anyfn)cb, ud, req);
+}
+
+int qn_store_stats_step(qn_store *st, int32_t step_parts, const struct qn_call_opts *opts,
+                        qn_int_cb cb, void *ud, qn_store_req **req)
+{
+    qn_store_req *r;
+    int rc;
+    if (step_parts < 1 || cb == NULL)
+        return QN_EINVAL;
+    struct qn__step *s = qn__call_begin(st, QN_STMT_STATS_STEP, opts, &r, &rc);
+    if (s == NULL)
+        return rc;
+    qn__p_i32(&s->p, 0, step_parts);
+    return qn__call_submit(r, qn__finish_int, (qn__anyfn)cb, ud, req);
 }
 
 /* ---------------------------------------------------------------- notify */

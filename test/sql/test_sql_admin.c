@@ -138,6 +138,16 @@ START_TEST(test_get_list_queues_and_partitions)
     r = qt_q(c, "SELECT * FROM qn.get_queue_v1('lq.b', gen_random_uuid())"); /* other tenant */
     ck_assert_int_eq(PQntuples(r), 0);
     PQclear(r);
+    /* the encryption flag alone: false until configured, then true; false for
+     * a missing queue or another tenant's */
+    ck_assert_str_eq(qt_s(c, "SELECT qn.queue_encrypted_v1('lq.b')"), "f");
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('lq.b', "
+                    "'{\"encryption_enabled\": true}', false)"));
+    ck_assert_str_eq(qt_s(c, "SELECT qn.queue_encrypted_v1('lq.b')"), "t");
+    ck_assert_str_eq(qt_s(c, "SELECT qn.queue_encrypted_v1('lq.b', gen_random_uuid())"), "f");
+    ck_assert_str_eq(qt_s(c, "SELECT qn.queue_encrypted_v1('lq.none')"), "f");
+    PQclear(qt_q(c, "SELECT * FROM qn.configure_queue_v1('lq.b', "
+                    "'{\"encryption_enabled\": false}', false)"));
     r = qt_q(c, "SELECT * FROM qn.list_queues_v1('lq', NULL, 0, 0)");
     ck_assert_int_eq(PQntuples(r), 2);
     ck_assert_str_eq(qt_gs(r, 0, "r_name"), "lq.a");

@@ -245,6 +245,22 @@ START_TEST(partitions_stats_groups_delete)
     ck_assert_int_eq(so.r[0].segments, 1);
     ck_assert_int_gt(so.r[0].bytes, 0);
 
+    /* one step of the stats walk reads partitions (the pass may be another
+     * caller's: -1) */
+    memset(&is, 0, sizeof is);
+    ck_assert_int_eq(qn_store_stats_step(S, 1000000, NULL, int_cb, NULL, NULL), QN_OK);
+    WAIT_IS();
+    ck_assert_int_eq(is.code, QN_OK);
+    ck_assert(ival >= 1 || ival == -1);
+    ck_assert_int_eq(qn_store_stats_step(S, 0, NULL, int_cb, NULL, NULL), QN_EINVAL);
+    /* the encryption flag alone: off for this queue */
+    memset(&is, 0, sizeof is);
+    bval = true;
+    ck_assert_int_eq(qn_store_queue_encrypted(S, "metrics", NULL, bool_cb, NULL, NULL), QN_OK);
+    WAIT_IS();
+    ck_assert_int_eq(is.code, QN_OK);
+    ck_assert(!bval);
+
     struct groups_out g;
     memset(&g, 0, sizeof g);
     ck_assert_int_eq(

@@ -5,7 +5,7 @@
  *
  * Entry lifecycle (struct entry):
  *
- *   (absent) --a push needs it--> LOOKING (get_queue_v1 in flight)
+ *   (absent) --a push needs it--> LOOKING (queue_encrypted_v1 in flight)
  *   LOOKING --answer--> KNOWN (flag, learned_at)
  *   LOOKING --error--> (removed; the waits that needed it fail)
  *   KNOWN --older than the TTL and needed--> KNOWN + refreshing (answers the
@@ -85,8 +85,7 @@ static void schedule_pump(struct qn_crypt *c)
         event_active(c->pump, 0, 0);
 }
 
-static void lookup_done(void *ud, const struct qn_store_status *st,
-                        const struct qn_queues_result *res)
+static void lookup_done(void *ud, const struct qn_store_status *st, bool encrypted)
 {
     struct entry *e = ud;
     struct qn_crypt *c = e->c;
@@ -121,7 +120,7 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
         schedule_pump(c);
         return;
     }
-    e->encrypted = res->n > 0 && res->queues[0].options.encryption_enabled;
+    e->encrypted = encrypted;
     e->state = E_KNOWN;
     e->refreshing = false;
     e->learned_ms = qn_store_now_ms();
@@ -132,7 +131,7 @@ static void lookup_done(void *ud, const struct qn_store_status *st,
 static int lookup(struct qn_crypt *c, struct entry *e)
 {
     struct qn_call_opts opts = {0, (const uint8_t *)e->key, NULL};
-    int rc = qn_store_get_queue(c->app->store, e->key + 16, &opts, lookup_done, e, &e->req);
+    int rc = qn_store_queue_encrypted(c->app->store, e->key + 16, &opts, lookup_done, e, &e->req);
     if (rc != QN_OK)
         e->req = NULL;
     return rc;

@@ -10,7 +10,7 @@
  * Readers (Pop, Consume, Fetch, ListDeadLetters, ReplayDeadLetter) get the
  * payload decrypted with whichever key of the ring its envelope names.
  *
- * Which queues are encrypted is learned from the database (get_queue_v1) and
+ * Which queues are encrypted is learned from the database (queue_encrypted_v1) and
  * remembered per (tenant, queue) for QN_CRYPT_TTL_MS; a stale entry is used
  * while it is refreshed in the background, an unknown one is looked up before
  * the push that needs it. Pushes wait for unknown queues in one FIFO, so the

@@ -660,6 +660,10 @@ int qn_store_configure_queue(qn_store *st, const char *queue, const struct qn_qu
                              void *ud, qn_store_req **req);
 int qn_store_get_queue(qn_store *st, const char *queue, const struct qn_call_opts *opts,
                        qn_queues_cb cb, void *ud, qn_store_req **req);
+/* queue_encrypted_v1: the queue's encryption flag alone (false for a missing
+ * queue); unlike get_queue_v1 it counts nothing, whatever the queue's size. */
+int qn_store_queue_encrypted(qn_store *st, const char *queue, const struct qn_call_opts *opts,
+                             qn_bool_cb cb, void *ud, qn_store_req **req);
 int qn_store_list_queues(qn_store *st, const char *namespace_, const char *task, int32_t limit,
                          int32_t offset, const struct qn_call_opts *opts, qn_queues_cb cb, void *ud,
                          qn_store_req **req);
@@ -828,6 +832,11 @@ int qn_store_stats(qn_store *st, const char *queue, const struct qn_call_opts *o
  * stats walk, after one step of it over at most step_parts partitions (0:
  * none). segments and bytes are 0. Bounded by step_parts whatever the
  * partition count (the metrics refresh; stats_v1 reads every partition). */
+/* stats_step_v1 alone: one step of the stats walk over at most step_parts
+ * (>= 1) partitions; the value is the partitions it read (-1: another caller
+ * held the walk). Lets the walk go in small steps between refreshes. */
+int qn_store_stats_step(qn_store *st, int32_t step_parts, const struct qn_call_opts *opts,
+                        qn_int_cb cb, void *ud, qn_store_req **req);
 int qn_store_stats_cached(qn_store *st, int32_t step_parts, const struct qn_call_opts *opts,
                           qn_stats_cb cb, void *ud, qn_store_req **req);
 
