@@ -5,10 +5,11 @@
  * Does: at each scrape, copy the counters the app, fusion, the dedup cache,
  * the waiters, the storage pool, the offload pool and the maintenance loop keep anyway into
  * their series (nothing on the hot paths changes for that); give fusion its two
- * segment histograms; every QUEEN_METRICS_REFRESH_MS advance the database's
- * stats walk by one bounded step and read the per-queue figures and the
- * consumer groups' lag per queue of its last whole pass (stats_cached_v1,
- * group_lags_cached_v1), and rebuild the per-queue series from them.
+ * segment histograms; advance the database's stats walk by a small bounded
+ * step ten times per QUEEN_METRICS_REFRESH_MS (stats_step_v1), and every
+ * QUEEN_METRICS_REFRESH_MS read the per-queue figures and the consumer groups'
+ * lag per queue of its last whole pass (stats_cached_v1, group_lags_cached_v1),
+ * and rebuild the per-queue series from them.
  * Does not: read the database per scrape (a scrape never waits), keep series
  * for more than QUEEN_METRICS_MAX_QUEUES queues and QUEEN_METRICS_MAX_GROUPS
  * (queue, group) pairs.
@@ -27,6 +28,7 @@
  *
  * Invariants:
  *   1. At most one refresh is in flight; a tick that finds one running skips.
+ *      The same for the walk's steps (walk_req).
  *   2. The per-queue series are replaced only by a complete refresh, so a
  *      scrape sees one refresh's figures, never a mix.
  */
@@ -52,11 +54,16 @@
 
 enum refresh_state { REFRESH_IDLE, REFRESH_STATS, REFRESH_GROUPS };
 
-/* Partitions the stats walk reads per refresh (stats_cached_v1): a database
- * of fewer gets whole figures every refresh; 1,000,000 partitions take ten
- * refreshes per pass, each a fraction of a second of one backend (the whole
- * aggregate ran 9-15 s per refresh at that size). */
-#define STATS_STEP_PARTITIONS 100000
+/* The stats walk (stats_step_v1) reads this many partitions per step and takes
+ * STATS_STEPS_PER_REFRESH steps per QUEEN_METRICS_REFRESH_MS: 100,000 partitions
+ * per refresh, so a database of fewer gets whole figures every refresh and
+ * 1,000,000 partitions take ten refreshes per pass (the whole aggregate ran
+ * 9-15 s per refresh at that size). In one step of 100,000 the walk held a
+ * backend for 0.65-0.9 s at that size, which the hot calls of a 2-core machine
+ * felt in their tail; a tenth of it, ten times as often, is the same work in
+ * slices of 70-90 ms. */
+#define STATS_STEP_PARTITIONS 10000
+#define STATS_STEPS_PER_REFRESH 10
 
 struct qstat {
     char *queue;
@@ -94,6 +101,8 @@ struct qn_queue_metrics {
     uint64_t failures;
     enum refresh_state state;
     struct event *timer;
+    struct event *walk;     /* the stats walk's step timer */
+    qn_store_req *walk_req; /* the step in flight (at most one) */
     qn_store_req *req;
     struct qstat *chosen; /* the chosen queues of the refresh in flight, by name */
     size_t nchosen;
@@ -366,13 +375,37 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
     /* the default tenant's queues only (NULL): /metrics answers without
      * credentials, so other tenants' queue names never appear there */
     struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
-    int rc = qn_store_stats_cached(qm->app->store, STATS_STEP_PARTITIONS, &opts, stats_done, qm,
-                                   &qm->req);
+    int rc = qn_store_stats_cached(qm->app->store, 0, &opts, stats_done, qm, &qm->req);
     if (rc != QN_OK) {
         qm->req = NULL;
         struct qn_store_status s = {rc, "", ""};
         refresh_failed(qm, "stats", &s);
     }
+}
+
+static void walk_done(void *ud, const struct qn_store_status *st, int64_t parts)
+{
+    struct qn_queue_metrics *qm = ud;
+    (void)parts;
+    qm->walk_req = NULL;
+    if (st->code != QN_OK)
+        QN_DEBUG("stats walk step failed detail=\"%s\"",
+                 st->message[0] ? st->message : qn_strerror(st->code));
+}
+
+/* One step of the stats walk, unless the last is still running. */
+static void on_walk(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct qn_queue_metrics *qm = arg;
+    if (qm->walk_req != NULL)
+        return;
+    int64_t period = qm->app->cfg->metrics_refresh_ms / STATS_STEPS_PER_REFRESH;
+    struct qn_call_opts opts = {qn_store_now_ms() + period, NULL, NULL};
+    if (qn_store_stats_step(qm->app->store, STATS_STEP_PARTITIONS, &opts, walk_done, qm,
+                            &qm->walk_req) != QN_OK)
+        qm->walk_req = NULL;
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -505,6 +538,14 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
         int64_t ms = app->cfg->metrics_refresh_ms;
         struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
         event_add(qm->timer, &tv);
+        qm->walk = event_new(app->base, -1, EV_PERSIST, on_walk, qm);
+        if (qm->walk == NULL) {
+            qn_queue_metrics_free(qm);
+            return QN_ENOMEM;
+        }
+        int64_t wms = ms / STATS_STEPS_PER_REFRESH;
+        struct timeval wtv = {(time_t)(wms / 1000), (suseconds_t)(wms % 1000) * 1000};
+        event_add(qm->walk, &wtv);
     }
     *out = qm;
     return QN_OK;
@@ -516,7 +557,10 @@ void qn_queue_metrics_free(struct qn_queue_metrics *qm)
         return;
     if (qm->timer)
         event_free(qm->timer);
+    if (qm->walk)
+        event_free(qm->walk);
     qn_store_cancel(qm->req);
+    qn_store_cancel(qm->walk_req);
     chosen_free(qm);
     qn_metrics_off_collect(qm->reg, collect, qm);
     struct qn_fusion_metrics none = {NULL, NULL, NULL};
