@@ -10,7 +10,6 @@ stated against the configured deadline (never before it, and within it plus a
 margin for a loaded machine); every wait is for the event itself.
 """
 
-import os
 import select
 import socket
 import ssl
@@ -19,7 +18,7 @@ import unittest
 
 import grpc
 
-from harness import Broker, certs, grpc_frame, grpc_message, grpc_status, stubs
+from harness import Broker, certs, grpc_frame, grpc_message, grpc_status, rss_env, stubs
 
 stubs()
 import testsvc_pb2 as T  # noqa: E402
@@ -29,14 +28,6 @@ SVC = "/queen.test.v1.TestService/"
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty SETTINGS frame
 MARGIN = 3.0  # seconds a loaded machine may add to a timer
-
-
-def rss_env(env):
-    """env for a broker whose RSS a test bounds. Under AddressSanitizer freed
-    memory waits in a quarantine (256 MB by default) and counts in RSS, so the
-    bound would measure ASan; a 1 MB quarantine keeps it about the broker."""
-    a = os.environ.get("ASAN_OPTIONS")
-    return dict(env, ASAN_OPTIONS=a + ":quarantine_size_mb=1") if a is not None else env
 
 
 def ping_frame(i):

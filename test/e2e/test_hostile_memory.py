@@ -16,8 +16,12 @@ connection cap) of queued responses. Reads are started only against reserved
 budget, so the database reads in flight at any moment are covered by H too; a
 read briefly holds its data about three more times (the libpq result, the
 decompressed segment, the message copies in the response arena) while its
-response is packed. Hence 4 x H, plus SLACK for the allocator's arenas and the
-connections' own buffers (nghttp2 sessions, 256 KiB socket buffers).
+response is packed (a large batch decompressed by an offload thread holds a copy
+of its compressed rows instead of the libpq result, which is freed by then).
+Hence 4 x H, plus SLACK for the allocator's arenas and the connections' own
+buffers (nghttp2 sessions, 256 KiB socket buffers). Under AddressSanitizer the
+broker runs with a 1 MB quarantine (harness.rss_env): freed memory would
+otherwise count in RSS up to 256 MB.
 Without the caps (today's main) one connection of 256 such Fetches pins about
 1 GiB, so the bound (at most ~170 MB here) separates the two by far.
 """
@@ -29,7 +33,7 @@ import unittest
 
 import grpc
 
-from harness import Broker, grpc_frame, grpc_message, grpc_status
+from harness import Broker, grpc_frame, grpc_message, grpc_status, rss_env
 from qsupport import Q, Client, uniq, wait_until
 
 MIB = 1 << 20
@@ -71,14 +75,14 @@ def start_broker():
     """A fresh broker per test: each peak is measured over a baseline that no
     earlier attack has inflated (or left free heap in)."""
     global broker, client, queue
-    broker = Broker("product", db="e2e_hostile_memory", env={
+    broker = Broker("product", db="e2e_hostile_memory", env=rss_env({
         "QUEEN_MAX_CONN_SEND_BYTES": str(CONN_CAP),
         "QUEEN_MAX_SEND_BUFFER_BYTES": str(BROKER_CAP),
         # no closing on the output limits here: the memory is held on purpose
         "QUEEN_CONN_SEND_SOFT_MS": "0",
         "QUEEN_CONN_SEND_HARD_BYTES": str(4 * CONN_CAP),
         "QUEEN_LOG_LEVEL": "info",
-    }).start()
+    })).start()
     client = Client(broker.channel(), timeout=30)
     queue = uniq("mem")
     for _ in range(4):  # one segment each: a read of all four is ~4 MB
