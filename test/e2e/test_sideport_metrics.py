@@ -242,6 +242,72 @@ class Metrics(unittest.TestCase):
         self.assertEqual(after.get("queen_offload_refused_total")
                          - before.get("queen_offload_refused_total"), 0)
 
+    def test_large_reads_cut_short_around_the_decompression(self):
+        # Deadlines (grpc-timeout, raw HTTP/2 so that the broker itself cuts
+        # the call) swept from 0.2 to 12 ms across the database call and the
+        # off-loop decompression of a 2 MB batch. A Pop either delivers the
+        # batch whole or answers DEADLINE_EXCEEDED; a cut one's lease is given
+        # back once its result (decompressed or not) is in, so the group's
+        # next Pop gets the whole batch long before the lease (60 s) would
+        # expire. A Fetch cut meanwhile leaves nothing behind, and the broker
+        # keeps answering.
+        from harness import grpc_frame, grpc_message, grpc_status
+        q = uniq("mcut")
+        payloads = [os.urandom(100) + (b"%06d" % i) * 320 for i in range(1000)]  # ~2 MB raw
+        for k in range(0, 1000, 250):
+            self.c.push(q, payloads[k:k + 250])
+        before = scrape()
+        cut, whole, h = [], 0, broker.raw()
+        try:
+            for i in range(60):
+                g = "cut%d" % i
+                body = grpc_frame(Q.PopRequest(queue=q, consumer_group=g, batch=1000).SerializeToString())
+                sid = h.request("/queen.v1.QueueService/Pop", body,
+                                headers=[("grpc-timeout", "%du" % (200 + 200 * i))])
+                res = h.wait(sid, timeout=10)
+                code = grpc_status(res)
+                self.assertIn(code, (0, 4), grpc_message(res))
+                if code == 4:
+                    cut.append(g)
+                    continue
+                r = Q.PopResponse.FromString(res.data[5:])
+                self.assertEqual([m.payload for m in r.messages], payloads)
+                whole += 1
+            fetched = 0
+            for i in range(30):
+                body = grpc_frame(Q.FetchRequest(entries=[Q.FetchEntry(
+                    queue=q, max_bytes=4 << 20)]).SerializeToString())
+                sid = h.request("/queen.v1.QueueService/Fetch", body,
+                                headers=[("grpc-timeout", "%du" % (200 + 400 * i))])
+                res = h.wait(sid, timeout=10)
+                self.assertIn(grpc_status(res), (0, 4))
+                if grpc_status(res) == 0:
+                    recs = Q.FetchResponse.FromString(res.data[5:]).results[0].records
+                    self.assertEqual([m.payload for m in recs], payloads)
+                    fetched += 1
+        finally:
+            h.close()
+        # the sweep reached past the whole call: both outcomes happened
+        self.assertGreater(len(cut), 0)
+        self.assertGreater(whole + fetched, 0)
+        for g in cut:
+            r = wait_until(lambda: (lambda p: len(p.messages) > 0 and p)(
+                self.c.pop(q, consumer_group=g, batch=1000)), 10,
+                what="group %s to get the batch its cut-short pop leased" % g)
+            self.assertEqual([m.payload for m in r.messages], payloads, g)
+        # every delivered batch was decompressed by the offload threads, or by
+        # the loop when their queue was full: the cut pops' work goes on after
+        # their answer, so several decodes overlap here
+        delivered = whole + fetched + len(cut)
+
+        def both(s):
+            return (s.get("queen_read_batches_offloaded_total")
+                    + s.get("queen_offload_refused_total"))
+        after = wait_until(lambda: (lambda s: both(s) - both(before) >= delivered and s)(scrape()),
+                           timeout=10, what="the decodes to reach /metrics")
+        self.assertGreaterEqual(both(after) - both(before), delivered)
+        self.assertEqual(len(self.c.pop(q, consumer_group="after", batch=1000).messages), 1000)
+
     def test_push_segments_and_raw_pops_count(self):
         # PushSegments bypasses fusion: its messages and payload bytes count all
         # the same; a raw-segment pop counts its messages, not bytes it never decodes

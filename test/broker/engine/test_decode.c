@@ -84,6 +84,42 @@ static struct qn_pop_segment row(const char *queue, const char *partition, int64
     return g;
 }
 
+/* A decoder taking 1 KiB..1 MiB, a ~100 KB segment *b and one row of it. */
+static struct qn_decoder *small_decoder(struct qn_buf *b, struct qn_pop_segment *one)
+{
+    struct qn_decoder *d;
+    ck_assert_int_eq(qn_decoder_new(pool, base, 1024, 1u << 20, 64u << 20, &d), QN_OK);
+    *b = segment("s", 100, 1000);
+    *one = row(NULL, NULL, 0, 0, 100, b);
+    return d;
+}
+
+/* The pool's only thread held by a gate job until hold_release: decodes
+ * started meanwhile wait in its queue. */
+struct hold {
+    struct qn_offload_port *port;
+    struct qn_test_gate g;
+};
+
+static void hold_pool(struct hold *h)
+{
+    ck_assert_int_eq(qn_offload_port_new(pool, base, &h->port), QN_OK);
+    qn_test_gate_init(&h->g);
+    ck_assert_int_eq(qn_offload_submit(h->port, &h->g.job), QN_OK);
+    qn_test_gate_wait_started(&h->g);
+}
+
+static void hold_release(struct hold *h)
+{
+    qn_test_gate_open(&h->g);
+}
+
+static void hold_free(struct hold *h)
+{
+    qn_offload_port_free(h->port);
+    qn_test_gate_destroy(&h->g);
+}
+
 /* What a callback saw. */
 struct seen {
     int calls;
@@ -182,12 +218,8 @@ START_TEST(small_batch_full_pool_and_corrupt_segments)
     ck_assert_int_eq(qn_decode_start(d, &one, 1, on_decoded, &s, &x), QN_EBUSY);
     ck_assert_ptr_null(x);
     /* hold the pool's thread: a decode waits in its second place */
-    struct qn_offload_port *port;
-    ck_assert_int_eq(qn_offload_port_new(pool, base, &port), QN_OK);
-    struct qn_test_gate g;
-    qn_test_gate_init(&g);
-    ck_assert_int_eq(qn_offload_submit(port, &g.job), QN_OK);
-    qn_test_gate_wait_started(&g);
+    struct hold h;
+    hold_pool(&h);
     /* four are too many (the batch holds them all at once) */
     struct qn_pop_segment four[4] = {one, one, one, one};
     ck_assert_int_eq(qn_decode_start(d, four, 4, on_decoded, &s, &x), QN_EBUSY);
@@ -216,7 +248,7 @@ START_TEST(small_batch_full_pool_and_corrupt_segments)
     struct seen s2 = {0};
     struct qn_decode *x2 = NULL;
     ck_assert_int_eq(qn_decode_start(d, rows, 3, on_decoded, &s2, &x2), QN_EBUSY);
-    qn_test_gate_open(&g);
+    hold_release(&h);
     while (s.calls == 0)
         event_base_loop(base, EVLOOP_ONCE); /* woken by the ports */
     ck_assert_int_eq(s.calls, 1);
@@ -224,8 +256,7 @@ START_TEST(small_batch_full_pool_and_corrupt_segments)
     ck_assert_ptr_null(s.segs[2].raw); /* the builder decompresses it and reports why */
     ck_assert_int_eq(s2.calls, 0);
     qn_decoder_free(d);
-    qn_offload_port_free(port);
-    qn_test_gate_destroy(&g);
+    hold_free(&h);
     qn_buf_free(&b);
     end();
 }
@@ -234,31 +265,25 @@ END_TEST
 START_TEST(cancel_never_calls_back_and_free_finishes_the_rest)
 {
     start(1, 8);
-    struct qn_decoder *d;
-    ck_assert_int_eq(qn_decoder_new(pool, base, 1024, 1u << 20, 64u << 20, &d), QN_OK);
-    struct qn_buf b = segment("s", 100, 1000);
-    struct qn_pop_segment one = row(NULL, NULL, 0, 0, 100, &b);
+    struct qn_buf b;
+    struct qn_pop_segment one;
+    struct qn_decoder *d = small_decoder(&b, &one);
     /* hold the pool's thread so that both decodes are still out */
-    struct qn_offload_port *port;
-    ck_assert_int_eq(qn_offload_port_new(pool, base, &port), QN_OK);
-    struct qn_test_gate g;
-    qn_test_gate_init(&g);
-    ck_assert_int_eq(qn_offload_submit(port, &g.job), QN_OK);
-    qn_test_gate_wait_started(&g);
+    struct hold h;
+    hold_pool(&h);
     struct seen s1 = {0}, s2 = {0};
     struct qn_decode *x1, *x2;
     ck_assert_int_eq(qn_decode_start(d, &one, 1, on_decoded, &s1, &x1), QN_OK);
     ck_assert_int_eq(qn_decode_start(d, &one, 1, on_decoded, &s2, &x2), QN_OK);
     qn_decode_cancel(x1);
-    qn_test_gate_open(&g);
+    hold_release(&h);
     /* freed without running the loop: the live decode calls back before the
      * free returns (its work done), the cancelled one never */
     qn_decoder_free(d);
     ck_assert_int_eq(s1.calls, 0);
     ck_assert_int_eq(s2.calls, 1);
     ck_assert(s2.raw_equal[0]);
-    qn_offload_port_free(port);
-    qn_test_gate_destroy(&g);
+    hold_free(&h);
     qn_buf_free(&b);
     end();
 }
@@ -284,10 +309,9 @@ static void start_again(void *ud, const struct qn_pop_segment *segs, size_t n)
 START_TEST(nothing_starts_while_the_decoder_is_freed)
 {
     start(1, 8);
-    struct qn_decoder *d;
-    ck_assert_int_eq(qn_decoder_new(pool, base, 1024, 1u << 20, 64u << 20, &d), QN_OK);
-    struct qn_buf b = segment("s", 100, 1000);
-    struct qn_pop_segment one = row(NULL, NULL, 0, 0, 100, &b);
+    struct qn_buf b;
+    struct qn_pop_segment one;
+    struct qn_decoder *d = small_decoder(&b, &one);
     struct again a = {d, &one, 0, 0};
     struct qn_decode *x;
     ck_assert_int_eq(qn_decode_start(d, &one, 1, start_again, &a, &x), QN_OK);
