@@ -11,6 +11,7 @@
 #   QN_PG_PROFILE=1     load pg_stat_statements (track = all, track_planning on) and set
 #                       track_functions = all, for per-statement and per-procedure profiles
 #                       (CREATE EXTENSION pg_stat_statements in the database you profile)
+#   QN_PG_OPTS="-c k=v" more server settings, after ours (e.g. a larger shared_buffers)
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -72,7 +73,7 @@ start)
         -o "-p $port -k $home -c listen_addresses=127.0.0.1 -c max_connections=300 \
             -c shared_buffers=512MB -c fsync=$fsync -c synchronous_commit=on \
             -c full_page_writes=$fsync -c max_wal_size=4GB -c checkpoint_timeout=15min \
-            -c log_min_messages=warning -c wal_compression=on $profile" >/dev/null 2>&1; then
+            -c log_min_messages=warning -c wal_compression=on $profile ${QN_PG_OPTS:-}" >/dev/null 2>&1; then
       url="postgresql://$dbuser@127.0.0.1:$port/postgres"
       echo "$url" >"$dir/url"
       echo "$url"

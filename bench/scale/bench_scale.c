@@ -4,7 +4,7 @@
  *   bench_scale --addr 127.0.0.1:6632 --pg "dbname=queen ..." --broker-pid PID
  *               [--layout one|many] [--partitions 1000000] [--queues 10000]
  *               [--per-queue 100] [--batch 5000] [--hot 16] [--rounds 200]
- *               [--prefix NAME]
+ *               [--prefix NAME] [--baseline HOST:PORT]
  *
  * Phases, in order, each printing key=value lines:
  *   1. hot_empty: push 1 message to one of --hot partitions of a fresh queue
@@ -17,6 +17,9 @@
  *      or of the first queue (many).
  *   3b. settle, hot_settled (with --pg): VACUUM (ANALYZE) of the log tables
  *      and a CHECKPOINT (time), then phase 3 again.
+ *   With --baseline (a second broker on its own empty database), every round
+ *   of phases 3 and 3b is followed by one on an empty queue there, printed as
+ *   hot_full_base / hot_settled_base: the two sides measured side by side.
  *   4. first_contact: one any-partition Pop of a new group (latency) and the
  *      cursor rows it registered (with --pg).
  *   5. any_1pct: the other groups deleted, a group that consumed everything
@@ -56,7 +59,7 @@
 #define MAX_ROUNDS 100000
 
 struct opts {
-    const char *addr, *pg, *prefix;
+    const char *addr, *pg, *prefix, *baseline;
     bool many;
     long partitions, queues, per_queue;
     int batch, hot, rounds;
@@ -258,32 +261,57 @@ static void pgss_print(const char *phase)
     PQclear(r);
 }
 
-/* Phase 1 / 3: push to a hot partition, pop it by name, ack; latencies. */
-static void hot(const char *phase, const char *queue, const struct opts *o)
+/* One hot round on C: push to hot partition i % hot, pop it by name, ack. */
+static void hot_round(const char *phase, const char *queue, int i, const struct opts *o,
+                      double *push_ms, double *pop_ms)
+{
+    char part[32];
+    snprintf(part, sizeof part, "hot%d", i % o->hot);
+    double t0 = now_ms();
+    push_spread(queue, "hot", i % o->hot, 1, 1);
+    *push_ms = now_ms() - t0;
+    report_slow(phase, "push", i, *push_ms);
+    Queen__V1__PopResponse *p = pop(queue, part, "hot", pop_ms);
+    report_slow(phase, "pop", i, *pop_ms);
+    ack_all(p, "hot");
+    protobuf_c_message_free_unpacked(&p->base, NULL);
+}
+
+/* Phase 1 / 3: o->rounds hot rounds on queue; latencies. With a baseline
+ * broker (--baseline: its own empty database), each round is followed by one
+ * on base_queue there, printed as "<phase>_base": both sides then see the same
+ * machine (other tenants, kernel threads) at the same moments, which separate
+ * runs on a shared 2-core machine do not. */
+static void hot(const char *phase, const char *queue, const struct opts *o, qn_client *base,
+                const char *base_queue)
 {
     if (pgss())
         pg_ms("SELECT pg_stat_statements_reset()", NULL);
-    double *pl = calloc((size_t)o->rounds, sizeof *pl), *ol = calloc((size_t)o->rounds, sizeof *ol);
-    if (pl == NULL || ol == NULL)
+    size_t n = (size_t)o->rounds;
+    double *v = calloc(4 * n, sizeof *v);
+    if (v == NULL)
         die("out of memory", NULL);
+    double *pl = v, *ol = v + n, *bpl = v + 2 * n, *bol = v + 3 * n;
+    char bphase[64];
+    snprintf(bphase, sizeof bphase, "%s_base", phase);
+    qn_client *own = C;
     for (int i = 0; i < o->rounds; i++) {
-        char part[32];
-        snprintf(part, sizeof part, "hot%d", i % o->hot);
-        double t0 = now_ms();
-        push_spread(queue, "hot", i % o->hot, 1, 1);
-        pl[i] = now_ms() - t0;
-        report_slow(phase, "push", i, pl[i]);
-        Queen__V1__PopResponse *p = pop(queue, part, "hot", &ol[i]);
-        report_slow(phase, "pop", i, ol[i]);
-        ack_all(p, "hot");
-        protobuf_c_message_free_unpacked(&p->base, NULL);
+        hot_round(phase, queue, i, o, &pl[i], &ol[i]);
+        if (base != NULL) {
+            C = base;
+            hot_round(bphase, base_queue, i, o, &bpl[i], &bol[i]);
+            C = own;
+        }
     }
     print_lat(phase, "push", pl, o->rounds);
     print_lat(phase, "pop", ol, o->rounds);
+    if (base != NULL) {
+        print_lat(bphase, "push", bpl, o->rounds);
+        print_lat(bphase, "pop", bol, o->rounds);
+    }
     if (pgss())
         pgss_print(phase);
-    free(pl);
-    free(ol);
+    free(v);
 }
 
 int main(int argc, char **argv)
@@ -296,13 +324,19 @@ int main(int argc, char **argv)
                      .batch = 5000,
                      .hot = 16,
                      .rounds = 200};
-    static const struct option lo[] = {
-        {"addr", required_argument, NULL, 'a'},       {"pg", required_argument, NULL, 'g'},
-        {"prefix", required_argument, NULL, 'x'},     {"layout", required_argument, NULL, 'l'},
-        {"partitions", required_argument, NULL, 'n'}, {"queues", required_argument, NULL, 'q'},
-        {"per-queue", required_argument, NULL, 'r'},  {"batch", required_argument, NULL, 'b'},
-        {"hot", required_argument, NULL, 'h'},        {"rounds", required_argument, NULL, 'R'},
-        {"broker-pid", required_argument, NULL, 'B'}, {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {{"addr", required_argument, NULL, 'a'},
+                                       {"pg", required_argument, NULL, 'g'},
+                                       {"prefix", required_argument, NULL, 'x'},
+                                       {"layout", required_argument, NULL, 'l'},
+                                       {"partitions", required_argument, NULL, 'n'},
+                                       {"queues", required_argument, NULL, 'q'},
+                                       {"per-queue", required_argument, NULL, 'r'},
+                                       {"batch", required_argument, NULL, 'b'},
+                                       {"hot", required_argument, NULL, 'h'},
+                                       {"rounds", required_argument, NULL, 'R'},
+                                       {"broker-pid", required_argument, NULL, 'B'},
+                                       {"baseline", required_argument, NULL, 'E'},
+                                       {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         char *end = NULL;
@@ -317,6 +351,9 @@ int main(int argc, char **argv)
             break;
         case 'x':
             o.prefix = optarg;
+            break;
+        case 'E':
+            o.baseline = optarg;
             break;
         case 'l':
             if (strcmp(optarg, "one") != 0 && strcmp(optarg, "many") != 0) {
@@ -354,7 +391,7 @@ int main(int argc, char **argv)
         default:
             fprintf(stderr, "usage: bench_scale --addr A [--pg CONNINFO] [--broker-pid PID] "
                             "[--layout one|many] [--partitions N] [--queues Q] [--per-queue P] "
-                            "[--batch B] [--hot H] [--rounds R] [--prefix NAME]\n");
+                            "[--batch B] [--hot H] [--rounds R] [--prefix NAME] [--baseline A]\n");
             return 2;
         }
     }
@@ -363,6 +400,12 @@ int main(int argc, char **argv)
     struct qn_client_status st;
     if (qn_client_dial(&cfg, &C, &st) != QN_OK)
         die("dial", &st);
+    qn_client *B = NULL; /* --baseline: a broker on an empty database */
+    if (o.baseline != NULL) {
+        struct qn_client_config bc = {.target = o.baseline};
+        if (qn_client_dial(&bc, &B, &st) != QN_OK)
+            die("dial --baseline", &st);
+    }
     if (o.pg != NULL) {
         PG = PQconnectdb(o.pg);
         if (PQstatus(PG) != CONNECTION_OK) {
@@ -380,7 +423,7 @@ int main(int argc, char **argv)
     /* 1. hot subset on an empty queue */
     char empty[160];
     snprintf(empty, sizeof empty, "%s.empty", base);
-    hot("hot_empty", empty, &o);
+    hot("hot_empty", empty, &o, NULL, NULL);
 
     /* 2. build */
     snprintf(big, sizeof big, "%s.big", base);
@@ -403,7 +446,7 @@ int main(int argc, char **argv)
      * the build's dead tuples and dirty pages are gone (3b): right after the
      * build, autovacuum and the checkpoint it set off still run beside the
      * hot calls, which is the build's cost, not the size's */
-    hot("hot_full", big, &o);
+    hot("hot_full", big, &o, B, empty);
     if (PG != NULL) {
         double s0 = now_ms();
         static const char *const settle[] = {
@@ -417,7 +460,7 @@ int main(int argc, char **argv)
             PQclear(r);
         }
         printf("phase=settle seconds=%.1f\n", (now_ms() - s0) / 1000);
-        hot("hot_settled", big, &o);
+        hot("hot_settled", big, &o, B, empty);
     }
 
     /* 4. first contact of a new group */
@@ -558,5 +601,6 @@ int main(int argc, char **argv)
     if (PG != NULL)
         PQfinish(PG);
     qn_client_free(C);
+    qn_client_free(B);
     return 0;
 }
