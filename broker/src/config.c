@@ -183,7 +183,7 @@ const struct qn_config_var qn_config_vars[] = {
      "(queue, consumer group) lag series, the largest lags of those queues"},
     {"QUEEN_METRICS_REFRESH_MS", QN_CFG_INT, "15000", 1000, 3600000, OFF(metrics_refresh_ms),
      "period of the per-queue metrics refresh (two database reads, never one per scrape; the "
-     "stats walk behind it steps ten times per period)"},
+     "stats walk behind it pauses twenty times as long as each step took)"},
     {"QUEEN_LOG_FORMAT", QN_CFG_STRING, "text", 0, 0, OFF(log_format),
      "text (one line per event, key=value fields) or json (one JSON object per line)"},
     /* ---- security: authentication, authorization, tenants, encryption at rest

@@ -5,8 +5,8 @@
  * Does: at each scrape, copy the counters the app, fusion, the dedup cache,
  * the waiters, the storage pool, the offload pool and the maintenance loop keep anyway into
  * their series (nothing on the hot paths changes for that); give fusion its two
- * segment histograms; advance the database's stats walk by a small bounded
- * step ten times per QUEEN_METRICS_REFRESH_MS (stats_step_v1), and every
+ * segment histograms; advance the database's stats walk by small bounded
+ * steps, paced by their own duration (stats_step_v1), and every
  * QUEEN_METRICS_REFRESH_MS read the per-queue figures and the consumer groups'
  * lag per queue of its last whole pass (stats_cached_v1, group_lags_cached_v1),
  * and rebuild the per-queue series from them.
@@ -54,16 +54,20 @@
 
 enum refresh_state { REFRESH_IDLE, REFRESH_STATS, REFRESH_GROUPS };
 
-/* The stats walk (stats_step_v1) reads this many partitions per step and takes
- * STATS_STEPS_PER_REFRESH steps per QUEEN_METRICS_REFRESH_MS: 100,000 partitions
- * per refresh, so a database of fewer gets whole figures every refresh and
- * 1,000,000 partitions take ten refreshes per pass (the whole aggregate ran
- * 9-15 s per refresh at that size). In one step of 100,000 the walk held a
- * backend for 0.65-0.9 s at that size, which the hot calls of a 2-core machine
- * felt in their tail; a tenth of it, ten times as often, is the same work in
- * slices of 70-90 ms. */
-#define STATS_STEP_PARTITIONS 10000
-#define STATS_STEPS_PER_REFRESH 10
+/* The stats walk (stats_step_v1): steps of STATS_STEP_PARTITIONS partitions,
+ * each followed by a pause of WALK_DUTY times its own duration (at least
+ * QUEEN_METRICS_REFRESH_MS / 100), so the walk holds a backend for at most a
+ * twentieth of the time, in slices of about 20 ms at a million partitions
+ * (about 20 us a partition there); a pass starts at most ten times per
+ * QUEEN_METRICS_REFRESH_MS (a database of up to STATS_STEP_PARTITIONS
+ * partitions: one step each time, as before). Why: at a million partitions a step of 100,000 held a
+ * backend for 0.65-0.9 s, and steps of 10,000 every 1.5 s for 70-150 ms; on a 2-core machine a hot
+ * call that met such a step waited for it (bench/RESULTS.md, the hot subset beside an empty
+ * database, round by round). A pass then takes about 7 minutes at a million partitions (19 s of a
+ * backend's time, which the steps of 10,000 every 1.5 s spent in 2.5 minutes: 13 % of a core). */
+#define STATS_STEP_PARTITIONS 1000
+#define WALK_DUTY 20
+#define WALK_GAP_MIN_MS 10
 
 struct qstat {
     char *queue;
@@ -101,8 +105,10 @@ struct qn_queue_metrics {
     uint64_t failures;
     enum refresh_state state;
     struct event *timer;
-    struct event *walk;     /* the stats walk's step timer */
+    struct event *walk;     /* the stats walk's next step (one-shot) */
     qn_store_req *walk_req; /* the step in flight (at most one) */
+    int64_t walk_step_at;   /* when the step in flight started (ms) */
+    int64_t walk_pass_at;   /* when the pass under way started; 0: none */
     qn_store_req *req;
     struct qstat *chosen; /* the chosen queues of the refresh in flight, by name */
     size_t nchosen;
@@ -383,17 +389,52 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
     }
 }
 
+static void walk_after(struct qn_queue_metrics *qm, int64_t ms)
+{
+    if (ms < 0)
+        ms = 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(qm->walk, &tv);
+}
+
+/* The pause after a step that took `took` ms: WALK_DUTY times it, at least a
+ * hundredth of the refresh period. */
+static int64_t walk_gap(const struct qn_queue_metrics *qm, int64_t took)
+{
+    int64_t gap = qm->app->cfg->metrics_refresh_ms / 100;
+    if (gap < WALK_GAP_MIN_MS)
+        gap = WALK_GAP_MIN_MS;
+    if (took > 0 && took * WALK_DUTY > gap)
+        gap = took * WALK_DUTY;
+    return gap;
+}
+
 static void walk_done(void *ud, const struct qn_store_status *st, int64_t parts)
 {
     struct qn_queue_metrics *qm = ud;
-    (void)parts;
     qm->walk_req = NULL;
-    if (st->code != QN_OK)
+    int64_t now = qn_store_now_ms(), took = now - qm->walk_step_at;
+    if (st->code != QN_OK) {
         QN_DEBUG("stats walk step failed detail=\"%s\"",
                  st->message[0] ? st->message : qn_strerror(st->code));
+        walk_after(qm, qm->app->cfg->metrics_refresh_ms / 10); /* as the walk always paced */
+        return;
+    }
+    if (parts >= 0 && parts < STATS_STEP_PARTITIONS) {
+        /* the pass is over (published): the next begins a tenth of a refresh
+         * period after this one began, so a refresh reads figures at most that
+         * much older than itself where a pass fits in the time */
+        int64_t next = qm->walk_pass_at + qm->app->cfg->metrics_refresh_ms / 10 - now;
+        qm->walk_pass_at = 0;
+        walk_after(qm, next > walk_gap(qm, took) ? next : walk_gap(qm, took));
+        return;
+    }
+    /* mid-pass, or -1: another broker's step holds the walk (stats_step_v1's
+     * lock); look again after the same pause */
+    walk_after(qm, walk_gap(qm, took));
 }
 
-/* One step of the stats walk, unless the last is still running. */
+/* One step of the stats walk; walk_done schedules the next. */
 static void on_walk(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -401,11 +442,15 @@ static void on_walk(evutil_socket_t fd, short what, void *arg)
     struct qn_queue_metrics *qm = arg;
     if (qm->walk_req != NULL)
         return;
-    int64_t period = qm->app->cfg->metrics_refresh_ms / STATS_STEPS_PER_REFRESH;
-    struct qn_call_opts opts = {qn_store_now_ms() + period, NULL, NULL};
+    qm->walk_step_at = qn_store_now_ms();
+    if (qm->walk_pass_at == 0)
+        qm->walk_pass_at = qm->walk_step_at;
+    struct qn_call_opts opts = {qm->walk_step_at + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
     if (qn_store_stats_step(qm->app->store, STATS_STEP_PARTITIONS, &opts, walk_done, qm,
-                            &qm->walk_req) != QN_OK)
+                            &qm->walk_req) != QN_OK) {
         qm->walk_req = NULL;
+        walk_after(qm, qm->app->cfg->metrics_refresh_ms / 10);
+    }
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -538,14 +583,12 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
         int64_t ms = app->cfg->metrics_refresh_ms;
         struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
         event_add(qm->timer, &tv);
-        qm->walk = event_new(app->base, -1, EV_PERSIST, on_walk, qm);
+        qm->walk = evtimer_new(app->base, on_walk, qm);
         if (qm->walk == NULL) {
             qn_queue_metrics_free(qm);
             return QN_ENOMEM;
         }
-        int64_t wms = ms / STATS_STEPS_PER_REFRESH;
-        struct timeval wtv = {(time_t)(wms / 1000), (suseconds_t)(wms % 1000) * 1000};
-        event_add(qm->walk, &wtv);
+        walk_after(qm, walk_gap(qm, 0)); /* the first pass at once */
     }
     *out = qm;
     return QN_OK;

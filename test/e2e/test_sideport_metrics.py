@@ -376,6 +376,19 @@ class Metrics(unittest.TestCase):
         self.assertEqual(s.get("queen_queue_stats_omitted_queues"), 0)
         self.assertGreaterEqual(s.get("queen_queue_stats_queues"), 1)
 
+    def test_a_walk_of_several_steps_publishes_whole_figures(self):
+        # the stats walk takes 1,000 partitions a step, each step followed by a
+        # pause of twenty times its duration; 2,500 partitions take three steps,
+        # and a pass publishes its figures once all three are in
+        q = uniq("walk")
+        items = [Q.PushItem(queue=q, partition="p%d" % i, payload=b"w") for i in range(2500)]
+        for k in range(0, 2500, 500):
+            r = self.c.q.Push(Q.PushRequest(items=items[k:k + 500]), timeout=30)
+            self.assertEqual({x.status for x in r.results}, {Q.PUSH_STATUS_QUEUED})
+        s = wait_until(lambda: (lambda s: s.get("queen_queue_messages", queue=q) == 2500 and s)(scrape()),
+                       timeout=20, what="the queue's figures after a pass of three steps")
+        self.assertEqual(s.get("queen_queue_depth_messages", queue=q), 2500)
+
     def test_queue_deleted_loses_its_series(self):
         q = uniq("gone")
         self.c.push(q, [b"x"])
