@@ -39,6 +39,7 @@
 #include "queen/error.h"
 #include "queen/migrate.h"
 #include "queen/store.h"
+#include "timer.h"
 
 #define FIRST_DELAY_MS 100
 /* A lock held by another broker's migration is waited for this long per attempt. */
@@ -137,8 +138,7 @@ static void attempt_ready(evutil_socket_t fd, short what, void *ud)
     }
     log_failure(b, a);
     attempt_unref(a);
-    struct timeval tv = {(time_t)(b->delay_ms / 1000), (suseconds_t)((b->delay_ms % 1000) * 1000)};
-    evtimer_add(b->timer, &tv);
+    qn_timer_after(b->timer, b->delay_ms);
     b->delay_ms *= 2;
     if (b->delay_ms > b->max_delay_ms)
         b->delay_ms = b->max_delay_ms;

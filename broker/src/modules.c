@@ -60,6 +60,7 @@
 #include "transport/call.h"
 #include "transport/health.h"
 #include "transport/server.h"
+#include "timer.h"
 
 /* Seconds between rate log lines (only written when something moved). */
 #define RATES_INTERVAL_S 10
@@ -422,8 +423,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
         m->publish_soon = event_new(ctx->base, -1, 0, publish_fast_cb, m);
         if (m->publish == NULL || m->publish_soon == NULL)
             return QN_ENOMEM;
-        struct timeval ptv = {0, QN_APP_STATS_PUBLISH_MS * 1000};
-        event_add(m->publish, &ptv);
+        qn_timer_after(m->publish, QN_APP_STATS_PUBLISH_MS);
     }
     /* Listening starts now; the schema is applied off the loop, retried until
      * the database answers (schema_done). */

@@ -28,7 +28,8 @@
  *
  * Invariants:
  *   1. At most one refresh is in flight; a tick that finds one running skips.
- *      The same for the walk's steps (walk_req).
+ *      At most one step of the walk is in flight (walk_req): its one-shot
+ *      timer is armed only while none is.
  *   2. The per-queue series are replaced only by a complete refresh, so a
  *      scrape sees one refresh's figures, never a mix.
  */
@@ -51,6 +52,7 @@
 #include "queen/error.h"
 #include "queen/store.h"
 #include "queue_metrics.h"
+#include "timer.h"
 
 enum refresh_state { REFRESH_IDLE, REFRESH_STATS, REFRESH_GROUPS };
 
@@ -391,10 +393,7 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
 
 static void walk_after(struct qn_queue_metrics *qm, int64_t ms)
 {
-    if (ms < 0)
-        ms = 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(qm->walk, &tv);
+    qn_timer_after(qm->walk, ms);
 }
 
 /* The pause after a step that took `took` ms: WALK_DUTY times it, at least a
@@ -414,34 +413,37 @@ static void walk_done(void *ud, const struct qn_store_status *st, int64_t parts)
     struct qn_queue_metrics *qm = ud;
     qm->walk_req = NULL;
     int64_t now = qn_store_now_ms(), took = now - qm->walk_step_at;
+    int64_t tenth = qm->app->cfg->metrics_refresh_ms / 10;
+    int64_t gap = walk_gap(qm, took);
     if (st->code != QN_OK) {
         QN_DEBUG("stats walk step failed detail=\"%s\"",
                  st->message[0] ? st->message : qn_strerror(st->code));
-        walk_after(qm, qm->app->cfg->metrics_refresh_ms / 10); /* as the walk always paced */
+        walk_after(qm, tenth); /* as the walk always paced */
         return;
     }
     if (parts >= 0 && parts < STATS_STEP_PARTITIONS) {
         /* the pass is over (published): the next begins a tenth of a refresh
          * period after this one began, so a refresh reads figures at most that
          * much older than itself where a pass fits in the time */
-        int64_t next = qm->walk_pass_at + qm->app->cfg->metrics_refresh_ms / 10 - now;
+        int64_t next = qm->walk_pass_at + tenth - now;
         qm->walk_pass_at = 0;
-        walk_after(qm, next > walk_gap(qm, took) ? next : walk_gap(qm, took));
+        walk_after(qm, next > gap ? next : gap);
         return;
     }
     /* mid-pass, or -1: another broker's step holds the walk (stats_step_v1's
      * lock); look again after the same pause */
-    walk_after(qm, walk_gap(qm, took));
+    walk_after(qm, gap);
 }
 
-/* One step of the stats walk; walk_done schedules the next. */
+/* One step of the stats walk; walk_done schedules the next. The timer is
+ * one-shot and armed only once no step is in flight (walk_done, or here when
+ * the call could not start), so a step never overlaps another. */
 static void on_walk(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct qn_queue_metrics *qm = arg;
-    if (qm->walk_req != NULL)
-        return;
+    assert(qm->walk_req == NULL);
     qm->walk_step_at = qn_store_now_ms();
     if (qm->walk_pass_at == 0)
         qm->walk_pass_at = qm->walk_step_at;
@@ -581,8 +583,7 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
             return QN_ENOMEM;
         }
         int64_t ms = app->cfg->metrics_refresh_ms;
-        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-        event_add(qm->timer, &tv);
+        qn_timer_after(qm->timer, ms);
         qm->walk = evtimer_new(app->base, on_walk, qm);
         if (qm->walk == NULL) {
             qn_queue_metrics_free(qm);

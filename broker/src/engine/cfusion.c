@@ -46,6 +46,7 @@
 #include "log.h"
 #include "queen/error.h"
 #include "queen/store.h"
+#include "timer.h"
 
 #define NAME_MAX_LEN 255
 
@@ -362,9 +363,7 @@ static void arm(struct qn_cfusion *cf, int64_t at_ms)
     if (cf->timer == NULL || (cf->timer_at != 0 && cf->timer_at <= at_ms))
         return;
     int64_t now = qn_store_now_ms();
-    int64_t d = at_ms > now ? at_ms - now : 0;
-    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
-    evtimer_add(cf->timer, &tv);
+    qn_timer_after(cf->timer, at_ms - now);
     cf->timer_at = at_ms;
 }
 

@@ -34,6 +34,7 @@
 #include "queen/error.h"
 #include "queen/ids.h"
 #include "queen/store.h"
+#include "timer.h"
 
 #define PENDING_MAX 256
 #define ENTRY_OVERHEAD 256u
@@ -717,9 +718,7 @@ int qn_dedup_new(struct event_base *base, qn_store *store, const struct qn_dedup
         free(d);
         return QN_ENOMEM;
     }
-    struct timeval tv = {(time_t)(cfg->sweep_ms / 1000),
-                         (suseconds_t)((cfg->sweep_ms % 1000) * 1000)};
-    event_add(d->sweep, &tv);
+    qn_timer_after(d->sweep, cfg->sweep_ms);
     *out = d;
     return QN_OK;
 }

@@ -85,6 +85,7 @@
 #include "queen/error.h"
 #include "queen/segment.h"
 #include "queen/store.h"
+#include "timer.h"
 
 /* A segment carries at most this many frames and raw bytes; the rest waits for
  * the slot's next flush. Keeps every segment far below QUEEN_SEGMENT_RAW_MAX. */
@@ -1147,9 +1148,7 @@ static void resolve_arm(struct qn_fusion *f, int64_t now)
     evtimer_del(f->resolve_ev);
     if (due == INT64_MAX)
         return;
-    int64_t ms = due > now ? due - now : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    evtimer_add(f->resolve_ev, &tv);
+    qn_timer_after(f->resolve_ev, due - now);
 }
 
 void qn_fusion_store_up(struct qn_fusion *f)

@@ -62,6 +62,7 @@
 #include "engine/maint_loop.h"
 #include "queen/error.h"
 #include "queen/store.h"
+#include "timer.h"
 
 #define WORKLIST_LIMIT_MAX 100000
 #define TOUCHED_MAX 65536 /* partitions remembered per cycle for the queues= figure */
@@ -536,9 +537,7 @@ static void schedule(qn_maint *m)
 {
     if (!m->periodic || m->shut || m->state != M_IDLE)
         return;
-    struct timeval tv = {(time_t)(m->cfg.interval_ms / 1000),
-                         (suseconds_t)((m->cfg.interval_ms % 1000) * 1000)};
-    evtimer_add(m->timer, &tv);
+    qn_timer_after(m->timer, m->cfg.interval_ms);
 }
 
 static void log_cycle(qn_maint *m)

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "queen/error.h"
 #include "queen/ids.h"
+#include "timer.h"
 
 struct qn_notifier {
     qn_store *store;                            /* borrowed */
@@ -144,8 +145,7 @@ void qn_notifier_committed(void *ud, const uint8_t tenant[16], const char *queue
         }
     }
     if (!nt->armed) {
-        struct timeval tv = {0, QN_NOTIFY_INTERVAL_MS * 1000};
-        evtimer_add(nt->timer, &tv);
+        qn_timer_after(nt->timer, QN_NOTIFY_INTERVAL_MS);
         nt->armed = true;
     }
 }

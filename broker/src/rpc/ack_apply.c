@@ -45,6 +45,7 @@
 #include "rpc/authz.h"
 #include "rpc/status.h"
 #include "rpc/validate.h"
+#include "timer.h"
 
 #define DLQ_DEFAULT_ERROR "Retries exhausted"
 /* Backoff between re-sends of an ack in doubt, and how long an ack without a
@@ -272,9 +273,7 @@ static bool group_resend_later(struct ack_group *g)
     if (!g->resent)
         QN_INFO("ack in doubt (database connection lost after it was sent): sending it again");
     g->resent = true;
-    struct timeval tv = {(time_t)(g->resend_ms / 1000),
-                         (suseconds_t)((g->resend_ms % 1000) * 1000)};
-    evtimer_add(g->resend, &tv);
+    qn_timer_after(g->resend, g->resend_ms);
     g->resend_ms = g->resend_ms * 2 > ACK_RESEND_MAX_MS ? ACK_RESEND_MAX_MS : g->resend_ms * 2;
     return true;
 }
@@ -691,9 +690,7 @@ static void renew_renewed(void *ud, const struct qn_store_status *st, int32_t re
             op->timer = evtimer_new(op->app->base, renew_timer_cb, op);
         if (op->timer != NULL) {
             op->resent = true;
-            struct timeval tv = {(time_t)(op->backoff_ms / 1000),
-                                 (suseconds_t)((op->backoff_ms % 1000) * 1000)};
-            evtimer_add(op->timer, &tv);
+            qn_timer_after(op->timer, op->backoff_ms);
             op->backoff_ms =
                 op->backoff_ms * 2 > RENEW_RESEND_MAX_MS ? RENEW_RESEND_MAX_MS : op->backoff_ms * 2;
             return;

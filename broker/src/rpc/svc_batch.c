@@ -30,6 +30,7 @@
 #include "engine/waiters.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
+#include "timer.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -491,9 +492,7 @@ static void release_done(void *ud, const struct qn_store_status *st, int64_t val
             release_tell(r, st->code);
             r->started_ms = now;
             r->backoff_ms = RELEASE_MIN_MS;
-            struct timeval tv = {QN_POP_RELEASE_LATE_MS / 1000,
-                                 (QN_POP_RELEASE_LATE_MS % 1000) * 1000};
-            evtimer_add(r->timer, &tv);
+            qn_timer_after(r->timer, QN_POP_RELEASE_LATE_MS);
             return;
         }
     } else if (again && now - r->started_ms < RELEASE_MAX_MS) {
@@ -501,9 +500,7 @@ static void release_done(void *ud, const struct qn_store_status *st, int64_t val
             QN_WARN("releasing leases of %s: %s; retrying until the database answers", r->worker,
                     qn_strerror(st->code));
         release_tell(r, st->code);
-        struct timeval tv = {(time_t)(r->backoff_ms / 1000),
-                             (suseconds_t)((r->backoff_ms % 1000) * 1000)};
-        evtimer_add(r->timer, &tv);
+        qn_timer_after(r->timer, r->backoff_ms);
         r->backoff_ms =
             r->backoff_ms * 2 > RELEASE_MAX_BACKOFF_MS ? RELEASE_MAX_BACKOFF_MS : r->backoff_ms * 2;
         return;

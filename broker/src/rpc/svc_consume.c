@@ -69,6 +69,7 @@
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
 #include "transport/server.h"
+#include "timer.h"
 
 enum consume_state {
     CS_OPEN,      /* made by the first message; not subscribed yet */
@@ -261,8 +262,7 @@ static void consume_renew_done(void *ud, enum qn_grpc_code code, const char *mes
 static void consume_arm_timer(struct consume_rpc *c)
 {
     int64_t ms = c->app->cfg->wake_recheck_ms;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    evtimer_add(c->timer, &tv);
+    qn_timer_after(c->timer, ms);
 }
 
 static void consume_pop_done(void *ud, const struct qn_store_status *st,

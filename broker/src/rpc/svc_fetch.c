@@ -27,6 +27,7 @@
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
 #include "rpc/validate.h"
+#include "timer.h"
 
 #define FETCH_MAX_ENTRIES 1024
 #define FETCH_MAX_WAIT_MS 30000
@@ -249,8 +250,7 @@ static void fetch_done(void *ud, const struct qn_store_status *st, const struct 
     int64_t at = now + f->app->cfg->wake_recheck_ms;
     if (at > f->wait_until_ms)
         at = f->wait_until_ms;
-    struct timeval tv = {(time_t)((at - now) / 1000), (suseconds_t)(((at - now) % 1000) * 1000)};
-    evtimer_add(f->timer, &tv);
+    qn_timer_after(f->timer, (at - now));
 }
 
 static void fetch_issue(struct fetch_rpc *f)
@@ -309,8 +309,7 @@ static void fetch_issue(struct fetch_rpc *f)
          * in case what they produced stays unread (then: RESOURCE_EXHAUSTED) */
         qn_conn_budget_give(f->slot); /* waiting: no database call in flight */
         f->slot = NULL;
-        struct timeval tv = {0, BUDGET_RECHECK_MS * 1000};
-        evtimer_add(f->timer, &tv);
+        qn_timer_after(f->timer, BUDGET_RECHECK_MS);
         return;
     }
     if (rc != QN_OK) {

@@ -83,6 +83,7 @@
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/svc_batch.h"
+#include "timer.h"
 
 #define BUDGET_RECHECK_MS 50 /* a pop waiting for budget looks again this often */
 
@@ -188,9 +189,7 @@ static void pop_answer_empty(struct pop_rpc *p)
 
 static void arm_at(struct pop_rpc *p, int64_t now, int64_t at)
 {
-    int64_t ms = at > now ? at - now : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    evtimer_add(p->timer, &tv);
+    qn_timer_after(p->timer, at - now);
 }
 
 static void pop_issue(struct pop_rpc *p);

@@ -43,6 +43,7 @@
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
+#include "timer.h"
 
 /* A push in doubt answers this long before its deadline (as a long poll does),
  * so the answer reaches the client before it gives up on its own. */
@@ -221,10 +222,7 @@ static void push_doubt(struct qn_push_job *job)
     if (p->doubt_timer == NULL)
         return; /* the transport answers DEADLINE_EXCEEDED at the deadline */
     int64_t ms = dl - DOUBT_MARGIN_MS - qn_store_now_ms();
-    if (ms < 0)
-        ms = 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    evtimer_add(p->doubt_timer, &tv);
+    qn_timer_after(p->doubt_timer, ms);
 }
 
 /* Checks every item; writes a message naming the first bad one. */

@@ -60,6 +60,7 @@
 #include "rpc/status.h"
 #include "rpc/svc.h"
 #include "rpc/validate.h"
+#include "timer.h"
 
 #define MAX_SEGMENTS 1024
 /* A call in doubt answers this long before its deadline (as Push does). */
@@ -377,10 +378,7 @@ static void segs_doubt(struct qn_push_job *job)
     if (p->doubt_timer == NULL)
         return; /* the transport answers DEADLINE_EXCEEDED at the deadline */
     int64_t ms = dl - DOUBT_MARGIN_MS - qn_store_now_ms();
-    if (ms < 0)
-        ms = 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    evtimer_add(p->doubt_timer, &tv);
+    qn_timer_after(p->doubt_timer, ms);
 }
 
 /* ---------------------------------------------------------------- entry */

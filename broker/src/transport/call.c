@@ -96,6 +96,7 @@
 #include "transport/call_binding.h"
 #include "transport/grpc_wire.h"
 #include "transport/pb_scan.h"
+#include "timer.h"
 
 #define MAX_STATUS_MSG 1024 /* raw bytes of a grpc-message we send */
 #define MIN_PENDING_CAP (16u << 20)
@@ -972,8 +973,7 @@ void qn__call_start(qn_call *c, int64_t timeout_ms)
             call_end(c, 200, QN_GRPC_RESOURCE_EXHAUSTED, "out of memory", false);
             return;
         }
-        struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-        evtimer_add(c->deadline_ev, &tv);
+        qn_timer_after(c->deadline_ev, timeout_ms);
     }
 }
 

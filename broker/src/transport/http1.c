@@ -69,6 +69,7 @@
 #include "transport/grpc_wire.h"
 #include "transport/http1.h"
 #include "transport/http_wire.h"
+#include "timer.h"
 
 #define SEND_MAX (64 * 1024)   /* bytes handed to the net per send() */
 #define OUT_TARGET (64 * 1024) /* produce output until this much is queued */
@@ -649,8 +650,7 @@ static int process(struct session *s)
         /* REQ_HEAD: parse only once an empty line may have arrived */
         if (s->timer && !evtimer_pending(s->timer, NULL)) {
             int64_t ms = s->h->lim.request_ms;
-            struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-            evtimer_add(s->timer, &tv);
+            qn_timer_after(s->timer, ms);
         }
         size_t lim = have < s->h->lim.max_head ? have : s->h->lim.max_head;
         size_t from = s->scanned > 2 ? s->scanned - 2 : 0;

@@ -72,6 +72,7 @@
 #include "queen/error.h"
 #include "queen/store.h"
 #include "transport/net.h"
+#include "timer.h"
 
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
@@ -175,20 +176,6 @@ struct qn_net {
 static int64_t now_ms(void)
 {
     return qn_store_now_ms(); /* one clock for timers across transport and storage */
-}
-
-static struct timeval tv_ms(int64_t ms)
-{
-    if (ms < 0)
-        ms = 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
-}
-
-static void arm(struct event *ev, int64_t ms)
-{
-    struct timeval tv = tv_ms(ms);
-    evtimer_add(ev, &tv);
 }
 
 /* ---------------------------------------------------------------- lists */
@@ -411,7 +398,7 @@ static void conn_begin_flush(qn_conn *c)
         return;
     }
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    arm(c->timer_ev, FLUSH_TIMEOUT_MS);
+    qn_timer_after(c->timer_ev, FLUSH_TIMEOUT_MS);
 }
 
 static void conn_free(qn_conn *c)
@@ -478,7 +465,7 @@ static bool conn_check_output(qn_conn *c)
     if (n->send_soft_ms > 0 && b >= n->send_soft) {
         if (!c->over_soft) {
             c->over_soft = true;
-            arm(c->stall_ev, n->send_soft_ms);
+            qn_timer_after(c->stall_ev, n->send_soft_ms);
         }
     } else if (c->over_soft) {
         c->over_soft = false;
@@ -620,7 +607,7 @@ void qn__net_conn_greeted(qn_conn *c)
         return;
     c->greeted = true;
     c->last_active_ms = now_ms();
-    arm(c->timer_ev, c->net->idle_ms); /* the preface deadline is over */
+    qn_timer_after(c->timer_ev, c->net->idle_ms); /* the preface deadline is over */
 }
 
 void qn__net_conn_progress(qn_conn *c)
@@ -639,9 +626,8 @@ static int conn_start_session(qn_conn *c)
     c->session = session;
     c->state = CONN_OPEN;
     c->last_active_ms = now_ms();
-    arm(c->timer_ev, n->preface_ms); /* until qn__net_conn_greeted */
-    struct timeval ka = tv_ms(n->keepalive_ms);
-    event_add(c->ping_ev, &ka);
+    qn_timer_after(c->timer_ev, n->preface_ms); /* until qn__net_conn_greeted */
+    qn_timer_after(c->ping_ev, n->keepalive_ms);
     return QN_OK;
 }
 
@@ -732,19 +718,19 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         }
         int64_t idle = n->idle_ms;
         if (c->h->active(c->session) > 0) {
-            arm(c->timer_ev, idle);
+            qn_timer_after(c->timer_ev, idle);
             return;
         }
         int64_t quiet = now_ms() - c->last_active_ms;
         if (quiet < idle) {
-            arm(c->timer_ev, idle - quiet);
+            qn_timer_after(c->timer_ev, idle - quiet);
             return;
         }
         QN_DEBUG("closing idle connection peer=%s", c->peer);
         c->h->goaway(c->session, false);
         c->state = CONN_DRAINING;
         c->idle_bye = true;
-        arm(c->timer_ev, FLUSH_TIMEOUT_MS);
+        qn_timer_after(c->timer_ev, FLUSH_TIMEOUT_MS);
         conn_flush(c);
         return;
     }
@@ -858,7 +844,7 @@ static bool conn_accept(struct listener *li, evutil_socket_t fd, struct sockaddr
     n->stats.connections_accepted++;
     if (li->tls) {
         c->state = CONN_HANDSHAKE;
-        arm(c->timer_ev, n->handshake_ms);
+        qn_timer_after(c->timer_ev, n->handshake_ms);
     } else {
         c->state = CONN_HANDSHAKE; /* no handshake; becomes OPEN just below */
         int rc = conn_start_session(c);
@@ -946,7 +932,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
     QN_WARN("accept failed: %s", evutil_socket_error_to_string(err));
     /* EMFILE and friends: back off instead of spinning on a readable listener. */
     evconnlistener_disable(lev);
-    arm(li->retry_ev, ACCEPT_RETRY_MS);
+    qn_timer_after(li->retry_ev, ACCEPT_RETRY_MS);
 }
 
 /* ---------------------------------------------------------------- TLS */

@@ -33,6 +33,7 @@
 #include "transport/h2.h"
 #include "transport/net.h"
 #include "transport/server.h"
+#include "timer.h"
 
 #define SHUTDOWN_GRACE_MS 250
 
@@ -86,7 +87,7 @@ static void on_shutdown_timer(evutil_socket_t fd, short what, void *arg)
         int64_t left = s->shutdown_at_ms + s->shutdown_timeout_ms - qn_store_now_ms();
         int64_t margin = s->shutdown_timeout_ms / 10 < 100 ? s->shutdown_timeout_ms / 10 : 100;
         int64_t wait = left > margin ? left - margin : 0;
-        struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
+        struct timeval tv = qn_tv_ms(wait);
         event_base_update_cache_time(s->base); /* from now, not from this turn's start */
         evtimer_add(s->shutdown_ev, &tv);
         return;
@@ -234,7 +235,7 @@ void qn_rpc_server_shutdown(qn_rpc_server *s, int timeout_ms, void (*done)(void 
     if (grace > SHUTDOWN_GRACE_MS)
         grace = SHUTDOWN_GRACE_MS;
     int64_t first = s->shutdown_timeout_ms - grace;
-    struct timeval tv = {(time_t)(first / 1000), (suseconds_t)(first % 1000) * 1000};
+    struct timeval tv = qn_tv_ms(first);
     /* libevent counts a timer from the time it cached at the start of this loop
      * turn: the phases would end early by the time this turn has run so far (the
      * drain logged 798 ms for a phase 1 of 800 in CI) */

@@ -34,6 +34,7 @@
 #include "transport/http1.h"
 #include "transport/net.h"
 #include "transport/sideport.h"
+#include "timer.h"
 
 #define DRAIN_GRACE_MS 250
 
@@ -84,9 +85,7 @@ static void on_drain_timer(evutil_socket_t fd, short what, void *arg)
         s->phase = 1;
         qn__calls_end(s->calls, true);
         qn__net_flush_all(s->net);
-        struct timeval tv = {(time_t)(s->grace_ms / 1000),
-                             (suseconds_t)(s->grace_ms % 1000) * 1000};
-        evtimer_add(s->drain_ev, &tv);
+        qn_timer_after(s->drain_ev, s->grace_ms);
         return;
     }
     qn__net_close_all(s->net);
@@ -198,8 +197,7 @@ void qn_side_drain(qn_side *s, int64_t timeout_ms, void (*done)(void *ud), void 
         timeout_ms = 0;
     s->grace_ms = timeout_ms / 5 < DRAIN_GRACE_MS ? timeout_ms / 5 : DRAIN_GRACE_MS;
     int64_t first = timeout_ms - s->grace_ms;
-    struct timeval tv = {(time_t)(first / 1000), (suseconds_t)(first % 1000) * 1000};
-    evtimer_add(s->drain_ev, &tv);
+    qn_timer_after(s->drain_ev, first);
     maybe_drained(s);
 }
 
