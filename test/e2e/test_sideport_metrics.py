@@ -1,20 +1,21 @@
 """The HTTP side port of the product broker against a real PostgreSQL: /metrics read
 with the Prometheus project's own parser (Debian's python3-prometheus-client), its
 counters moving as calls push, pop, ack, fail and park, histograms consistent, the
-per-queue series and their bound; /readyz with the database up, down and back;
+per-queue series, their bound and the stats walk behind another session's lock; /readyz with the database up, down and back;
 JSON log lines; gRPC-Web calls of the queen.v1 services."""
 
 import concurrent.futures
 import json
 import os
 import re
+import subprocess
 import time
 import unittest
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import SOURCE, Broker
-from qsupport import A, C, Client, PrivatePg, Q, rpc_error, uniq, wait_until
+from qsupport import A, C, Client, PrivatePg, Q, fixture_db_url, rpc_error, uniq, wait_until
 from webclient import Http, get, grpc_web, message_of, status_of
 
 broker = None
@@ -424,6 +425,45 @@ class Bound(unittest.TestCase):
             self.assertEqual(s.get("queen_queue_stats_queues"), 3)
             self.assertEqual(s.get("queen_queue_stats_omitted_queues"), 1)
             self.assertEqual(s.get("queen_queue_stats_omitted_groups"), 1)
+            c.close()
+
+
+class WalkLock(unittest.TestCase):
+    def test_a_walk_held_by_another_session_resumes_when_it_lets_go(self):
+        # stats_step_v1 answers -1 while another session holds the walk's
+        # advisory lock (another broker's step, here a psql transaction): the
+        # broker keeps its last figures, keeps refreshing, and takes the walk
+        # up again once the lock is free
+        with Broker("product", db="e2e_sideport_walklock", env={"QUEEN_METRICS_REFRESH_MS": "1000"}) as b:
+            c = Client(b.channel())
+            c.push("before", [b"x"] * 2)
+            wait_until(lambda: scrape(b).get("queen_queue_messages", queue="before") == 2, timeout=20,
+                       what="the first queue's figures")
+            holder = subprocess.Popen(["psql", fixture_db_url("e2e_sideport_walklock"), "-XAtq",
+                                       "-v", "ON_ERROR_STOP=1"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            try:
+                holder.stdin.write("BEGIN;\nSELECT pg_advisory_xact_lock(737003);\nSELECT 'held';\n")
+                holder.stdin.flush()
+                self.assertEqual(holder.stdout.readline().strip(), "")  # pg_advisory_xact_lock's void
+                self.assertEqual(holder.stdout.readline().strip(), "held")
+                c.push("during", [b"y"] * 3)
+                # two refreshes that began after the push: still the old pass
+                t0 = time.time()
+                s = wait_until(lambda: (lambda s: s.get("queen_queue_stats_refresh_timestamp_seconds") > t0 + 1.2
+                                        and s)(scrape(b)), timeout=20, what="two refreshes under the lock")
+                self.assertEqual(s.get("queen_queue_messages", queue="before"), 2)
+                self.assertNotIn(frozenset({("queue", "during")}), s.series("queen_queue_messages"))
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.close()
+                self.assertEqual(holder.wait(timeout=10), 0)
+            finally:
+                if holder.poll() is None:
+                    holder.kill()
+                    holder.wait()
+            s = wait_until(lambda: (lambda s: s.get("queen_queue_messages", queue="during") == 3 and s)(scrape(b)),
+                           timeout=20, what="the walk to resume once the lock is free")
+            self.assertEqual(s.get("queen_queue_messages", queue="before"), 2)
             c.close()
 
 
