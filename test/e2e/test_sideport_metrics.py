@@ -1,8 +1,9 @@
 """The HTTP side port of the product broker against a real PostgreSQL: /metrics read
 with the Prometheus project's own parser (Debian's python3-prometheus-client), its
 counters moving as calls push, pop, ack, fail and park, histograms consistent, the
-per-queue series, their bound and the stats walk behind another session's lock; /readyz with the database up, down and back;
-JSON log lines; gRPC-Web calls of the queen.v1 services."""
+per-queue series, their bound and the stats walk behind another session's lock;
+/readyz with the database up, down and back; JSON log lines; gRPC-Web calls of the
+queen.v1 services."""
 
 import concurrent.futures
 import json
