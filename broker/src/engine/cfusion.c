@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -67,7 +68,7 @@ struct cf_lease {
     char *gname;        /* the group as the pop spelled it */
     uint64_t skey;      /* its key in the shared set while held there (held.h), else 0 */
     struct cf_entry *e;
-    struct cf_lease *hprev, *hnext;
+    LIST_ENTRY(cf_lease) hlink; /* the held list while held */
 };
 
 struct cf_entry {
@@ -88,17 +89,17 @@ struct qn_cfusion {
     struct qn_map pids;
     struct qn_map names;
     size_t max;
-    struct cf_lease *held; /* held list (invariant 4) */
+    LIST_HEAD(, cf_lease) held; /* held list (invariant 4) */
     size_t nheld;
     struct event *timer; /* expiry; NULL without a base */
     int64_t timer_at;    /* when it fires; 0: not armed */
     /* bundled leases (invariant 6) */
-    struct qn_cfusion_pop *queued, *queued_tail; /* this turn's, in arrival order */
-    struct event *flush_ev;                      /* NULL without a base */
+    TAILQ_HEAD(, qn_cfusion_pop) queued; /* this turn's, in arrival order */
+    struct event *flush_ev;              /* NULL without a base */
     struct qn_cfusion_pop_stats pstats;
     /* bundled acks (invariant 7) */
-    struct qn_cfusion_ack *aq, *aq_tail; /* queued, in arrival order */
-    bool ack_inflight;                   /* a bundle (or a bundle of one) is out */
+    TAILQ_HEAD(, qn_cfusion_ack) aq; /* queued, in arrival order */
+    bool ack_inflight;               /* a bundle (or a bundle of one) is out */
     struct qn_cfusion_ack_stats astats;
     bool no_lease_bundle, no_ack_bundle; /* qn_cfusion_set_bundling */
     struct qn_decoder *decoder;          /* borrowed; NULL: every batch decodes on the loop */
@@ -108,13 +109,7 @@ static void unhold(struct qn_cfusion *cf, struct cf_lease *l)
 {
     if (!l->held)
         return;
-    if (l->hprev)
-        l->hprev->hnext = l->hnext;
-    else
-        cf->held = l->hnext;
-    if (l->hnext)
-        l->hnext->hprev = l->hprev;
-    l->hprev = l->hnext = NULL;
+    LIST_REMOVE(l, hlink);
     l->held = false;
     if (l->skey != 0) {
         qn_held_del(cf->shared, l->skey);
@@ -138,6 +133,9 @@ int qn_cfusion_new(struct qn_waiters *ws, size_t max_entries, struct qn_cfusion 
     cf->max = max_entries ? max_entries : QN_CFUSION_MAX;
     qn_map_init(&cf->pids, cf->max + 1);
     qn_map_init(&cf->names, cf->max + 1);
+    LIST_INIT(&cf->held);
+    TAILQ_INIT(&cf->queued);
+    TAILQ_INIT(&cf->aq);
     *out = cf;
     return QN_OK;
 }
@@ -384,10 +382,11 @@ int qn_cfusion_set_base(struct qn_cfusion *cf, struct event_base *base)
     cf->flush_ev = event_new(base, -1, 0, flush_cb, cf);
     if (cf->timer == NULL || cf->flush_ev == NULL)
         return QN_ENOMEM;
-    if (cf->queued || cf->aq)
+    if (!TAILQ_EMPTY(&cf->queued) || !TAILQ_EMPTY(&cf->aq))
         event_active(cf->flush_ev, 0, 0);
-    for (struct cf_lease *l = cf->held; l; l = l->hnext)
-        arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
+    struct cf_lease *l;
+    LIST_FOREACH(l, &cf->held, hlink)
+    arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
     return QN_OK;
 }
 
@@ -436,11 +435,7 @@ void qn_cfusion_hold(struct qn_cfusion *cf, const uint8_t tenant[16], const uint
             l->skey = qn_held_key(qn_hash_bytes(e->name_key, e->name_klen), gh);
             qn_held_add(cf->shared, l->skey);
         }
-        l->hprev = NULL;
-        l->hnext = cf->held;
-        if (cf->held)
-            cf->held->hprev = l;
-        cf->held = l;
+        LIST_INSERT_HEAD(&cf->held, l, hlink);
         cf->nheld++;
     }
     l->e = e;
@@ -531,14 +526,16 @@ static size_t release_matching(struct qn_cfusion *cf,
                                const void *arg)
 {
     size_t n = 0;
-    for (struct cf_lease *l = cf->held; l; l = l->hnext)
-        n += match(l, arg);
+    struct cf_lease *l;
+    LIST_FOREACH(l, &cf->held, hlink)
+    n += match(l, arg);
     if (n == 0)
         return 0;
     struct released *rs = calloc(n, sizeof *rs);
     size_t k = 0;
-    for (struct cf_lease *l = cf->held, *next; l; l = next) {
-        next = l->hnext;
+    struct cf_lease *next;
+    for (l = LIST_FIRST(&cf->held); l != NULL; l = next) {
+        next = LIST_NEXT(l, hlink);
         if (!match(l, arg))
             continue;
         if (rs != NULL && k < n) {
@@ -580,9 +577,10 @@ void qn_cfusion_renewed(struct qn_cfusion *cf, const uint8_t tenant[16], const c
     if (cf == NULL || worker == NULL || *worker == '\0')
         return;
     uint64_t wh = worker_hash(worker);
-    for (struct cf_lease *l = cf->held; l; l = l->hnext)
-        if (l->worker == wh && memcmp(l->e->pid_key, tenant, 16) == 0 && l->expires_ms < expires_ms)
-            l->expires_ms = expires_ms; /* the timer finds it later and re-arms */
+    struct cf_lease *l;
+    LIST_FOREACH(l, &cf->held, hlink)
+    if (l->worker == wh && memcmp(l->e->pid_key, tenant, 16) == 0 && l->expires_ms < expires_ms)
+        l->expires_ms = expires_ms; /* the timer finds it later and re-arms */
 }
 
 static bool match_expired(const struct cf_lease *l, const void *arg)
@@ -595,8 +593,9 @@ size_t qn_cfusion_expire(struct qn_cfusion *cf, int64_t now_ms)
     if (cf == NULL)
         return 0;
     size_t n = release_matching(cf, match_expired, &now_ms);
-    for (struct cf_lease *l = cf->held; l; l = l->hnext)
-        arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
+    struct cf_lease *l;
+    LIST_FOREACH(l, &cf->held, hlink)
+    arm(cf, l->expires_ms + EXPIRY_SLACK_MS);
     return n;
 }
 
@@ -614,11 +613,12 @@ size_t qn_cfusion_count(const struct qn_cfusion *cf)
 
 struct qn_cfusion_pop {
     struct qn_cfusion *cf;
-    struct qn_cfusion_pop *next; /* queued list */
-    struct pop_bundle *bundle;   /* in flight in a bundle */
-    qn_store_req *sreq;          /* in flight alone */
-    struct qn_decode *dec;       /* its result is being decompressed (engine/decode.h) */
-    qn_cfusion_pop_cb cb;        /* NULL once cancelled */
+    TAILQ_ENTRY(qn_cfusion_pop) qlink; /* the queued list, while `queued` */
+    bool queued;
+    struct pop_bundle *bundle; /* in flight in a bundle */
+    qn_store_req *sreq;        /* in flight alone */
+    struct qn_decode *dec;     /* its result is being decompressed (engine/decode.h) */
+    qn_cfusion_pop_cb cb;      /* NULL once cancelled */
     void *ud;
     bool decode;          /* QN_CFUSION_DECODE */
     struct qn_pop_args a; /* strings point into names[] */
@@ -764,23 +764,22 @@ void qn_cfusion_pop_flush(struct qn_cfusion *cf)
 {
     if (cf == NULL)
         return;
-    struct qn_cfusion_pop *list = cf->queued;
-    cf->queued = cf->queued_tail = NULL;
+    /* this turn's pops: what bundle_send's callbacks queue waits for the next */
+    TAILQ_HEAD(, qn_cfusion_pop) list = TAILQ_HEAD_INITIALIZER(list);
+    TAILQ_CONCAT(&list, &cf->queued, qlink);
     /* dropped cancelled ones were unlinked already; group by (store, tenant),
      * keeping arrival order within each */
-    while (list != NULL) {
+    while (!TAILQ_EMPTY(&list)) {
         struct qn_cfusion_pop *m[QN_POP_BUNDLE_MAX];
         size_t n = 0;
-        struct qn_cfusion_pop *first = list, **link = &list;
-        while (*link != NULL && n < QN_POP_BUNDLE_MAX) {
-            struct qn_cfusion_pop *p = *link;
+        struct qn_cfusion_pop *first = TAILQ_FIRST(&list), *next;
+        for (struct qn_cfusion_pop *p = first; p != NULL && n < QN_POP_BUNDLE_MAX; p = next) {
+            next = TAILQ_NEXT(p, qlink);
             if (p->store == first->store && p->has_tenant == first->has_tenant &&
                 memcmp(p->tenant, first->tenant, 16) == 0) {
-                *link = p->next;
-                p->next = NULL;
+                TAILQ_REMOVE(&list, p, qlink);
+                p->queued = false;
                 m[n++] = p;
-            } else {
-                link = &p->next;
             }
         }
         bundle_send(cf, m, n);
@@ -845,11 +844,8 @@ int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct q
     }
     p->a.namespace_ = NULL;
     p->a.task = NULL;
-    if (cf->queued_tail)
-        cf->queued_tail->next = p;
-    else
-        cf->queued = p;
-    cf->queued_tail = p;
+    TAILQ_INSERT_TAIL(&cf->queued, p, qlink);
+    p->queued = true;
     if (cf->flush_ev != NULL)
         event_active(cf->flush_ev, 0, 0);
     *out = p;
@@ -874,30 +870,18 @@ void qn_cfusion_pop_cancel(struct qn_cfusion_pop *p)
         p->cb = NULL; /* bundle_done frees it */
         return;
     }
-    struct qn_cfusion *cf = p->cf;
-    struct qn_cfusion_pop *prev = NULL;
-    for (struct qn_cfusion_pop *q = cf->queued; q; prev = q, q = q->next) {
-        if (q != p)
-            continue;
-        if (prev)
-            prev->next = p->next;
-        else
-            cf->queued = p->next;
-        if (cf->queued_tail == p)
-            cf->queued_tail = prev;
-        break;
-    }
+    if (p->queued)
+        TAILQ_REMOVE(&p->cf->queued, p, qlink);
     free(p);
 }
 
 static void pop_free_queued(struct qn_cfusion *cf)
 {
-    while (cf->queued) {
-        struct qn_cfusion_pop *p = cf->queued;
-        cf->queued = p->next;
+    struct qn_cfusion_pop *p;
+    while ((p = TAILQ_FIRST(&cf->queued)) != NULL) {
+        TAILQ_REMOVE(&cf->queued, p, qlink);
         free(p);
     }
-    cf->queued_tail = NULL;
 }
 
 void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_stats *out)
@@ -911,11 +895,12 @@ void qn_cfusion_pop_stats(const struct qn_cfusion *cf, struct qn_cfusion_pop_sta
 
 struct qn_cfusion_ack {
     struct qn_cfusion *cf;
-    struct qn_cfusion_ack *next; /* queued list */
-    bool in_bundle;              /* in flight in a bundle */
-    qn_store_req *sreq;          /* in flight alone */
-    bool flight;                 /* alone, holding the single flight */
-    qn_cfusion_ack_cb cb;        /* NULL once cancelled */
+    TAILQ_ENTRY(qn_cfusion_ack) qlink; /* the queued list, while `queued` */
+    bool queued;
+    bool in_bundle;       /* in flight in a bundle */
+    qn_store_req *sreq;   /* in flight alone */
+    bool flight;          /* alone, holding the single flight */
+    qn_cfusion_ack_cb cb; /* NULL once cancelled */
     void *ud;
     struct qn_store *store;
     struct qn_ack_args a; /* items, group and worker point into this struct */
@@ -953,7 +938,7 @@ static void ack_deliver(struct qn_cfusion_ack *k, const struct qn_store_status *
 static void ack_flight_over(struct qn_cfusion *cf)
 {
     cf->ack_inflight = false;
-    if (cf->aq != NULL && cf->flush_ev != NULL)
+    if (!TAILQ_EMPTY(&cf->aq) && cf->flush_ev != NULL)
         event_active(cf->flush_ev, 0, 0);
 }
 
@@ -1012,26 +997,20 @@ static void ack_bundle_done(void *ud, const struct qn_store_status *st,
 
 void qn_cfusion_ack_flush(struct qn_cfusion *cf)
 {
-    if (cf == NULL || cf->ack_inflight || cf->aq == NULL)
+    if (cf == NULL || cf->ack_inflight || TAILQ_EMPTY(&cf->aq))
         return;
     struct qn_cfusion_ack *m[QN_ACK_BUNDLE_MAX];
     size_t n = 0;
-    struct qn_store *store = cf->aq->store;
-    struct qn_cfusion_ack **link = &cf->aq;
-    while (*link != NULL && n < QN_ACK_BUNDLE_MAX) {
-        struct qn_cfusion_ack *k = *link;
+    struct qn_store *store = TAILQ_FIRST(&cf->aq)->store;
+    for (struct qn_cfusion_ack *k = TAILQ_FIRST(&cf->aq), *next; k != NULL && n < QN_ACK_BUNDLE_MAX;
+         k = next) {
+        next = TAILQ_NEXT(k, qlink);
         if (k->store == store) {
-            *link = k->next;
-            k->next = NULL;
+            TAILQ_REMOVE(&cf->aq, k, qlink);
+            k->queued = false;
             m[n++] = k;
-        } else {
-            link = &k->next;
         }
     }
-    /* the tail is the last one left */
-    cf->aq_tail = NULL;
-    for (struct qn_cfusion_ack *k = cf->aq; k; k = k->next)
-        cf->aq_tail = k;
     cf->ack_inflight = true;
     if (n == 1) {
         ack_send_alone(m[0], true);
@@ -1114,11 +1093,8 @@ int qn_cfusion_ack(struct qn_cfusion *cf, struct qn_store *store, const struct q
         *out = k;
         return QN_OK;
     }
-    if (cf->aq_tail)
-        cf->aq_tail->next = k;
-    else
-        cf->aq = k;
-    cf->aq_tail = k;
+    TAILQ_INSERT_TAIL(&cf->aq, k, qlink);
+    k->queued = true;
     if (cf->flush_ev != NULL && !cf->ack_inflight)
         event_active(cf->flush_ev, 0, 0);
     *out = k;
@@ -1142,30 +1118,18 @@ void qn_cfusion_ack_cancel(struct qn_cfusion_ack *k)
         k->cb = NULL; /* ack_bundle_done frees it */
         return;
     }
-    struct qn_cfusion *cf = k->cf;
-    struct qn_cfusion_ack *prev = NULL;
-    for (struct qn_cfusion_ack *q = cf->aq; q; prev = q, q = q->next) {
-        if (q != k)
-            continue;
-        if (prev)
-            prev->next = k->next;
-        else
-            cf->aq = k->next;
-        if (cf->aq_tail == k)
-            cf->aq_tail = prev;
-        break;
-    }
+    if (k->queued)
+        TAILQ_REMOVE(&k->cf->aq, k, qlink);
     ack_free(k);
 }
 
 static void ack_free_queued(struct qn_cfusion *cf)
 {
-    while (cf->aq) {
-        struct qn_cfusion_ack *k = cf->aq;
-        cf->aq = k->next;
+    struct qn_cfusion_ack *k;
+    while ((k = TAILQ_FIRST(&cf->aq)) != NULL) {
+        TAILQ_REMOVE(&cf->aq, k, qlink);
         ack_free(k);
     }
-    cf->aq_tail = NULL;
 }
 
 void qn_cfusion_ack_stats(const struct qn_cfusion *cf, struct qn_cfusion_ack_stats *out)
