@@ -176,34 +176,29 @@ static char *options_json(struct qn__arena *a, const struct qn_queue_options *o)
 
 /* ---------------------------------------------------------------- queues */
 
+/* The queue columns (queues_v1; configure_queue_v1 after its r_created), in
+ * the procedures' order, for a row type T that holds the queue at member path
+ * Q (empty, or e.g. `q.`). */
+#define QUEUE_COLS(T, Q)                                                                           \
+    QN__UUID(T, Q id), QN__TEXT(T, Q name), QN__TEXT_OR(T, Q options.namespace_),                  \
+        QN__TEXT_OR(T, Q options.task), QN__TS_OR(T, Q created_at_us, 0),                          \
+        QN__I32_OR(T, Q options.priority, 0), QN__I32_OR(T, Q options.lease_time, 0),              \
+        QN__I32_OR(T, Q options.retry_limit, 0), QN__I32_OR(T, Q options.retry_delay, 0),          \
+        QN__I32_OR(T, Q options.max_size, 0), QN__I32_OR(T, Q options.ttl, 0),                     \
+        QN__BOOL_OR(T, Q options.dead_letter_queue, false),                                        \
+        QN__BOOL_OR(T, Q options.dlq_after_max_retries, false),                                    \
+        QN__I32_OR(T, Q options.delayed_processing, 0), QN__I32_OR(T, Q options.window_buffer, 0), \
+        QN__I32_OR(T, Q options.retention_seconds, 0),                                             \
+        QN__I32_OR(T, Q options.completed_retention_seconds, 0),                                   \
+        QN__BOOL_OR(T, Q options.retention_enabled, false),                                        \
+        QN__BOOL_OR(T, Q options.encryption_enabled, false),                                       \
+        QN__I32_OR(T, Q options.max_wait_time_seconds, 0),                                         \
+        QN__I32_OR(T, Q options.min_pop_wait_time, 0),                                             \
+        QN__I32_OR(T, Q options.dedup_window_seconds, 0), QN__I32_OR(T, Q partitions, 0),          \
+        QN__I64_OR(T, Q segments, 0), QN__I64_OR(T, Q messages, 0)
+
 #define QI struct qn_queue_info
-static const struct qn__col queue_cols[] = {
-    QN__UUID(QI, id),
-    QN__TEXT(QI, name),
-    QN__TEXT_OR(QI, options.namespace_),
-    QN__TEXT_OR(QI, options.task),
-    QN__TS_OR(QI, created_at_us, 0),
-    QN__I32_OR(QI, options.priority, 0),
-    QN__I32_OR(QI, options.lease_time, 0),
-    QN__I32_OR(QI, options.retry_limit, 0),
-    QN__I32_OR(QI, options.retry_delay, 0),
-    QN__I32_OR(QI, options.max_size, 0),
-    QN__I32_OR(QI, options.ttl, 0),
-    QN__BOOL_OR(QI, options.dead_letter_queue, false),
-    QN__BOOL_OR(QI, options.dlq_after_max_retries, false),
-    QN__I32_OR(QI, options.delayed_processing, 0),
-    QN__I32_OR(QI, options.window_buffer, 0),
-    QN__I32_OR(QI, options.retention_seconds, 0),
-    QN__I32_OR(QI, options.completed_retention_seconds, 0),
-    QN__BOOL_OR(QI, options.retention_enabled, false),
-    QN__BOOL_OR(QI, options.encryption_enabled, false),
-    QN__I32_OR(QI, options.max_wait_time_seconds, 0),
-    QN__I32_OR(QI, options.min_pop_wait_time, 0),
-    QN__I32_OR(QI, options.dedup_window_seconds, 0),
-    QN__I32_OR(QI, partitions, 0),
-    QN__I64_OR(QI, segments, 0),
-    QN__I64_OR(QI, messages, 0),
-};
+static const struct qn__col queue_cols[] = {QUEUE_COLS(QI, )};
 #undef QI
 
 static bool queue_ok(const void *row)
@@ -236,34 +231,8 @@ struct configured {
 };
 
 #define CQ struct configured
-static const struct qn__col configure_cols[] = {
-    QN__BOOL_OR(CQ, created, false),
-    QN__UUID(CQ, q.id),
-    QN__TEXT(CQ, q.name),
-    QN__TEXT_OR(CQ, q.options.namespace_),
-    QN__TEXT_OR(CQ, q.options.task),
-    QN__TS_OR(CQ, q.created_at_us, 0),
-    QN__I32_OR(CQ, q.options.priority, 0),
-    QN__I32_OR(CQ, q.options.lease_time, 0),
-    QN__I32_OR(CQ, q.options.retry_limit, 0),
-    QN__I32_OR(CQ, q.options.retry_delay, 0),
-    QN__I32_OR(CQ, q.options.max_size, 0),
-    QN__I32_OR(CQ, q.options.ttl, 0),
-    QN__BOOL_OR(CQ, q.options.dead_letter_queue, false),
-    QN__BOOL_OR(CQ, q.options.dlq_after_max_retries, false),
-    QN__I32_OR(CQ, q.options.delayed_processing, 0),
-    QN__I32_OR(CQ, q.options.window_buffer, 0),
-    QN__I32_OR(CQ, q.options.retention_seconds, 0),
-    QN__I32_OR(CQ, q.options.completed_retention_seconds, 0),
-    QN__BOOL_OR(CQ, q.options.retention_enabled, false),
-    QN__BOOL_OR(CQ, q.options.encryption_enabled, false),
-    QN__I32_OR(CQ, q.options.max_wait_time_seconds, 0),
-    QN__I32_OR(CQ, q.options.min_pop_wait_time, 0),
-    QN__I32_OR(CQ, q.options.dedup_window_seconds, 0),
-    QN__I32_OR(CQ, q.partitions, 0),
-    QN__I64_OR(CQ, q.segments, 0),
-    QN__I64_OR(CQ, q.messages, 0),
-};
+static const struct qn__col configure_cols[] = {QN__BOOL_OR(CQ, created, false),
+                                                QUEUE_COLS(CQ, q.)};
 #undef CQ
 
 static bool configured_ok(const void *row)
