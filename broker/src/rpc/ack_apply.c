@@ -44,6 +44,7 @@
 #include "rpc/ack_apply.h"
 #include "rpc/authz.h"
 #include "rpc/status.h"
+#include "rpc/svc.h"
 #include "rpc/validate.h"
 #include "timer.h"
 
@@ -483,7 +484,7 @@ int qn_ack_run(struct qn_app *app, qn_call *call, const Queen__V1__AckRequest *r
         op->ptrs[i] = &op->results[i];
         op->idx_store[i] = (uint32_t)i;
     }
-    qsort_r(op->idx_store, n, sizeof *op->idx_store, cmp_ack, req->items);
+    qn_svc_sort_idx(op->idx_store, n, cmp_ack, req->items);
 
     /* groups */
     for (size_t s = 0; s < n;) {

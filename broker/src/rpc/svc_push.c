@@ -393,7 +393,7 @@ static void push_submit(struct push_rpc *p)
     }
 
     p->submitted = true;
-    qsort_r(order, n, sizeof *order, cmp_idx, p->job.items);
+    qn_svc_sort_idx(order, n, cmp_idx, p->job.items);
     for (size_t s = 0; s < n;) {
         size_t e = s + 1;
         const struct qn_push_item *a = &p->job.items[order[s]];
