@@ -94,7 +94,8 @@ struct qn_cfusion {
     struct event *timer; /* expiry; NULL without a base */
     int64_t timer_at;    /* when it fires; 0: not armed */
     /* bundled leases (invariant 6) */
-    TAILQ_HEAD(, qn_cfusion_pop) queued; /* this turn's, in arrival order */
+    TAILQ_HEAD(, qn_cfusion_pop) queued; /* not sent yet, in arrival order */
+    uint64_t pop_turn;                   /* flushes begun: a pop queued now waits for the next */
     struct event *flush_ev;              /* NULL without a base */
     struct qn_cfusion_pop_stats pstats;
     /* bundled acks (invariant 7) */
@@ -615,6 +616,7 @@ struct qn_cfusion_pop {
     struct qn_cfusion *cf;
     TAILQ_ENTRY(qn_cfusion_pop) qlink; /* the queued list, while `queued` */
     bool queued;
+    uint64_t turn;             /* the flush it waits for (qn_cfusion's pop_turn when queued) */
     struct pop_bundle *bundle; /* in flight in a bundle */
     qn_store_req *sreq;        /* in flight alone */
     struct qn_decode *dec;     /* its result is being decompressed (engine/decode.h) */
@@ -764,20 +766,23 @@ void qn_cfusion_pop_flush(struct qn_cfusion *cf)
 {
     if (cf == NULL)
         return;
-    /* this turn's pops: what bundle_send's callbacks queue waits for the next */
-    TAILQ_HEAD(, qn_cfusion_pop) list = TAILQ_HEAD_INITIALIZER(list);
-    TAILQ_CONCAT(&list, &cf->queued, qlink);
-    /* dropped cancelled ones were unlinked already; group by (store, tenant),
-     * keeping arrival order within each */
-    while (!TAILQ_EMPTY(&list)) {
+    /* this flush's pops (turn <= t, the front of the queue): a pop that
+     * bundle_send's callbacks queue waits for the next flush. They stay on
+     * cf->queued until sent, so a callback that cancels one of them (a refused
+     * submit answers at once) takes it off the list it is on. Grouped by
+     * (store, tenant), arrival order kept within each. */
+    uint64_t t = cf->pop_turn++;
+    struct qn_cfusion_pop *first;
+    while ((first = TAILQ_FIRST(&cf->queued)) != NULL && first->turn <= t) {
         struct qn_cfusion_pop *m[QN_POP_BUNDLE_MAX];
         size_t n = 0;
-        struct qn_cfusion_pop *first = TAILQ_FIRST(&list), *next;
-        for (struct qn_cfusion_pop *p = first; p != NULL && n < QN_POP_BUNDLE_MAX; p = next) {
+        struct qn_cfusion_pop *next;
+        for (struct qn_cfusion_pop *p = first; p != NULL && p->turn <= t && n < QN_POP_BUNDLE_MAX;
+             p = next) {
             next = TAILQ_NEXT(p, qlink);
             if (p->store == first->store && p->has_tenant == first->has_tenant &&
                 memcmp(p->tenant, first->tenant, 16) == 0) {
-                TAILQ_REMOVE(&list, p, qlink);
+                TAILQ_REMOVE(&cf->queued, p, qlink);
                 p->queued = false;
                 m[n++] = p;
             }
@@ -846,6 +851,7 @@ int qn_cfusion_pop(struct qn_cfusion *cf, struct qn_store *store, const struct q
     p->a.task = NULL;
     TAILQ_INSERT_TAIL(&cf->queued, p, qlink);
     p->queued = true;
+    p->turn = cf->pop_turn;
     if (cf->flush_ev != NULL)
         event_active(cf->flush_ev, 0, 0);
     *out = p;

@@ -148,6 +148,7 @@ struct consumer {
 static struct qn_waiters *ws;
 static struct qn_cfusion *cf;
 static struct consumer cs[NP];
+static qn_cfusion_pop_cb pop_cb; /* the next pop()'s callback instead of on_pop, once */
 
 static void on_pop(void *ud, const struct qn_store_status *st, const struct qn_pop_result *res)
 {
@@ -167,6 +168,7 @@ static void setup(void)
     memset(cs, 0, sizeof cs);
     nalone = nbundles = 0;
     submit_rc = QN_OK;
+    pop_cb = NULL;
 }
 
 static void teardown(void)
@@ -199,7 +201,9 @@ static void pop_flags(int i, const char *partition, const uint8_t *tenant, unsig
     c->a.worker = c->worker;
     c->a.budget = 10;
     struct qn_call_opts o = {0, tenant, NULL};
-    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &c->a, &o, flags, on_pop, c, &c->h), QN_OK);
+    qn_cfusion_pop_cb cb = pop_cb ? pop_cb : on_pop;
+    pop_cb = NULL;
+    ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &c->a, &o, flags, cb, c, &c->h), QN_OK);
     /* the caller's strings may change at once: the pop keeps its own */
     if (partition)
         memset(c->partition, 'z', 3);
@@ -409,6 +413,48 @@ START_TEST(refused_at_submit)
     ck_assert_int_eq(qn_cfusion_pop(cf, FAKE_STORE, &a, NULL, 0, on_pop, &cs[9], &h),
                      QN_EUNAVAILABLE);
     ck_assert_int_eq(cs[9].calls, 0);
+}
+END_TEST
+
+/* Consumer 0's callback: its consumer goes away with consumer 2, whose pop is
+ * still queued, and consumer 3 pops at once. */
+static void on_pop_then_cancel(void *ud, const struct qn_store_status *st,
+                               const struct qn_pop_result *res)
+{
+    on_pop(ud, st, res);
+    qn_cfusion_pop_cancel(cs[2].h);
+    cs[2].h = NULL;
+    pop(3, "kd", NULL);
+}
+
+/* A callback that runs from the flush (the store refused the submit) may
+ * cancel a pop that the same flush has not sent yet, and queue another: the
+ * cancelled one is neither sent nor answered, the new one waits for the next
+ * flush. (Before: the flush held this turn's pops on a list of its own, so the
+ * cancel freed a pop that list still held.) */
+START_TEST(a_callback_from_the_flush_cancels_a_pop_not_sent_yet)
+{
+    pop_cb = on_pop_then_cancel;
+    pop(0, "ka", NULL);
+    pop(1, "kb", NULL);
+    pop(2, "kc", T2); /* another tenant: the flush's second bundle */
+    submit_rc = QN_EUNAVAILABLE;
+    qn_cfusion_pop_flush(cf);
+    ck_assert_int_eq(cs[0].calls, 1);
+    ck_assert_int_eq(cs[0].code, QN_EUNAVAILABLE);
+    ck_assert_int_eq(cs[1].calls, 1);
+    ck_assert_int_eq(cs[2].calls, 0);
+    ck_assert_int_eq(cs[3].calls, 0);
+    ck_assert_uint_eq(nbundles + nalone, 0);
+    submit_rc = QN_OK;
+    qn_cfusion_pop_flush(cf);
+    ck_assert_uint_eq(nbundles, 0);
+    ck_assert_uint_eq(nalone, 1);
+    ck_assert_str_eq(alone[0].worker, "w-3");
+    ck_assert_str_eq(alone[0].partition, "kd");
+    alone[0].cb(alone[0].ud, &OK, &(struct qn_pop_result){0, NULL});
+    ck_assert_int_eq(cs[3].calls, 1);
+    ck_assert_int_eq(cs[2].calls, 0);
 }
 END_TEST
 
@@ -798,6 +844,7 @@ Suite *qn_test_cbundle_suite(void)
     tcase_add_test(t, cancelled_members);
     tcase_add_test(t, refused_bundle_retries_alone_doubt_reaches_everyone);
     tcase_add_test(t, refused_at_submit);
+    tcase_add_test(t, a_callback_from_the_flush_cancels_a_pop_not_sent_yet);
     tcase_add_test(t, large_batches_decoded_before_the_callback);
     suite_add_tcase(s, t);
     TCase *a = tcase_create("acks");
