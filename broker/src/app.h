@@ -74,6 +74,7 @@ struct qn_app {
      * for a hint instead (svc_pop.c) */
     uint64_t pop_scans;
     uint64_t pop_scans_skipped;
+    uint64_t pop_spare_hints; /* new Pops that leased by a spare hint instead of a scan */
     /* payload bytes of `pushed` and `delivered` (metrics) */
     uint64_t pushed_bytes;
     uint64_t delivered_bytes;

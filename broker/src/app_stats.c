@@ -22,6 +22,7 @@ void qn_app_counters_own_fast(const struct qn_app *app, struct qn_loop_counters 
     out->delivered_bytes = app->delivered_bytes;
     out->pop_scans = app->pop_scans;
     out->pop_scans_skipped = app->pop_scans_skipped;
+    out->pop_spare_hints = app->pop_spare_hints;
     if (app->waiters != NULL)
         out->parked = qn_waiters_count(app->waiters);
     if (app->fusion != NULL)

@@ -116,7 +116,8 @@ const struct qn_config_var qn_config_vars[] = {
      "a parked pop re-checks the database at least this often (cross-broker fallback)"},
     {"QUEEN_POP_SCAN_REUSE_MS", QN_CFG_INT, "100", 0, 60000, OFF(pop_scan_reuse_ms),
      "a new Pop waits for news without scanning every partition when its group's last scan "
-     "came back empty this recently and every commit since reached a consumer; 0: always scan"},
+     "came back empty this recently and every commit since reached a consumer, or leases in a "
+     "partition whose commit or release this recent reached no consumer; 0: always scan"},
     /* consume fusion: bundled leases and acks (engine/cfusion.h) */
     {"QUEEN_LEASE_BUNDLE", QN_CFG_BOOL, "true", 0, 0, OFF(lease_bundle),
      "pops by partition id woken in one loop turn lease through one pop_bundle_v1 call"},

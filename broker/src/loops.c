@@ -153,6 +153,7 @@ void qn_loop_counters_add(struct qn_loop_counters *acc, const struct qn_loop_cou
     ADD(parked);
     ADD(pop_scans);
     ADD(pop_scans_skipped);
+    ADD(pop_spare_hints);
     add_fusion(&acc->fusion, &c->fusion);
     add_decode(&acc->decode, &c->decode);
     add_dedup(&acc->dedup, &c->dedup);

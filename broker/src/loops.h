@@ -40,7 +40,7 @@ struct qn_loop_counters {
     uint64_t delivered;
     uint64_t delivered_bytes;
     uint64_t parked; /* parked pops and streams now */
-    uint64_t pop_scans, pop_scans_skipped;
+    uint64_t pop_scans, pop_scans_skipped, pop_spare_hints;
     struct qn_fusion_stats fusion;
     struct qn_decode_stats decode; /* batches decompressed off the loop */
     struct qn_dedup_stats dedup;

@@ -94,7 +94,7 @@ struct qn_queue_metrics {
     /* collected at scrape */
     struct fam push_msgs, push_bytes, push_dups, commits, segments, inflight, pending_bytes;
     struct fam offloaded, offload_refused, read_offloaded, read_offloaded_bytes;
-    struct fam pop_scans, pop_scans_skipped;
+    struct fam pop_scans, pop_scans_skipped, pop_spare_hints;
     struct fam pop_msgs, pop_bytes, parked;
     struct fam dd_hits, dd_misses, dd_bytes, dd_hashes, dd_parts, dd_evictions;
     struct fam db_up, db_inflight, db_waiting, db_calls, db_doubt, db_hung, db_reconnects,
@@ -175,6 +175,7 @@ static void collect(void *ud)
     qn_metric_set(qm->parked.s, (double)c.parked);
     qn_metric_set_total(qm->pop_scans.s, c.pop_scans);
     qn_metric_set_total(qm->pop_scans_skipped.s, c.pop_scans_skipped);
+    qn_metric_set_total(qm->pop_spare_hints.s, c.pop_spare_hints);
 
     const struct qn_dedup_stats *ds = &c.dedup;
     qn_metric_set_total(qm->dd_hits.s, ds->vouched);
@@ -510,6 +511,9 @@ static int register_all(struct qn_queue_metrics *qm)
       "Pop calls to the database that looked at every partition of a queue");
     F(pop_scans_skipped, "queen_pop_scans_skipped_total", C,
       "new Pops that waited for news instead of a scan: their group's last scan was empty");
+    F(pop_spare_hints, "queen_pop_spare_hints_total", C,
+      "new Pops that leased in a partition whose news no consumer of their group was told of, "
+      "instead of a scan");
     F(dd_hits, "queen_dedup_cache_hits_total", C,
       "pushes the dedup cache vouched for (a narrowed database probe)");
     F(dd_misses, "queen_dedup_cache_misses_total", C,

@@ -780,28 +780,32 @@ class SmallLimits(unittest.TestCase):
         wait_until(accepted, timeout=10, what="the cancelled pops to free their slots")
 
 
-def metric(b, name):
-    """A counter of b's /metrics (0 when absent)."""
+def metrics(b, *names):
+    """Counters of b's /metrics (0 when absent), all from one scrape (one
+    snapshot of the loops)."""
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % b.http_port, timeout=10) as r:
         text = r.read().decode()
-    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
-    return float(m.group(1)) if m else 0.0
+    out = []
+    for name in names:
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+        out.append(float(m.group(1)) if m else 0.0)
+    return out
 
 
-class CrossBroker(unittest.TestCase):
-    """Two brokers on one database: a commit on one wakes consumers parked on
-    the other (NOTIFY), well before their re-check (60 s). Broker a keeps a
-    group's empty scan for a minute (QUEEN_POP_SCAN_REUSE_MS): a new Pop of the
-    group waits for news without scanning, and news it was not told of (b's
-    NOTIFY) ends that."""
+def metric(b, name):
+    return metrics(b, name)[0]
+
+
+class TwoBrokers(unittest.TestCase):
+    """Brokers a and b on database DB, with env A and B (b gets a's database
+    too); clients ca and cb."""
+    DB, A, B = None, {}, {}
 
     @classmethod
     def setUpClass(cls):
-        cls.a = Broker("product", db="e2e_queue_pop_two", env={
-            "QUEEN_WAKE_RECHECK_MS": "60000", "QUEEN_POP_SCAN_REUSE_MS": "60000"}).start()
-        cls.b = Broker("product", db="e2e_queue_pop_two_unused", env={
-            "QUEEN_DATABASE_URL": fixture_db_url("e2e_queue_pop_two"),
-            "QUEEN_WAKE_RECHECK_MS": "60000"}).start()
+        cls.a = Broker("product", db=cls.DB, env=cls.A).start()
+        cls.b = Broker("product", db=cls.DB + "_unused",
+                       env=dict(cls.B, QUEEN_DATABASE_URL=fixture_db_url(cls.DB))).start()
         cls.ca, cls.cb = Client(cls.a.channel()), Client(cls.b.channel())
 
     @classmethod
@@ -811,6 +815,17 @@ class CrossBroker(unittest.TestCase):
         for b in (cls.a, cls.b):
             rc = b.stop()
             assert rc == 0, b.log_text()
+
+
+class CrossBroker(TwoBrokers):
+    """Two brokers on one database: a commit on one wakes consumers parked on
+    the other (NOTIFY), well before their re-check (60 s). Broker a keeps a
+    group's empty scan for a minute (QUEEN_POP_SCAN_REUSE_MS): a new Pop of the
+    group waits for news without scanning, and news it was not told of (b's
+    NOTIFY) ends that."""
+    DB = "e2e_queue_pop_two"
+    A = {"QUEEN_WAKE_RECHECK_MS": "60000", "QUEEN_POP_SCAN_REUSE_MS": "60000"}
+    B = {"QUEEN_WAKE_RECHECK_MS": "60000"}
 
     def test_push_on_one_wakes_a_pop_parked_on_the_other(self):
         q = uniq()
@@ -861,6 +876,49 @@ class CrossBroker(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, 4.0)
         finally:
             s.cancel()
+
+
+
+class SpareHints(TwoBrokers):
+    """A commit that reached no consumer of the queue on a loop is kept there
+    as a spare hint: a new Pop that would scan every partition leases in that
+    partition instead (queen_pop_spare_hints_total, no queen_pop_scans_total).
+    A spare is only a guess: when its partition was drained meanwhile (here by
+    another broker, which this one is not told of), the Pop scans after all and
+    finds the data elsewhere, even with wait_ms 0. One loop on broker a, so
+    that the push and the pop meet on it; spares kept for a minute."""
+    DB = "e2e_queue_pop_spare"
+    A = {"QUEEN_WORKERS": "1", "QUEEN_POP_SCAN_REUSE_MS": "60000"}
+
+    def counters(self):
+        return metrics(self.a, "queen_pop_spare_hints_total", "queen_pop_scans_total")
+
+    def test_a_new_pop_leases_where_a_commit_reached_nobody(self):
+        q = uniq()
+        # the group's first contact, so that the pop below is an ordinary one
+        self.assertEqual(len(self.ca.pop(q, consumer_group="g").messages), 0)
+        self.ca.push(q, [b"m1", b"m2"], partition="p3")  # nobody of q waits on a
+        spare0, scans0 = self.counters()
+        p = self.ca.pop(q, consumer_group="g", batch=10)
+        self.assertEqual([m.payload for m in p.messages], [b"m1", b"m2"])
+        spare1, scans1 = self.counters()
+        self.assertEqual((spare1 - spare0, scans1 - scans0), (1, 0),
+                         "the pop should lease in p3 by its spare hint, without a scan")
+
+    def test_a_spare_whose_partition_was_drained_still_finds_data_elsewhere(self):
+        q = uniq()
+        self.assertEqual(len(self.ca.pop(q, consumer_group="g").messages), 0)
+        self.ca.push(q, [b"gone"], partition="p1")  # a keeps p1 as a spare
+        # broker b drains p1 for the group (a is not told), then b writes p2
+        p = self.cb.pop(q, consumer_group="g", partition="p1", auto_ack=True)
+        self.assertEqual([m.payload for m in p.messages], [b"gone"])
+        self.cb.push(q, [b"here"], partition="p2")
+        spare0, scans0 = self.counters()
+        p = self.ca.pop(q, consumer_group="g", wait_ms=0)
+        self.assertEqual([m.payload for m in p.messages], [b"here"],
+                         "an empty spare partition must be followed by a scan")
+        spare1, scans1 = self.counters()
+        self.assertEqual((spare1 - spare0, scans1 - scans0), (1, 1))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ struct qn_wait_queue {
     char key[]; /* tenant (16 bytes) then the queue name, NUL-terminated */
 };
 
-enum { UNFED_SLOTS = 64, SCAN_SLOTS = 256 };
+enum { UNFED_SLOTS = 64, SCAN_SLOTS = 256, SPARE_SLOTS = 64, SPARE_WAYS = 8, SPARE_NAME_MAX = 63 };
 
 /* A group's last scan on this loop (qn_waiters_scanned); key 0: none. */
 struct scan_slot {
@@ -63,8 +63,20 @@ struct scan_slot {
     int64_t at_ms;  /* when it came back empty */
 };
 
+/* A partition whose news reached no consumer of a group here (waiters.h,
+ * spare hints); qkey 0: free. */
+struct spare {
+    uint64_t qkey; /* hash of (tenant, queue) */
+    uint64_t gkey; /* scan_key of the group; 0: any group */
+    uint64_t seq;  /* order kept (or told to nobody again) */
+    int64_t at_ms;
+    char partition[SPARE_NAME_MAX + 1];
+};
+
 struct qn_waiters {
     struct qn_map queues;
+    struct spare spares[SPARE_SLOTS][SPARE_WAYS]; /* by qkey */
+    uint64_t spare_seq;
     uint64_t unfed[UNFED_SLOTS];        /* qn_waiters_unfed, per (tenant, queue) slot */
     struct scan_slot scans[SCAN_SLOTS]; /* direct-mapped by key */
     struct qn_wait_bucket *discovery;
@@ -321,9 +333,14 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uin
  * waiter of bucket b to wake: the oldest ready one, else the oldest. Every
  * waiter for exactly this partition is taken as well. *fed: an "any
  * partition" waiter was picked. */
+/* Picks the waiter of b to feed partition to (see qn_waiters_feed). *fed: the
+ * partition reached a waiter; *displaced: the partition the pick was hinted
+ * with and had not taken yet ("" if none), now told to nobody. */
 static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, struct qn_waiter **out,
-                           size_t cap, size_t n, bool *fed, bool *ready_pick)
+                           size_t cap, size_t n, bool *fed, bool *ready_pick,
+                           char displaced[QN_WAITER_HINT_MAX + 1])
 {
+    displaced[0] = '\0';
     struct qn_waiter *any = NULL, *ready = NULL;
     for (struct qn_waiter *w = b->head; w && n < cap; w = w->next) {
         if (w->partition != NULL) {
@@ -341,7 +358,9 @@ static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, stru
     if (pick != NULL && n < cap) {
         /* a hint it has not taken yet (parked, waiting for budget) is replaced:
          * that partition was told to nobody */
-        *fed = !pick->hinted;
+        *fed = true;
+        if (pick->hinted)
+            memcpy(displaced, pick->hint, sizeof pick->hint);
         size_t pl = strlen(partition);
         if (pl <= QN_WAITER_HINT_MAX) {
             memcpy(pick->hint, partition, pl + 1);
@@ -462,6 +481,80 @@ bool qn_waiters_known_empty(const struct qn_waiters *ws, const uint8_t tenant[16
     return true;
 }
 
+static uint64_t spare_qkey(const uint8_t tenant[16], const char *queue)
+{
+    char kbuf[16 + 256];
+    size_t klen = queue_key(tenant, queue, kbuf);
+    uint64_t k = qn_hash_bytes(kbuf, klen);
+    return k != 0 ? k : 1;
+}
+
+/* Keeps (queue, group, partition) as a spare hint; gkey 0: any group. */
+static void spare_keep(struct qn_waiters *ws, uint64_t qkey, uint64_t gkey, const char *partition,
+                       int64_t now_ms)
+{
+    size_t pl = strlen(partition);
+    if (pl > SPARE_NAME_MAX)
+        return;
+    struct spare *set = ws->spares[qkey % SPARE_SLOTS], *victim = &set[0];
+    for (size_t i = 0; i < SPARE_WAYS; i++) {
+        struct spare *e = &set[i];
+        if (e->qkey == qkey && e->gkey == gkey && strcmp(e->partition, partition) == 0) {
+            e->at_ms = now_ms; /* told to nobody again: keep it as fresh news */
+            e->seq = ++ws->spare_seq;
+            return;
+        }
+        if (victim->qkey != 0 && (e->qkey == 0 || e->seq < victim->seq))
+            victim = e;
+    }
+    victim->qkey = qkey;
+    victim->gkey = gkey;
+    victim->seq = ++ws->spare_seq;
+    victim->at_ms = now_ms;
+    memcpy(victim->partition, partition, pl + 1);
+}
+
+bool qn_waiters_take_spare(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                           const char *group, int64_t now_ms, int64_t max_age_ms,
+                           char out[QN_WAITER_HINT_MAX + 1])
+{
+    if (queue == NULL || *queue == '\0')
+        return false;
+    uint64_t qkey = spare_qkey(tenant, queue), gkey = scan_key(tenant, queue, group);
+    struct spare *set = ws->spares[qkey % SPARE_SLOTS], *best = NULL;
+    for (size_t i = 0; i < SPARE_WAYS; i++) {
+        struct spare *e = &set[i];
+        if (e->qkey != qkey || (e->gkey != 0 && e->gkey != gkey))
+            continue;
+        if (now_ms - e->at_ms > max_age_ms || now_ms < e->at_ms) {
+            e->qkey = 0; /* too old to trust */
+            continue;
+        }
+        if (best == NULL || e->seq < best->seq)
+            best = e;
+    }
+    if (best == NULL)
+        return false;
+    memcpy(out, best->partition, strlen(best->partition) + 1);
+    best->qkey = 0;
+    return true;
+}
+
+void qn_waiters_drop_spare(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                           const char *group, const char *partition)
+{
+    if (queue == NULL || *queue == '\0' || partition == NULL)
+        return;
+    uint64_t qkey = spare_qkey(tenant, queue), gkey = scan_key(tenant, queue, group);
+    struct spare *set = ws->spares[qkey % SPARE_SLOTS];
+    for (size_t i = 0; i < SPARE_WAYS; i++) {
+        struct spare *e = &set[i];
+        if (e->qkey == qkey && (e->gkey == 0 || e->gkey == gkey) &&
+            strcmp(e->partition, partition) == 0)
+            e->qkey = 0;
+    }
+}
+
 static bool told_has(const struct qn_told *t, const char *group)
 {
     for (size_t i = 0; t->complete && i < t->len; i += strlen(t->names + i) + 1)
@@ -498,8 +591,14 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
         told_out->len = 0;
     }
     /* unfed: some group of the queue may have no consumer on this loop that
-     * was told (no waiter parked, or past the pass's cap) */
+     * was told (no waiter parked, or past the pass's cap); what was told to
+     * nobody is kept as a spare hint */
     bool unfed = node == NULL;
+    int64_t now = qn_store_now_ms();
+    uint64_t qkey = spare_qkey(tenant, queue);
+    char displaced[QN_WAITER_HINT_MAX + 1];
+    if (node == NULL)
+        spare_keep(ws, qkey, group != NULL ? scan_key(tenant, queue, group) : 0, partition, now);
     if (node != NULL) {
         struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
         bool seen = false;
@@ -519,13 +618,20 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
                 continue; /* its lease is held here: the release hints */
             }
             bool fed = false, ready = false;
+            displaced[0] = '\0';
             if (n < WAKE_BATCH)
-                n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed, &ready);
-            unfed = unfed || !fed;
+                n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed, &ready, displaced);
+            if (!fed || displaced[0] != '\0')
+                spare_keep(ws, qkey, scan_key(tenant, queue, b->group), fed ? displaced : partition,
+                           now);
+            unfed = unfed || !fed || displaced[0] != '\0';
             if (fed && ready && told_out != NULL)
                 told_add(told_out, b->group); /* a consumer that pops at once */
         }
-        unfed = unfed || (group != NULL && !seen);
+        if (group != NULL && !seen) {
+            unfed = true;
+            spare_keep(ws, qkey, scan_key(tenant, queue, group), partition, now);
+        }
     }
     if (unfed)
         ws->unfed[unfed_slot(kbuf, klen)]++;

@@ -175,6 +175,31 @@ bool qn_waiters_known_empty(const struct qn_waiters *ws, const uint8_t tenant[16
                             const char *queue, const char *group, int64_t now_ms,
                             int64_t max_age_ms, uint64_t *unfed);
 
+/*
+ * Spare hints: what a feed could tell nobody. When a feed of a named partition
+ * leaves a group without a hinted waiter on this loop (none of the group's
+ * consumers is parked or has a pop in flight here, or the partition the
+ * picked waiter was hinted with before is displaced), the loop keeps the
+ * (queue, group, partition), or (queue, any group, partition) when nobody at
+ * all waits on the queue; a new consumer of the group that would scan every
+ * partition may take it and lease there instead. At most 8 per (tenant, queue)
+ * slot (64 slots shared by hash; the oldest is displaced, a repeat refreshed),
+ * names of at most 63 bytes.
+ *
+ * qn_waiters_take_spare: true and out set (NUL-terminated) to the oldest
+ * partition kept for (tenant, queue, group) or for any group at most max_age_ms
+ * before now_ms; it is forgotten. A spare is a guess: the partition may have
+ * been leased or drained since (a scan, another loop, another broker), so a
+ * pop that finds it empty must still look at every partition before it waits
+ * or answers empty.
+ * qn_waiters_drop_spare: a pop of the group leased in partition: forget it.
+ */
+bool qn_waiters_take_spare(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                           const char *group, int64_t now_ms, int64_t max_age_ms,
+                           char out[QN_WAITER_HINT_MAX + 1]);
+void qn_waiters_drop_spare(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
+                           const char *group, const char *partition);
+
 size_t qn_waiters_count(const struct qn_waiters *ws);
 
 /* Wakes every parked waiter (shutdown). */

@@ -335,6 +335,10 @@ void qn_pop_pass_hint(struct qn_app *app, const uint8_t tenant[16], struct qn_wa
         return;
     char part[QN_WAITER_HINT_MAX + 1];
     memcpy(part, w->hint, sizeof part);
+    if (qn_cfusion_holds(app->cfusion, tenant, a->queue, part, a->group, qn_store_now_ms()))
+        return; /* a consumer here holds the group's lease there (often w's own
+                 * batch): its release hints, and a hint now would be a pop
+                 * that finds the partition leased */
     qn_waiters_feed(app->waiters, tenant, a->queue, a->group ? a->group : "", part, 0);
 }
 

@@ -23,10 +23,12 @@
  *   start --wait_ms, and its group's last scan on this loop came back empty
  *           within QUEEN_POP_SCAN_REUSE_MS with no commit or release left
  *           untold since (waiters.h)--> WAITING (no scan: wait_unscanned)
- *   start --otherwise--> POPPING
+ *   start --otherwise--> POPPING (by a spare hint when its loop kept one for
+ *           the group, waiters.h: a partition whose news reached no consumer)
  *   GATING --enough pending, hold over, or no room to park--> POPPING
  *   GATING --under-full--> HELD --wake / re-check timer--> GATING (asks again)
  *   POPPING --rows--> (answered with the batch)
+ *   POPPING --empty, by a spare hint--> POPPING (any: a spare is a guess)
  *   POPPING --empty, no wait left--> (answered empty)
  *   POPPING --empty, a commit was seen meanwhile (rewake), or the hinted
  *            partition was empty (taken by another consumer) and a commit
@@ -109,9 +111,12 @@ struct pop_rpc {
     qn_store_req *sreq;
     struct qn_cfusion_pop *lreq;
     struct qn_waiter waiter;
-    bool waiting;          /* wait_ms > 0: parked from the start (invariant 2) */
-    bool rewake;           /* a commit was seen while a call was in flight */
-    bool hinted;           /* the call in flight leases in a hinted partition only */
+    bool waiting;     /* wait_ms > 0: parked from the start (invariant 2) */
+    bool rewake;      /* a commit was seen while a call was in flight */
+    bool hinted;      /* the call in flight leases in a hinted partition only */
+    bool spare_tried; /* it asked the waiters for a spare hint (once, before its first pop) */
+    bool spare;       /* the call in flight leases in a spare hint's partition */
+    char spare_part[QN_WAITER_HINT_MAX + 1];
     uint64_t unfed;        /* qn_waiters_unfed when it last looked everywhere */
     bool unscanned;        /* it waited without a scan and has not scanned since (invariant 6) */
     uint64_t gate_commits; /* qn_notifier_commits of its queue when the gate was asked */
@@ -310,6 +315,10 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         qn_waiters_scanned(p->app->waiters, p->tenant, p->args.queue, p->args.group, p->unfed,
                            res->n == 0, qn_store_now_ms());
     if (res->n > 0) {
+        for (size_t i = 0; i < res->n; i++)
+            if (i == 0 || strcmp(res->segs[i].partition, res->segs[i - 1].partition) != 0)
+                qn_waiters_drop_spare(p->app->waiters, p->tenant, p->args.queue, p->args.group,
+                                      res->segs[i].partition);
         qn_call *call = p->call;
         long sent =
             qn_pop_send_batch(p->app, call, &p->args, res, p->req->raw_segments ? QN_BATCH_RAW : 0);
@@ -328,6 +337,13 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
     }
     /* empty */
     int64_t now = qn_store_now_ms();
+    if (p->spare && !p->app->shutting_down) {
+        /* a spare hint is a guess (waiters.h): its partition was drained or
+         * leased meanwhile, so look at every partition now */
+        p->spare = false;
+        pop_issue(p);
+        return;
+    }
     if (p->unscanned && p->waiting && now >= p->wait_until_ms && !p->app->shutting_down) {
         /* invariant 6: a hinted pop found nothing at the end of the wait, and
          * this pop has not looked everywhere yet (it waited unscanned) */
@@ -448,6 +464,26 @@ static bool wait_unscanned(struct pop_rpc *p)
     return true;
 }
 
+/* A pop about to scan for the first time leases instead in a partition whose
+ * news this loop could tell no consumer of its group (a spare hint, waiters.h)
+ * at most QUEEN_POP_SCAN_REUSE_MS ago: at a rate where every consumer is busy
+ * when commits land, new pops would otherwise each pay an any-partition scan.
+ * Only once per pop; if the partition is empty, pop_done scans. */
+static bool take_spare(struct pop_rpc *p, struct qn_pop_args *a)
+{
+    struct qn_app *app = p->app;
+    if (p->spare_tried)
+        return false;
+    p->spare_tried = true;
+    if (app->cfg->pop_scan_reuse_ms <= 0 || !is_scan(p) || a->max_partitions > 1 ||
+        !qn_waiters_take_spare(app->waiters, p->tenant, a->queue, a->group, qn_store_now_ms(),
+                               app->cfg->pop_scan_reuse_ms, p->spare_part))
+        return false;
+    app->pop_spare_hints++;
+    a->partition = p->spare_part;
+    return true;
+}
+
 /* Asks the gate or pops: NEW|HELD|WAITING|BUDGET|GATING(answered) -> GATING|POPPING|BUDGET,
  * or NEW -> WAITING (wait_unscanned). */
 static void pop_issue(struct pop_rpc *p)
@@ -513,7 +549,9 @@ static void pop_issue(struct pop_rpc *p)
     struct qn_call_opts popts = {0, p->tenant, p->filtered ? &p->names.f : NULL};
     struct qn_pop_args a = p->args;
     p->hinted = qn_pop_take_hint(&p->waiter, &a); /* a commit named its partition: lease there */
-    if (!p->hinted && p->args.queue != NULL)      /* a scan: sees every commit told nobody so far */
+    p->spare = !p->hinted && take_spare(p, &a);
+    p->hinted = p->hinted || p->spare;
+    if (!p->hinted && p->args.queue != NULL) /* a scan: sees every commit told nobody so far */
         p->unfed = qn_waiters_unfed(app->waiters, p->tenant, p->args.queue);
     if (is_scan(p)) {
         app->pop_scans++;

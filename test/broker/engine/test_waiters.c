@@ -20,6 +20,7 @@
 #include "engine/waiters.h"
 #include "engine_test.h"
 #include "queen/error.h"
+#include "queen/store.h"
 
 static const uint8_t T1[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 static const uint8_t T2[16] = {0xaa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
@@ -685,6 +686,109 @@ START_TEST(empty_scan_is_remembered_until_news_reaches_nobody)
 }
 END_TEST
 
+/* take_spare with a minute's max age at the waiters' own clock. */
+static bool take(const uint8_t *tenant, const char *queue, const char *group, char *out)
+{
+    return qn_waiters_take_spare(ws, tenant, queue, group, qn_store_now_ms(), 60000, out);
+}
+
+/* What a feed told nobody is kept, per (tenant, queue) and group (any group
+ * when nobody waited on the queue), and taken oldest first, once; what was
+ * told, skipped as held or told on another loop is not; a displaced hint is;
+ * a repeat refreshes; 8 per queue; drop and age forget; names over 63 bytes
+ * are not kept. */
+START_TEST(spare_hints_keep_what_nobody_was_told)
+{
+    setup(100);
+    char out[QN_WAITER_HINT_MAX + 1];
+    ck_assert(!take(T1, "q", "g", out));
+    /* nobody waits on q: kept for any group, taken once */
+    qn_waiters_feed(ws, T1, "q", NULL, "p1", 0);
+    ck_assert(take(T1, "q", "h", out));
+    ck_assert_str_eq(out, "p1");
+    ck_assert(!take(T1, "q", "g", out));
+    /* told to a parked consumer: nothing kept */
+    park(0, "q", "g", NULL);
+    qn_waiters_feed(ws, T1, "q", NULL, "p2", 0);
+    ck_assert_int_eq(tws[0].woken, 1);
+    ck_assert(!take(T1, "q", "g", out));
+    /* skipped (the group's lease is held here) or told on another loop: not kept */
+    tws[0].w.hinted = false;
+    park(0, "q", "g", NULL);
+    qn_waiters_feed_except(ws, T1, "q", "p2", 0, skip_all, NULL, NULL, NULL);
+    struct qn_told told = {.complete = true};
+    memcpy(told.names, "g", 2);
+    told.len = 2;
+    qn_waiters_feed_except(ws, T1, "q", "p2", 0, NULL, NULL, &told, NULL);
+    ck_assert_int_eq(tws[0].woken, 1);
+    ck_assert(!take(T1, "q", "g", out));
+    /* g is told, h (only a waiter for another partition) is not: kept for h */
+    park(1, "q", "h", "p9");
+    qn_waiters_feed(ws, T1, "q", NULL, "p3", 0);
+    ck_assert_int_eq(tws[0].woken, 2);
+    ck_assert(!take(T1, "q", "g", out));
+    ck_assert(take(T1, "q", "h", out));
+    ck_assert_str_eq(out, "p3");
+    /* a hint not taken yet is displaced by a newer one: the old one is kept */
+    park(0, "q", "g", NULL);
+    tws[0].w.hinted = true;
+    snprintf(tws[0].w.hint, sizeof tws[0].w.hint, "p4");
+    qn_waiters_feed(ws, T1, "q", "g", "p5", 0);
+    ck_assert_str_eq(tws[0].w.hint, "p5");
+    ck_assert(take(T1, "q", "g", out));
+    ck_assert_str_eq(out, "p4");
+    /* a release for a group with no consumer here: kept for that group only */
+    qn_waiters_feed(ws, T1, "q", "k", "p6", 0);
+    ck_assert(!take(T1, "q", "g", out));
+    ck_assert(take(T1, "q", "k", out));
+    ck_assert_str_eq(out, "p6");
+    qn_waiters_unpark(ws, &tws[1].w);
+    /* oldest first; a repeat refreshes instead of adding */
+    qn_waiters_feed(ws, T1, "q", NULL, "p7", 0);
+    qn_waiters_feed(ws, T1, "q", NULL, "p8", 0);
+    qn_waiters_feed(ws, T1, "q", NULL, "p7", 0);
+    ck_assert(take(T1, "q", "g", out));
+    ck_assert_str_eq(out, "p8");
+    ck_assert(take(T1, "q", "g", out));
+    ck_assert_str_eq(out, "p7");
+    ck_assert(!take(T1, "q", "g", out));
+    /* per tenant and queue; the default group's spellings are one */
+    qn_waiters_feed(ws, T1, "q", "", "p10", 0);
+    ck_assert(!take(T2, "q", "", out));
+    ck_assert(!take(T1, "q2", "", out));
+    ck_assert(take(T1, "q", "__QUEUE_MODE__", out));
+    ck_assert_str_eq(out, "p10");
+    /* a pop of the group leased there: forgotten */
+    qn_waiters_feed(ws, T1, "q", NULL, "p11", 0);
+    qn_waiters_drop_spare(ws, T1, "q", "g", "p11");
+    ck_assert(!take(T1, "q", "g", out));
+    /* too old to trust: forgotten */
+    qn_waiters_feed(ws, T1, "q", NULL, "p12", 0);
+    ck_assert(!qn_waiters_take_spare(ws, T1, "q", "g", qn_store_now_ms() + 1000, 100, out));
+    ck_assert(!take(T1, "q", "g", out));
+    /* at most 8 per queue: the newest stay */
+    for (int i = 0; i < 10; i++) {
+        char part[8];
+        snprintf(part, sizeof part, "x%d", i);
+        qn_waiters_feed(ws, T1, "q", NULL, part, 0);
+    }
+    for (int i = 2; i < 10; i++) {
+        char want[8];
+        snprintf(want, sizeof want, "x%d", i);
+        ck_assert(take(T1, "q", "g", out));
+        ck_assert_str_eq(out, want);
+    }
+    ck_assert(!take(T1, "q", "g", out));
+    /* a name over 63 bytes is not kept (its pop scans) */
+    char longp[65];
+    memset(longp, 'L', 64);
+    longp[64] = '\0';
+    qn_waiters_feed(ws, T1, "q", NULL, longp, 0);
+    ck_assert(!take(T1, "q", "g", out));
+    teardown();
+}
+END_TEST
+
 static bool never_ready(const struct qn_waiter *w)
 {
     (void)w;
@@ -787,6 +891,7 @@ Suite *qn_test_waiters_suite(void)
     tcase_add_test(tc, groups_told_on_another_loop);
     tcase_add_test(tc, told_set_overflows_to_incomplete);
     tcase_add_test(tc, empty_scan_is_remembered_until_news_reaches_nobody);
+    tcase_add_test(tc, spare_hints_keep_what_nobody_was_told);
     suite_add_tcase(s, tc);
     return s;
 }
