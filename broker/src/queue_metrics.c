@@ -62,7 +62,7 @@ enum refresh_state { REFRESH_IDLE, REFRESH_STATS, REFRESH_GROUPS };
  * twentieth of the time, in slices of about 20 ms at a million partitions
  * (about 20 us a partition there); a pass starts at most ten times per
  * QUEEN_METRICS_REFRESH_MS (a database of up to STATS_STEP_PARTITIONS
- * partitions: one step each time, as before). Why: at a million partitions a step of 100,000 held a
+ * partitions is one step a pass). Why: at a million partitions a step of 100,000 held a
  * backend for 0.65-0.9 s, and steps of 10,000 every 1.5 s for 70-150 ms; on a 2-core machine a hot
  * call that met such a step waited for it (bench/RESULTS.md, the hot subset beside an empty
  * database, round by round). A pass then takes about 7 minutes at a million partitions (19 s of a
@@ -392,9 +392,11 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
     }
 }
 
-static void walk_after(struct qn_queue_metrics *qm, int64_t ms)
+/* A tenth of the refresh period: at most ten passes per refresh, and the
+ * retry of a step that failed. */
+static int64_t walk_tenth(const struct qn_queue_metrics *qm)
 {
-    qn_timer_after(qm->walk, ms);
+    return qm->app->cfg->metrics_refresh_ms / 10;
 }
 
 /* The pause after a step that took `took` ms: WALK_DUTY times it, at least a
@@ -414,12 +416,11 @@ static void walk_done(void *ud, const struct qn_store_status *st, int64_t parts)
     struct qn_queue_metrics *qm = ud;
     qm->walk_req = NULL;
     int64_t now = qn_store_now_ms(), took = now - qm->walk_step_at;
-    int64_t tenth = qm->app->cfg->metrics_refresh_ms / 10;
-    int64_t gap = walk_gap(qm, took);
+    int64_t tenth = walk_tenth(qm), gap = walk_gap(qm, took);
     if (st->code != QN_OK) {
         QN_DEBUG("stats walk step failed detail=\"%s\"",
                  st->message[0] ? st->message : qn_strerror(st->code));
-        walk_after(qm, tenth); /* as the walk always paced */
+        qn_timer_after(qm->walk, tenth); /* try again a tenth of a refresh later */
         return;
     }
     if (parts >= 0 && parts < STATS_STEP_PARTITIONS) {
@@ -428,12 +429,12 @@ static void walk_done(void *ud, const struct qn_store_status *st, int64_t parts)
          * much older than itself where a pass fits in the time */
         int64_t next = qm->walk_pass_at + tenth - now;
         qm->walk_pass_at = 0;
-        walk_after(qm, next > gap ? next : gap);
+        qn_timer_after(qm->walk, next > gap ? next : gap);
         return;
     }
     /* mid-pass, or -1: another broker's step holds the walk (stats_step_v1's
      * lock); look again after the same pause */
-    walk_after(qm, gap);
+    qn_timer_after(qm->walk, gap);
 }
 
 /* One step of the stats walk; walk_done schedules the next. The timer is
@@ -452,7 +453,7 @@ static void on_walk(evutil_socket_t fd, short what, void *arg)
     if (qn_store_stats_step(qm->app->store, STATS_STEP_PARTITIONS, &opts, walk_done, qm,
                             &qm->walk_req) != QN_OK) {
         qm->walk_req = NULL;
-        walk_after(qm, qm->app->cfg->metrics_refresh_ms / 10);
+        qn_timer_after(qm->walk, walk_tenth(qm));
     }
 }
 
@@ -593,7 +594,7 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
             qn_queue_metrics_free(qm);
             return QN_ENOMEM;
         }
-        walk_after(qm, walk_gap(qm, 0)); /* the first pass at once */
+        qn_timer_after(qm->walk, walk_gap(qm, 0)); /* the first pass soon */
     }
     *out = qm;
     return QN_OK;
