@@ -315,8 +315,8 @@ static void pop_done(void *ud, const struct qn_store_status *st, const struct qn
         qn_waiters_scanned(p->app->waiters, p->tenant, p->args.queue, p->args.group, p->unfed,
                            res->n == 0, qn_store_now_ms());
     if (res->n > 0) {
-        for (size_t i = 0; i < res->n; i++)
-            if (i == 0 || strcmp(res->segs[i].partition, res->segs[i - 1].partition) != 0)
+        for (size_t i = 0; i < res->n; i++) /* segments of one partition are adjacent */
+            if (i == 0 || memcmp(res->segs[i].pid, res->segs[i - 1].pid, 16) != 0)
                 qn_waiters_drop_spare(p->app->waiters, p->tenant, p->args.queue, p->args.group,
                                       res->segs[i].partition);
         qn_call *call = p->call;
