@@ -332,9 +332,7 @@ static size_t collect(struct qn_waiters *ws, struct qn_wait_bucket *b, const uin
 /* Picks, for a commit to `partition` (feed mode), the one "any partition"
  * waiter of bucket b to wake: the oldest ready one, else the oldest. Every
  * waiter for exactly this partition is taken as well. *fed: an "any
- * partition" waiter was picked. */
-/* Picks the waiter of b to feed partition to (see qn_waiters_feed). *fed: the
- * partition reached a waiter; *displaced: the partition the pick was hinted
+ * partition" waiter was picked; *displaced: the partition the pick was hinted
  * with and had not taken yet ("" if none), now told to nobody. */
 static size_t collect_feed(struct qn_wait_bucket *b, const char *partition, struct qn_waiter **out,
                            size_t cap, size_t n, bool *fed, bool *ready_pick,
@@ -481,12 +479,17 @@ bool qn_waiters_known_empty(const struct qn_waiters *ws, const uint8_t tenant[16
     return true;
 }
 
+static uint64_t spare_qkey_of(const char *kbuf, size_t klen)
+{
+    uint64_t k = qn_hash_bytes(kbuf, klen);
+    return k != 0 ? k : 1;
+}
+
 static uint64_t spare_qkey(const uint8_t tenant[16], const char *queue)
 {
     char kbuf[16 + 256];
     size_t klen = queue_key(tenant, queue, kbuf);
-    uint64_t k = qn_hash_bytes(kbuf, klen);
-    return k != 0 ? k : 1;
+    return spare_qkey_of(kbuf, klen);
 }
 
 /* Keeps (queue, group, partition) as a spare hint; gkey 0: any group. */
@@ -574,6 +577,26 @@ static void told_add(struct qn_told *t, const char *group)
     t->len = (uint16_t)(t->len + gl);
 }
 
+/* What feed needs to keep spares, computed at its first keep: most feeds tell
+ * a consumer and keep nothing. */
+struct keeper {
+    const uint8_t *tenant;
+    const char *queue, *kbuf;
+    size_t klen;
+    uint64_t qkey; /* 0 until the first keep */
+    int64_t now_ms;
+};
+
+static void keep(struct qn_waiters *ws, struct keeper *k, const char *group, const char *partition)
+{
+    if (k->qkey == 0) {
+        k->qkey = spare_qkey_of(k->kbuf, k->klen);
+        k->now_ms = qn_store_now_ms();
+    }
+    spare_keep(ws, k->qkey, group != NULL ? scan_key(k->tenant, k->queue, group) : 0, partition,
+               k->now_ms);
+}
+
 static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *queue,
                  const char *group, const char *partition, size_t discovery,
                  bool (*skip)(void *ud, const char *group), void *ud, const struct qn_told *told_in,
@@ -594,11 +617,10 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
      * was told (no waiter parked, or past the pass's cap); what was told to
      * nobody is kept as a spare hint */
     bool unfed = node == NULL;
-    int64_t now = qn_store_now_ms();
-    uint64_t qkey = spare_qkey(tenant, queue);
+    struct keeper k = {.tenant = tenant, .queue = queue, .kbuf = kbuf, .klen = klen};
     char displaced[QN_WAITER_HINT_MAX + 1];
     if (node == NULL)
-        spare_keep(ws, qkey, group != NULL ? scan_key(tenant, queue, group) : 0, partition, now);
+        keep(ws, &k, group, partition);
     if (node != NULL) {
         struct qn_wait_queue *q = qn_container_of(node, struct qn_wait_queue, node);
         bool seen = false;
@@ -618,19 +640,18 @@ static void feed(struct qn_waiters *ws, const uint8_t tenant[16], const char *qu
                 continue; /* its lease is held here: the release hints */
             }
             bool fed = false, ready = false;
-            displaced[0] = '\0';
+            displaced[0] = '\0'; /* stays empty when the pass is full */
             if (n < WAKE_BATCH)
                 n = collect_feed(b, partition, wake, WAKE_BATCH, n, &fed, &ready, displaced);
             if (!fed || displaced[0] != '\0')
-                spare_keep(ws, qkey, scan_key(tenant, queue, b->group), fed ? displaced : partition,
-                           now);
+                keep(ws, &k, b->group, fed ? displaced : partition);
             unfed = unfed || !fed || displaced[0] != '\0';
             if (fed && ready && told_out != NULL)
                 told_add(told_out, b->group); /* a consumer that pops at once */
         }
         if (group != NULL && !seen) {
             unfed = true;
-            spare_keep(ws, qkey, scan_key(tenant, queue, group), partition, now);
+            keep(ws, &k, group, partition);
         }
     }
     if (unfed)
