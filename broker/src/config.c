@@ -108,6 +108,10 @@ const struct qn_config_var qn_config_vars[] = {
      "zstd compression level of segments"},
     {"QUEEN_V2_BUNDLE_MAX", QN_CFG_INT, "16", 1, 256, OFF(bundle_max),
      "most partitions one push commit carries"},
+    {"QUEEN_PUSH_LANE_MS", QN_CFG_INT, "25", 0, 60000, OFF(push_lane_ms),
+     "a loop sends one push commit at a time (what arrives meanwhile leaves together in the "
+     "next), plus one more for each in flight this long and when a full one waits, up to 4; "
+     "0: up to 4 at once"},
     {"QUEEN_DEDUP_CACHE", QN_CFG_BOOL, "true", 0, 0, OFF(dedup_cache),
      "broker cache that narrows the SQL dedup probe (never decides a verdict)"},
     {"QUEEN_DEDUP_CACHE_MB", QN_CFG_INT, "512", 1, 1048576, OFF(dedup_cache_mb),

@@ -60,6 +60,7 @@ struct qn_config {
     /* push path */
     int64_t zstd_level;        /* QUEEN_V2_ZSTD_LEVEL */
     int64_t bundle_max;        /* QUEEN_V2_BUNDLE_MAX */
+    int64_t push_lane_ms;      /* QUEEN_PUSH_LANE_MS */
     bool dedup_cache;          /* QUEEN_DEDUP_CACHE */
     int64_t dedup_cache_mb;    /* QUEEN_DEDUP_CACHE_MB */
     int64_t wake_recheck_ms;   /* QUEEN_WAKE_RECHECK_MS */

@@ -36,8 +36,8 @@
  *                                                 |     until resolved or failed
  *                                                 +--done, nothing waiting--> (freed)
  *
- * Bundle lifecycle (`inflight` counts SENT and RESOLVING bundles not in doubt,
- * at most FUSION_MAX_INFLIGHT):
+ * Bundle lifecycle (`inflight` counts SENT bundles, at most FUSION_MAX_INFLIGHT,
+ * each holding one lane; a bundle in doubt or RESOLVING holds none):
  *
  *     (built) --a segment large enough and the pool takes it--> PACKING
  *     PACKING (on f->packing) --every segment back, a place free--> SENT
@@ -93,7 +93,11 @@
 #define SEG_MAX_RAW (8u * 1024u * 1024u)
 /* Bytes of payload and transaction ids fusion may hold waiting. */
 #define FUSION_MAX_PENDING_BYTES (256ull * 1024u * 1024u)
-/* Bundles in flight at once. */
+/* Bundles in flight at once, at most. With QUEEN_PUSH_LANE_MS > 0 one lane is
+ * open, plus one for each bundle in flight that long (a slow round trip, a lock
+ * wait), or when a full bundle is waiting: under load, what arrives while a
+ * commit is in flight leaves together in the next, so a loop makes fewer, larger
+ * commits; a stuck commit still lets the others by. */
 #define FUSION_MAX_INFLIGHT 4
 /* Backoff between attempts to resolve a bundle in doubt. */
 #define RESOLVE_MIN_MS 50
@@ -159,6 +163,7 @@ struct bundle {
     uint8_t tenant[16];
     struct bundle *pprev, *pnext;
     struct bundle *snext;
+    int lane; /* its place in f->lane_sent while SENT; -1: none */
 };
 
 /* Original-message-id lookup for duplicates of one segment. */
@@ -189,6 +194,9 @@ struct qn_fusion {
     struct event *dispatch_ev;
     bool dispatch_scheduled;
     uint32_t inflight;
+    int64_t lane_sent[FUSION_MAX_INFLIGHT]; /* when each lane's bundle was sent; -1: free */
+    struct event *lane_ev;                  /* the next lane to open with ready slots waiting */
+    size_t nready;                          /* slots in the ready list */
     uint32_t lookups;
     uint64_t pending_bytes;
     struct qn_fusion_dedup_hooks dedup;
@@ -293,6 +301,7 @@ static void ready_push(struct qn_fusion *f, struct slot *s)
     assert(s->npending > 0);
     s->state = SLOT_READY;
     s->ready_next = NULL;
+    f->nready++;
     if (f->ready_tail)
         f->ready_tail->ready_next = s;
     else
@@ -318,6 +327,7 @@ static struct slot *ready_pop(struct qn_fusion *f, const uint8_t *tenant)
     if (f->ready_tail == s)
         f->ready_tail = prev;
     s->ready_next = NULL;
+    f->nready--;
     return s;
 }
 
@@ -1167,6 +1177,9 @@ static void push_done(void *ud, const struct qn_store_status *st, const struct q
     struct bundle *b = ud;
     struct qn_fusion *f = b->f;
     f->inflight--;
+    if (b->lane >= 0)
+        f->lane_sent[b->lane] = -1;
+    b->lane = -1;
     f->stats.inflight = f->inflight;
     if (f->sendq != NULL)
         schedule_dispatch(f); /* a packed bundle takes the place */
@@ -1234,6 +1247,14 @@ static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg 
  * loop's other partitions waiting). */
 static void bundle_send(struct qn_fusion *f, struct bundle *b)
 {
+    b->lane = -1;
+    for (int i = 0; i < FUSION_MAX_INFLIGHT; i++) {
+        if (f->lane_sent[i] < 0) {
+            f->lane_sent[i] = qn_store_now_ms();
+            b->lane = i;
+            break;
+        }
+    }
     struct qn_push_segment *ps = calloc(b->nsegs, sizeof *ps);
     if (ps == NULL) {
         struct qn_store_status st = {QN_ENOMEM, "", ""};
@@ -1359,6 +1380,36 @@ static bool offload_segs(struct qn_fusion *f, struct bundle *b)
     return true;
 }
 
+/* Lanes open now (see FUSION_MAX_INFLIGHT); *next_at: when the next one opens
+ * by age (INT64_MAX: none in flight to wait for). */
+static uint32_t lanes_open(const struct qn_fusion *f, int64_t *next_at)
+{
+    *next_at = INT64_MAX;
+    int64_t lane_ms = f->cfg->push_lane_ms;
+    if (lane_ms <= 0)
+        return FUSION_MAX_INFLIGHT;
+    int64_t now = qn_store_now_ms();
+    uint32_t open = 1;
+    for (int i = 0; i < FUSION_MAX_INFLIGHT; i++) {
+        int64_t sent = f->lane_sent[i];
+        if (sent < 0)
+            continue;
+        if (now - sent >= lane_ms)
+            open++;
+        else if (sent + lane_ms < *next_at)
+            *next_at = sent + lane_ms;
+    }
+    return open < FUSION_MAX_INFLIGHT ? open : FUSION_MAX_INFLIGHT;
+}
+
+static void lane_opens(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct qn_fusion *f = arg;
+    schedule_dispatch(f);
+}
+
 static void dispatch(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -1366,6 +1417,8 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
     struct qn_fusion *f = arg;
     f->dispatch_scheduled = false;
     size_t bundle_max = (size_t)f->cfg->bundle_max;
+    int64_t lane_at;
+    uint32_t open = lanes_open(f, &lane_at);
 
     /* Packed bundles first: they left their slots before anything ready now.
      * A new bundle is built only with the queue empty and a place free, so the
@@ -1380,7 +1433,10 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->stats.inflight = f->inflight;
         bundle_send(f, b);
     }
-    while (f->sendq == NULL && f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT) {
+    /* A full bundle waiting goes whatever the lanes: waiting would not make it
+     * larger. */
+    while (f->sendq == NULL && f->ready_head != NULL && f->inflight < FUSION_MAX_INFLIGHT &&
+           (f->inflight < open || f->nready >= bundle_max)) {
         struct bundle *b = calloc(1, sizeof *b);
         if (b)
             b->segs = calloc(bundle_max, sizeof *b->segs);
@@ -1443,6 +1499,11 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->stats.inflight = f->inflight;
         bundle_send(f, b);
     }
+    if (f->ready_head != NULL && f->sendq == NULL && f->inflight < FUSION_MAX_INFLIGHT &&
+        lane_at != INT64_MAX) {
+        int64_t wait = lane_at - qn_store_now_ms();
+        qn_timer_after(f->lane_ev, wait > 0 ? wait : 0);
+    }
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -1460,9 +1521,16 @@ int qn_fusion_new(struct event_base *base, const struct qn_config *cfg, qn_store
     qn_map_init(&f->slots, 10u * 1000u * 1000u);
     f->dispatch_ev = event_new(base, -1, 0, dispatch, f);
     f->resolve_ev = evtimer_new(base, resolve_pass, f);
-    if (f->dispatch_ev == NULL || f->resolve_ev == NULL) {
+    f->lane_ev = evtimer_new(base, lane_opens, f);
+    for (int i = 0; i < FUSION_MAX_INFLIGHT; i++)
+        f->lane_sent[i] = -1;
+    if (f->dispatch_ev == NULL || f->resolve_ev == NULL || f->lane_ev == NULL) {
         if (f->dispatch_ev)
             event_free(f->dispatch_ev);
+        if (f->resolve_ev)
+            event_free(f->resolve_ev);
+        if (f->lane_ev)
+            event_free(f->lane_ev);
         free(f);
         return QN_ENOMEM;
     }
@@ -1515,6 +1583,7 @@ void qn_fusion_free(struct qn_fusion *f)
     qn_map_destroy(&f->slots);
     event_free(f->dispatch_ev);
     event_free(f->resolve_ev);
+    event_free(f->lane_ev);
     free(f);
 }
 

@@ -526,6 +526,70 @@ START_TEST(bundles_bounded_by_bundle_max)
 }
 END_TEST
 
+/* QUEEN_PUSH_LANE_MS: one bundle in flight while it is younger than the lane
+ * time; what arrives meanwhile leaves together when it is back, or when the
+ * flight has aged (a stuck commit lets the others by). */
+START_TEST(one_lane_until_the_flight_ages)
+{
+    setup();
+    cfg.push_lane_ms = 25;
+    submit(job_make("q", "p0", 0, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    submit(job_make("q", "p1", 10, 1, false, 0));
+    submit(job_make("q", "p2", 20, 1, false, 0));
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 1); /* the one lane is taken */
+    answer_queued(0, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 2); /* both waiting partitions, one bundle */
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+
+    submit(job_make("q", "p3", 30, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    /* the flight is as old as the lane time: a second lane opens when the
+     * lane's timer fires (armed for the flight's age to reach it) */
+    qt_engine_mono_ms += 25;
+    event_base_loop(base, EVLOOP_ONCE);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    ck_assert_str_eq(pushes[2].segs[0].partition, "p3");
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.inflight, 2);
+    answer_queued(1, NULL);
+    answer_queued(2, NULL);
+    teardown();
+}
+END_TEST
+
+/* A full bundle does not wait for a lane: waiting would not make it larger. */
+START_TEST(a_full_bundle_takes_no_lane_turn)
+{
+    setup_with(2, 64 << 20);
+    cfg.push_lane_ms = 60000;
+    submit(job_make("q", "p0", 0, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    submit(job_make("q", "p1", 10, 1, false, 0));
+    submit(job_make("q", "p2", 20, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 2);
+    ck_assert_uint_eq(pushes[1].nsegs, 2);
+    submit(job_make("q", "p3", 30, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 2); /* one segment waits for a lane */
+    for (size_t k = 0; k < 2; k++)
+        answer_queued(k, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 3);
+    answer_queued(2, NULL);
+    teardown();
+}
+END_TEST
+
 START_TEST(survivors_stay_ahead_of_later_arrivals)
 {
     setup();
@@ -1866,6 +1930,8 @@ Suite *qn_test_fusion_suite(void)
     TCase *tc = tcase_create("fusion");
     tcase_add_test(tc, one_flush_per_partition_in_flight);
     tcase_add_test(tc, bundles_bounded_by_bundle_max);
+    tcase_add_test(tc, one_lane_until_the_flight_ages);
+    tcase_add_test(tc, a_full_bundle_takes_no_lane_turn);
     tcase_add_test(tc, survivors_stay_ahead_of_later_arrivals);
     tcase_add_test(tc, survivors_stay_ahead_when_flushes_are_split);
     tcase_add_test(tc, segments_stay_within_an_eighth_of_the_send_limit);
