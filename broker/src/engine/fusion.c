@@ -10,7 +10,7 @@
  *
  * Does: keep one slot per (tenant, queue, partition) that has frames waiting or
  * a flush in flight; dispatch ready slots in bundles (one tenant per bundle:
- * push_v1 takes one tenant) on the next loop turn; pack and
+ * push_v1 takes one tenant) on the next loop turn with a lane open; pack and
  * compress each slot's frames into one segment; apply layer-2 dedup; resolve
  * items from push_v1's verdicts; re-send the survivors of a segment that held
  * duplicates; look up the original message ids of duplicates. Send a client's

@@ -3,7 +3,9 @@
  *
  * A push RPC becomes a qn_push_job whose items are routed to the fusion slot of
  * their (tenant, queue, partition). A slot with frames and no flush in flight is
- * dispatched on the next loop turn; while its flush is in flight new frames
+ * dispatched on the next loop turn that has a lane open (QUEEN_PUSH_LANE_MS: one
+ * bundle in flight, more when flights age or a full bundle waits); while its
+ * flush is in flight new frames
  * accumulate and go out together when it completes. Segment size is therefore
  * emergent: whatever arrived during the previous flush's round trip. Several
  * ready slots of one tenant ride one database transaction (a bundle, up to
