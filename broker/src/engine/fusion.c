@@ -1241,12 +1241,14 @@ static void seg_param(struct qn_fusion *f, const uint8_t tenant[16], struct seg 
     f->stats.frames += sg->count;
 }
 
-/* Sends bundle b (every segment packed): one push_v1 call. It is counted in
- * f->inflight already (a bundle is counted from its send: one whose segments
- * are packed off the loop holds no place meanwhile, so it does not keep the
- * loop's other partitions waiting). */
+/* Sends bundle b (every segment packed): one push_v1 call, in flight from here
+ * with a lane of its own (the caller saw f->inflight below the cap). A bundle
+ * counts from its send: one whose segments are packed off the loop holds no
+ * place meanwhile, so it does not keep the loop's other partitions waiting. */
 static void bundle_send(struct qn_fusion *f, struct bundle *b)
 {
+    f->inflight++;
+    f->stats.inflight = f->inflight;
     b->lane = -1;
     for (int i = 0; i < FUSION_MAX_INFLIGHT; i++) {
         if (f->lane_sent[i] < 0) {
@@ -1312,8 +1314,6 @@ static void bundle_packed(struct qn_fusion *f, struct bundle *b)
         return;
     }
     if (f->inflight < FUSION_MAX_INFLIGHT) {
-        f->inflight++;
-        f->stats.inflight = f->inflight;
         bundle_send(f, b);
         return;
     }
@@ -1429,8 +1429,6 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
         f->sendq = b->snext;
         if (f->sendq == NULL)
             f->sendq_tail = NULL;
-        f->inflight++;
-        f->stats.inflight = f->inflight;
         bundle_send(f, b);
     }
     /* A full bundle waiting goes whatever the lanes: waiting would not make it
@@ -1495,8 +1493,6 @@ static void dispatch(evutil_socket_t fd, short what, void *arg)
             bundle_packed(f, b); /* packed here after all: the pool was full */
             continue;
         }
-        f->inflight++;
-        f->stats.inflight = f->inflight;
         bundle_send(f, b);
     }
     if (f->ready_head != NULL && f->sendq == NULL && f->inflight < FUSION_MAX_INFLIGHT &&

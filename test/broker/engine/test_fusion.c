@@ -484,6 +484,28 @@ START_TEST(one_flush_per_partition_in_flight)
 }
 END_TEST
 
+/* Four bundles in flight: `part` waits, and leaves as the fifth once bundle
+ * `back` is answered; then every bundle is answered. */
+static void fifth_waits_for_one_back(const char *part, int64_t seq, size_t back)
+{
+    submit(job_make("q", part, seq, 1, false, 0));
+    turn();
+    turn();
+    ck_assert_uint_eq(npushes, 4);
+    struct qn_fusion_stats fs;
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.inflight, 4);
+    answer_queued(back, NULL);
+    turn();
+    ck_assert_uint_eq(npushes, 5);
+    ck_assert_str_eq(pushes[4].segs[0].partition, part);
+    for (size_t k = 0; k < npushes; k++)
+        if (k != back)
+            answer_queued(k, NULL);
+    qn_fusion_stats(fusion, &fs);
+    ck_assert_uint_eq(fs.inflight, 0);
+}
+
 START_TEST(bundles_bounded_by_bundle_max)
 {
     setup_with(4, 64 << 20);
@@ -510,21 +532,22 @@ START_TEST(bundles_bounded_by_bundle_max)
     submit(job_make("q", parts[10], 100, 1, false, 0));
     turn();
     ck_assert_uint_eq(npushes, 4);
-    submit(job_make("q", parts[11], 110, 1, false, 0));
-    turn();
-    ck_assert_uint_eq(npushes, 4);
-    struct qn_fusion_stats fs;
-    qn_fusion_stats(fusion, &fs);
-    ck_assert_uint_eq(fs.inflight, 4);
-    answer_queued(0, NULL);
-    turn();
-    ck_assert_uint_eq(npushes, 5);
-    ck_assert_str_eq(pushes[4].segs[0].partition, "p11");
-    for (size_t k = 1; k < npushes; k++)
-        answer_queued(k, NULL);
+    fifth_waits_for_one_back(parts[11], 110, 0);
     teardown();
 }
 END_TEST
+
+/* The lanes' opening move: p0 leaves at once; p1 and p2 arrive while it is
+ * in flight, and the loop turns. */
+static void p0_out_then_p1_p2(void)
+{
+    submit(job_make("q", "p0", 0, 1, false, 0));
+    turn();
+    ck_assert_uint_eq(npushes, 1);
+    submit(job_make("q", "p1", 10, 1, false, 0));
+    submit(job_make("q", "p2", 20, 1, false, 0));
+    turn();
+}
 
 /* QUEEN_PUSH_LANE_MS: one bundle in flight while it is younger than the lane
  * time; what arrives meanwhile leaves together when it is back, or when the
@@ -533,12 +556,7 @@ START_TEST(one_lane_until_the_flight_ages)
 {
     setup();
     cfg.push_lane_ms = 25;
-    submit(job_make("q", "p0", 0, 1, false, 0));
-    turn();
-    ck_assert_uint_eq(npushes, 1);
-    submit(job_make("q", "p1", 10, 1, false, 0));
-    submit(job_make("q", "p2", 20, 1, false, 0));
-    turn();
+    p0_out_then_p1_p2();
     turn();
     ck_assert_uint_eq(npushes, 1); /* the one lane is taken */
     answer_queued(0, NULL);
@@ -570,12 +588,7 @@ START_TEST(a_full_bundle_takes_no_lane_turn)
 {
     setup_with(2, 64 << 20);
     cfg.push_lane_ms = 60000;
-    submit(job_make("q", "p0", 0, 1, false, 0));
-    turn();
-    ck_assert_uint_eq(npushes, 1);
-    submit(job_make("q", "p1", 10, 1, false, 0));
-    submit(job_make("q", "p2", 20, 1, false, 0));
-    turn();
+    p0_out_then_p1_p2();
     ck_assert_uint_eq(npushes, 2);
     ck_assert_uint_eq(pushes[1].nsegs, 2);
     submit(job_make("q", "p3", 30, 1, false, 0));
@@ -586,6 +599,25 @@ START_TEST(a_full_bundle_takes_no_lane_turn)
     turn();
     ck_assert_uint_eq(npushes, 3);
     answer_queued(2, NULL);
+    teardown();
+}
+END_TEST
+
+/* Lanes open with age up to the cap and no further: four bundles in flight,
+ * however long, and a fifth waits for one of them to come back. */
+START_TEST(lanes_stop_at_four_however_old_the_flights)
+{
+    setup();
+    cfg.push_lane_ms = 25;
+    static const char *parts[] = {"p0", "p1", "p2", "p3", "p4"};
+    for (int i = 0; i < 4; i++) {
+        submit(job_make("q", parts[i], i * 10, 1, false, 0));
+        turn();
+        ck_assert_uint_eq(npushes, (size_t)i + 1); /* every flight before it has aged */
+        qt_engine_mono_ms += 25;
+    }
+    qt_engine_mono_ms += 1000;
+    fifth_waits_for_one_back(parts[4], 40, 1);
     teardown();
 }
 END_TEST
@@ -1932,6 +1964,7 @@ Suite *qn_test_fusion_suite(void)
     tcase_add_test(tc, bundles_bounded_by_bundle_max);
     tcase_add_test(tc, one_lane_until_the_flight_ages);
     tcase_add_test(tc, a_full_bundle_takes_no_lane_turn);
+    tcase_add_test(tc, lanes_stop_at_four_however_old_the_flights);
     tcase_add_test(tc, survivors_stay_ahead_of_later_arrivals);
     tcase_add_test(tc, survivors_stay_ahead_when_flushes_are_split);
     tcase_add_test(tc, segments_stay_within_an_eighth_of_the_send_limit);
