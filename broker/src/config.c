@@ -22,7 +22,7 @@
 const struct qn_config_var qn_config_vars[] = {
     {"QUEEN_DATABASE_URL", QN_CFG_STRING, "", 0, 0, OFF(database_url),
      "libpq connection string or URL of the PostgreSQL database"},
-    {"QUEEN_DB_POOL_SIZE", QN_CFG_INT, "8", 1, 256, OFF(db_pool_size),
+    {"QUEEN_DB_POOL_SIZE", QN_CFG_INT, "4", 1, 256, OFF(db_pool_size),
      "database connections of the broker's pool"},
     {"QUEEN_STMT_TIMEOUT_MS", QN_CFG_INT, "30000", 100, 3600000, OFF(stmt_timeout_ms),
      "statement timeout of every database call"},
