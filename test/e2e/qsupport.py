@@ -7,6 +7,7 @@ Consume streams driven from the test thread, and a private PostgreSQL cluster.
     c.push(q, [b"a", b"b"])
 """
 
+import contextlib
 import itertools
 import os
 import queue as queuelib
@@ -71,6 +72,38 @@ def fixture_db_url(name):
             base = f.readline().strip()
     u = urllib.parse.urlparse(base)
     return urllib.parse.urlunparse(u._replace(path="/" + name))
+
+
+def psql(url, sql):
+    """Runs one statement through psql and returns its unaligned output, stripped
+    (AssertionError with psql's stderr when it fails)."""
+    r = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAtX", "-c", sql],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, PGOPTIONS="-c client_min_messages=warning"))
+    if r.returncode != 0:
+        raise AssertionError("psql failed: %s\n%s" % (sql, r.stderr))
+    return r.stdout.strip()
+
+
+@contextlib.contextmanager
+def psql_holding(url, sql):
+    """A psql session inside a transaction that ran sql (to hold a lock) for the
+    block; the transaction rolls back when the block ends."""
+    with subprocess.Popen(["psql", url, "-XAtq", "-v", "ON_ERROR_STOP=1"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as p:
+        try:
+            p.stdin.write("BEGIN;\n%s;\nSELECT 'held';\n" % sql)
+            p.stdin.flush()
+            if not any(line.strip() == "held" for line in p.stdout):
+                raise AssertionError("psql ended before it held: %s" % sql)
+            yield p
+            p.stdin.write("ROLLBACK;\n")
+            p.stdin.close()
+            if p.wait(timeout=10) != 0:
+                raise AssertionError("psql failed to roll back: %s" % sql)
+        finally:
+            if p.poll() is None:
+                p.kill()
 
 
 def rpc_error(fn, *args, **kw):

@@ -4,13 +4,12 @@ SeekConsumerGroup, DeleteConsumerGroup and GetStats. Dead-letter RPCs are
 covered by test_queue_ack.py."""
 
 import time
-import subprocess
 import unittest
 
 import grpc
 
 from harness import Broker
-from qsupport import A, C, Client, Q, fixture_db_url, rpc_error, uniq, wait_until
+from qsupport import A, C, Client, Q, fixture_db_url, psql, rpc_error, uniq, wait_until
 
 broker = None
 
@@ -209,15 +208,11 @@ class Inspect(AdminTest):
             self.c.push(q, [b"m%d-%d" % (i, k) for k in range(100)], txns=["t%d-%d" % (i, k) for k in range(100)])
         pid = self.c.partition(q).partition_id
         url = fixture_db_url("e2e_admin")
-
-        def sql(query):
-            out = subprocess.run(["psql", "-XAtq", url, "-c", query], capture_output=True, text=True, check=True)
-            return out.stdout.strip()
         self.assertTrue(self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=60).existed)
         self.assertFalse(self.c.exists(q))
         for table in ("log_segments", "log_txns", "log_consumers", "log_dlq", "log_partitions"):
             col = "id" if table == "log_partitions" else "partition_id"
-            self.assertEqual(sql("SELECT count(*) FROM queen.%s WHERE %s = '%s'" % (table, col, pid)), "0", table)
+            self.assertEqual(psql(url, "SELECT count(*) FROM queen.%s WHERE %s = '%s'" % (table, col, pid)), "0", table)
         # hidden by a first step, deleted by the next
         self.assertRegex(broker.log_text(), r"queue deleted queue=%s steps=[2-9]" % q)
 
@@ -233,16 +228,12 @@ class Inspect(AdminTest):
         for i in range(30):
             self.c.push(q, [b"m%d-%d" % (i, k) for k in range(100)], partition="zz")
         url = fixture_db_url("e2e_admin")
-
-        def sql(query):
-            out = subprocess.run(["psql", "-XAtq", url, "-c", query], capture_output=True, text=True, check=True)
-            return out.stdout.strip()
-        qid = sql("SELECT id FROM queen.queues WHERE name = '%s'" % q)
-        self.assertEqual(sql("SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "1003")
+        qid = psql(url, "SELECT id FROM queen.queues WHERE name = '%s'" % q)
+        self.assertEqual(psql(url, "SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "1003")
         self.assertTrue(self.c.a.DeleteQueue(A.DeleteQueueRequest(queue=q), timeout=120).existed)
         self.assertFalse(self.c.exists(q))
-        self.assertEqual(sql("SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "0")
-        self.assertEqual(sql("SELECT count(*) FROM qn.queue_deleting WHERE queue_id = '%s'" % qid), "0")
+        self.assertEqual(psql(url, "SELECT count(*) FROM queen.log_partitions WHERE queue_id = '%s'" % qid), "0")
+        self.assertEqual(psql(url, "SELECT count(*) FROM qn.queue_deleting WHERE queue_id = '%s'" % qid), "0")
         self.assertRegex(broker.log_text(), r"queue deleted queue=%s steps=[2-9]" % q)
 
 class Groups(AdminTest):

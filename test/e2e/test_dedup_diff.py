@@ -34,7 +34,6 @@ QN_DEDUP_DIFF_SEEDS=<seed>[,<seed>...].
 import os
 import random
 import re
-import subprocess
 import time
 import unittest
 import urllib.parse
@@ -42,6 +41,7 @@ import urllib.parse
 import grpc
 
 from harness import Broker, stubs
+from qsupport import psql
 
 stubs()
 from queen.v1 import admin_pb2 as A  # noqa: E402
@@ -80,15 +80,6 @@ def base_url():
 def db_url(name):
     u = urllib.parse.urlparse(base_url())
     return urllib.parse.urlunparse(u._replace(path="/" + name))
-
-
-def psql(url, sql):
-    r = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAtX", "-c", sql],
-                       capture_output=True, text=True,
-                       env=dict(os.environ, PGOPTIONS="-c client_min_messages=warning"))
-    if r.returncode != 0:
-        raise AssertionError("psql failed: %s\n%s" % (sql, r.stderr))
-    return r.stdout.strip()
 
 
 def lit(s):

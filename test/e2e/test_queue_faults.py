@@ -1,11 +1,10 @@
 """The queue service when things go wrong: client deadlines shorter than a long
 poll or a push, the database going away and coming back (a private cluster this
-suite stops and starts), a push commit stuck on a row lock, and SIGTERM with open streams, parked pops and pushes
-in flight."""
+suite stops and starts), a push commit stuck on a row lock, and SIGTERM with
+open streams, parked pops and pushes in flight."""
 
 import concurrent.futures
 import signal
-import subprocess
 import threading
 import time
 import unittest
@@ -13,7 +12,8 @@ import unittest
 import grpc
 
 from harness import Broker
-from qsupport import H, Client, ConsumeStream, PrivatePg, Q, fixture_db_url, rpc_error, uniq, wait_until
+from qsupport import (H, Client, ConsumeStream, PrivatePg, Q, fixture_db_url, psql, psql_holding, rpc_error,
+                      uniq, wait_until)
 
 OK = grpc.StatusCode.OK
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
@@ -324,35 +324,23 @@ class StuckCommit(unittest.TestCase):
         url = fixture_db_url(db)
         c = Client(b.channel(), timeout=30)
         pool = concurrent.futures.ThreadPoolExecutor(2)
-        locker = None
         try:
             q = uniq("stuck")
             for part in ("a", "b"):
                 self.assertEqual(c.push(q, [b"warm-" + part.encode()], partition=part).results[0].status,
                                  Q.PUSH_STATUS_QUEUED)
-            locker = subprocess.Popen(["psql", url, "-qAtX", "-v", "ON_ERROR_STOP=1"], text=True,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            locker.stdin.write(
-                "BEGIN;\nSELECT 'locked' FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-                " WHERE q.name = '%s' AND p.name = 'a' FOR UPDATE OF p;\n" % q)
-            locker.stdin.flush()
-            self.assertEqual(locker.stdout.readline().strip(), "locked")
-
-            held = pool.submit(c.push, q, [b"held"], partition="a")
-            # the held push's commit is in the database, waiting for the row lock
-            wait_until(lambda: psql_value(url, "SELECT count(*) FROM pg_stat_activity"
-                                          " WHERE wait_event_type = 'Lock' AND query LIKE '%push%'") == "1",
-                       20, what="the push to wait on the partition's lock")
-            # another partition's push on the same loop goes by on a second lane
-            r = c.push(q, [b"passes"], partition="b", timeout=10)
-            self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED)
-            self.assertFalse(held.done())
-
-            locker.stdin.write("ROLLBACK;\n")
-            locker.stdin.close()
-            self.assertEqual(locker.wait(10), 0)
-            locker.stdout.close()
-            locker = None
+            lock = ("SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+                    " WHERE q.name = '%s' AND p.name = 'a' FOR UPDATE OF p" % q)
+            with psql_holding(url, lock):
+                held = pool.submit(c.push, q, [b"held"], partition="a")
+                # the held push's commit is in the database, waiting for the row lock
+                wait_until(lambda: psql(url, "SELECT count(*) FROM pg_stat_activity"
+                                        " WHERE wait_event_type = 'Lock' AND query LIKE '%push%'") == "1",
+                           20, what="the push to wait on the partition's lock")
+                # another partition's push on the same loop goes by on a second lane
+                r = c.push(q, [b"passes"], partition="b", timeout=10)
+                self.assertEqual(r.results[0].status, Q.PUSH_STATUS_QUEUED)
+                self.assertFalse(held.done())
             self.assertEqual(held.result(20).results[0].status, Q.PUSH_STATUS_QUEUED)
 
             # what was acknowledged is exactly what is stored, in push order
@@ -360,19 +348,10 @@ class StuckCommit(unittest.TestCase):
                 got = c.pop(q, partition=part, batch=10).messages
                 self.assertEqual([m.payload for m in got], want)
         finally:
-            if locker is not None:
-                locker.kill()
-                locker.communicate()
             c.close()
             pool.shutdown(wait=True)
             rc = b.stop()
         self.assertEqual(rc, 0, b.log_text())
-
-
-def psql_value(url, sql):
-    r = subprocess.run(["psql", url, "-qAtX", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                       capture_output=True, text=True, check=True)
-    return r.stdout.strip()
 
 
 if __name__ == "__main__":
