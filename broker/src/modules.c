@@ -399,7 +399,7 @@ static int queue_start(struct qn_broker_ctx *ctx, void **state)
     }
     /* /metrics is worker 0's (it sums every loop's counters: app_stats.h) */
     if (ctx->metrics != NULL && m->worker == 0 &&
-        (rc = qn_queue_metrics_new(app, ctx->metrics, &m->metrics)) != QN_OK) {
+        (rc = qn_queue_metrics_new(app, ctx->metrics, &sc, &m->metrics)) != QN_OK) {
         QN_ERROR("cannot set up the queue metrics: %s", qn_strerror(rc));
         return rc;
     }
@@ -465,7 +465,8 @@ static void queue_stop(void *state)
         publish_cb(-1, 0, m); /* the last word of this loop's counters */
         event_free(m->publish);
     }
-    qn_queue_metrics_free(m->metrics); /* before the store: it may have a read in flight */
+    qn_queue_metrics_free(
+        m->metrics); /* before the store: its collector reads the store's counters */
     m->metrics = NULL;
     qn_notifier_free(app->notifier);
     app->notifier = NULL;

@@ -12,7 +12,11 @@
  * and rebuild the per-queue series from them.
  * Does not: read the database per scrape (a scrape never waits), keep series
  * for more than QUEEN_METRICS_MAX_QUEUES queues and QUEEN_METRICS_MAX_GROUPS
- * (queue, group) pairs.
+ * (queue, group) pairs, or use the loop's pool: the walk and the refresh run on
+ * a session of their own (qm->st), so a step never holds the one connection a
+ * loop's reads may have (a pool of 4 on 2 loops leaves each loop one besides
+ * the write reserve: the hot pops of a million-partition database waited
+ * behind the walk's 20 ms steps there).
  *
  * Which queues: the deepest (pending messages, ties by name), so the ones an
  * operator must look at are always there and the choice is the same on every
@@ -112,6 +116,7 @@ struct qn_queue_metrics {
     int64_t walk_step_at;   /* when the step in flight started (ms) */
     int64_t walk_pass_at;   /* when the pass under way started; 0: none */
     qn_store_req *req;
+    qn_store *st;         /* the walk's and the refresh's own session (pool of 1) */
     struct qstat *chosen; /* the chosen queues of the refresh in flight, by name */
     size_t nchosen;
     size_t nqueues; /* queues the stats call returned */
@@ -368,7 +373,7 @@ static void stats_done(void *ud, const struct qn_store_status *st, const struct 
     /* the default tenant's queues only (NULL): /metrics answers without
      * credentials, so other tenants' queue names never appear there */
     struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
-    int rc = qn_store_group_lags(qm->app->store, &opts, groups_done, qm, &qm->req);
+    int rc = qn_store_group_lags(qm->st, &opts, groups_done, qm, &qm->req);
     if (rc != QN_OK) {
         qm->req = NULL;
         struct qn_store_status s = {rc, "", ""};
@@ -384,7 +389,7 @@ void qn_queue_metrics_refresh(struct qn_queue_metrics *qm)
     /* the default tenant's queues only (NULL): /metrics answers without
      * credentials, so other tenants' queue names never appear there */
     struct qn_call_opts opts = {qn_store_now_ms() + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
-    int rc = qn_store_stats_cached(qm->app->store, 0, &opts, stats_done, qm, &qm->req);
+    int rc = qn_store_stats_cached(qm->st, 0, &opts, stats_done, qm, &qm->req);
     if (rc != QN_OK) {
         qm->req = NULL;
         struct qn_store_status s = {rc, "", ""};
@@ -450,8 +455,8 @@ static void on_walk(evutil_socket_t fd, short what, void *arg)
     if (qm->walk_pass_at == 0)
         qm->walk_pass_at = qm->walk_step_at;
     struct qn_call_opts opts = {qm->walk_step_at + qm->app->cfg->metrics_refresh_ms, NULL, NULL};
-    if (qn_store_stats_step(qm->app->store, STATS_STEP_PARTITIONS, &opts, walk_done, qm,
-                            &qm->walk_req) != QN_OK) {
+    if (qn_store_stats_step(qm->st, STATS_STEP_PARTITIONS, &opts, walk_done, qm, &qm->walk_req) !=
+        QN_OK) {
         qm->walk_req = NULL;
         qn_timer_after(qm->walk, walk_tenth(qm));
     }
@@ -564,7 +569,8 @@ static int register_all(struct qn_queue_metrics *qm)
     return rc;
 }
 
-int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metrics **out)
+int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, const struct qn_store_config *sc,
+                         struct qn_queue_metrics **out)
 {
     struct qn_queue_metrics *qm = calloc(1, sizeof *qm);
     if (qm == NULL)
@@ -582,6 +588,17 @@ int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metr
     qn_queue_metrics_fusion(qm, &fm);
     qn_fusion_set_metrics(app->fusion, &fm);
     if (app->cfg->metrics_max_queues > 0) {
+        struct qn_store_config own = *sc;
+        own.pool_size = 1; /* one step or one read at a time (invariant 1) */
+        own.write_reserve = 0;
+        own.pipeline_depth = 1;
+        own.max_waiting = 4; /* the refresh's read and a step, at most */
+        own.pid_cache = 0;   /* it pushes nothing */
+        own.family = NULL;   /* nor sends a NOTIFY */
+        if ((rc = qn_store_new(app->base, &own, &qm->st)) != QN_OK) {
+            qn_queue_metrics_free(qm);
+            return rc;
+        }
         qm->timer = event_new(app->base, -1, EV_PERSIST, on_timer, qm);
         if (qm->timer == NULL) {
             qn_queue_metrics_free(qm);
@@ -610,6 +627,7 @@ void qn_queue_metrics_free(struct qn_queue_metrics *qm)
         event_free(qm->walk);
     qn_store_cancel(qm->req);
     qn_store_cancel(qm->walk_req);
+    qn_store_free(qm->st);
     chosen_free(qm);
     qn_metrics_off_collect(qm->reg, collect, qm);
     struct qn_fusion_metrics none = {NULL, NULL, NULL};

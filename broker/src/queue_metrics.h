@@ -15,13 +15,17 @@ struct qn_queue_metrics;
 /*
  * Registers the families in m, a collector that copies the app's counters at
  * each scrape, the fusion histograms, and (unless QUEEN_METRICS_MAX_QUEUES is
- * 0) the per-queue refresh every QUEEN_METRICS_REFRESH_MS. Borrows app and m
- * until qn_queue_metrics_free(). Returns QN_OK, QN_ENOMEM or QN_EINVAL.
+ * 0) the per-queue refresh every QUEEN_METRICS_REFRESH_MS, on a database
+ * session of its own configured from sc (its pool size, write reserve,
+ * pipeline and metrics family are set here). Borrows app and m until
+ * qn_queue_metrics_free(). Returns QN_OK, QN_ENOMEM or QN_EINVAL.
  */
-int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, struct qn_queue_metrics **out);
+struct qn_store_config;
+int qn_queue_metrics_new(struct qn_app *app, qn_metrics *m, const struct qn_store_config *sc,
+                         struct qn_queue_metrics **out);
 
-/* Stops the refresh (a database read in flight is cancelled), removes the
- * collector and frees. Call before the app's store is freed. NULL allowed. */
+/* Stops the refresh (a database read in flight is cancelled, the session
+ * closed), removes the collector and frees. NULL allowed. */
 void qn_queue_metrics_free(struct qn_queue_metrics *qm);
 
 /* The segment histograms (and their registry, to lock) that every loop's

@@ -9,14 +9,14 @@ import concurrent.futures
 import json
 import os
 import re
-import subprocess
 import time
 import unittest
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import SOURCE, Broker
-from qsupport import A, C, Client, PrivatePg, Q, fixture_db_url, rpc_error, uniq, wait_until
+from qsupport import (A, C, Client, PrivatePg, Q, fixture_db_url, psql, psql_holding, rpc_error, uniq,
+                      wait_until)
 from webclient import Http, get, grpc_web, message_of, status_of
 
 broker = None
@@ -440,14 +440,7 @@ class WalkLock(unittest.TestCase):
             c.push("before", [b"x"] * 2)
             wait_until(lambda: scrape(b).get("queen_queue_messages", queue="before") == 2, timeout=20,
                        what="the first queue's figures")
-            holder = subprocess.Popen(["psql", fixture_db_url("e2e_sideport_walklock"), "-XAtq",
-                                       "-v", "ON_ERROR_STOP=1"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            try:
-                holder.stdin.write("BEGIN;\nSELECT pg_advisory_xact_lock(737003);\nSELECT 'held';\n")
-                holder.stdin.flush()
-                self.assertEqual(holder.stdout.readline().strip(), "")  # pg_advisory_xact_lock's void
-                self.assertEqual(holder.stdout.readline().strip(), "held")
+            with psql_holding(fixture_db_url("e2e_sideport_walklock"), "SELECT pg_advisory_xact_lock(737003)"):
                 c.push("during", [b"y"] * 3)
                 # two refreshes that began after the push: still the old pass
                 t0 = time.time()
@@ -455,16 +448,34 @@ class WalkLock(unittest.TestCase):
                                         and s)(scrape(b)), timeout=20, what="two refreshes under the lock")
                 self.assertEqual(s.get("queen_queue_messages", queue="before"), 2)
                 self.assertNotIn(frozenset({("queue", "during")}), s.series("queen_queue_messages"))
-                holder.stdin.write("COMMIT;\n")
-                holder.stdin.close()
-                self.assertEqual(holder.wait(timeout=10), 0)
-            finally:
-                if holder.poll() is None:
-                    holder.kill()
-                    holder.wait()
             s = wait_until(lambda: (lambda s: s.get("queen_queue_messages", queue="during") == 3 and s)(scrape(b)),
                            timeout=20, what="the walk to resume once the lock is free")
             self.assertEqual(s.get("queen_queue_messages", queue="before"), 2)
+            c.close()
+
+    def test_a_stuck_walk_step_takes_no_connection_from_the_calls(self):
+        # One loop whose pool has a single connection for reads (2, one kept
+        # for writes). A step of the walk stuck on a lock waits on the walk's
+        # own session: a Pop and its Ack still answer at once. (When the walk
+        # shared the pool, the Pop queued behind the stuck step until the
+        # step's deadline, one refresh period: longer than the Pop's.)
+        db = "e2e_sideport_walkstuck"
+        with Broker("product", db=db, env={"QUEEN_METRICS_REFRESH_MS": "15000", "QUEEN_WORKERS": "1",
+                                           "QUEEN_DB_POOL_SIZE": "2", "QUEEN_DB_WRITE_RESERVE": "1"}) as b:
+            c = Client(b.channel())
+            c.push("stuck", [b"m1", b"m2"])
+            url = fixture_db_url(db)
+            with psql_holding(url, "LOCK TABLE qn.stats_sweep IN ACCESS EXCLUSIVE MODE"):
+                wait_until(lambda: psql(url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                             " AND query LIKE '%stats_step%'") == "1",
+                           timeout=20, what="a step of the walk to wait on the lock")
+                p = c.pop("stuck", batch=10, timeout=5)
+                self.assertEqual([m.payload for m in p.messages], [b"m1", b"m2"])
+                self.assertEqual(c.ack_offset(p.messages[-1]).outcome, Q.ACK_OUTCOME_APPLIED)
+                c.push("later", [b"z"] * 3, timeout=5)
+            # the stuck step went on once the lock was gone: a pass meets the queue made under it
+            wait_until(lambda: scrape(b).get("queen_queue_messages", queue="later") == 3, timeout=45,
+                       what="the walk to go on after the lock")
             c.close()
 
 
