@@ -465,8 +465,8 @@ static void queue_stop(void *state)
         publish_cb(-1, 0, m); /* the last word of this loop's counters */
         event_free(m->publish);
     }
-    qn_queue_metrics_free(
-        m->metrics); /* before the store: its collector reads the store's counters */
+    /* before the store: its collector reads the store's counters */
+    qn_queue_metrics_free(m->metrics);
     m->metrics = NULL;
     qn_notifier_free(app->notifier);
     app->notifier = NULL;
